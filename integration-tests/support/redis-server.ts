@@ -1,0 +1,71 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, isListening, waitFor } from './net';
+
+/**
+ * A private `redis-server` on 127.0.0.1 that a suite starts, stops and starts again on the same port, for
+ * outage tests (Redis stopped mid-run) and cluster tests. Keeps nothing on disk.
+ */
+export class RedisServer {
+  #child: ChildProcess | undefined;
+  readonly #dir = mkdtempSync(join(tmpdir(), 'ic-redis-'));
+
+  private constructor(
+    readonly port: number,
+    private readonly extraArgs: string[],
+  ) {}
+
+  /** Starts a server on a free port (or `port`), resolving once it accepts connections. */
+  static async start(options: { port?: number; args?: string[] } = {}): Promise<RedisServer> {
+    const server = new RedisServer(options.port ?? (await freePort()), options.args ?? []);
+    await server.restart();
+    return server;
+  }
+
+  /** `redis://127.0.0.1:<port>` */
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the server again on the same port (after {@link RedisServer.stop}). */
+  async restart(): Promise<void> {
+    if (this.#child) return;
+    const args = [
+      '--port',
+      String(this.port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      this.#dir,
+    ];
+    const child = spawn('redis-server', [...args, ...this.extraArgs], { stdio: 'ignore' });
+    this.#child = child;
+    child.once('exit', () => {
+      if (this.#child === child) this.#child = undefined;
+    });
+    await waitFor(`redis-server on port ${this.port}`, () => isListening(this.port), 10_000);
+  }
+
+  /** Kills the server (SIGKILL: an abrupt outage) and waits until the port is closed. */
+  async stop(): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#child = undefined;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+    await waitFor(`port ${this.port} to close`, async () => !(await isListening(this.port)), 10_000);
+  }
+
+  /** Stops the server and removes its directory. */
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}

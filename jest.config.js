@@ -1,0 +1,34 @@
+// Two projects: `unit` (fast, in-process, fakes allowed) and `integration` (real services, found or started
+// by integration-tests/support/global-setup.ts; a suite whose service is missing is reported as skipped).
+const transform = {
+  '^.+\\.tsx?$': [
+    '@swc/jest',
+    { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' } },
+  ],
+};
+const moduleNameMapper = { '^@idempotent-consumer/([a-z-]+)$': '<rootDir>/packages/$1/src' };
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      roots: ['<rootDir>/packages'],
+      testMatch: ['**/test/**/*.test.ts'],
+      transform,
+      moduleNameMapper,
+    },
+    {
+      displayName: 'integration',
+      testEnvironment: 'node',
+      roots: ['<rootDir>/integration-tests'],
+      testMatch: ['**/src/**/*.test.ts'],
+      transform,
+      moduleNameMapper,
+      globalSetup: '<rootDir>/integration-tests/support/global-setup.ts',
+      globalTeardown: '<rootDir>/integration-tests/support/global-teardown.ts',
+      testTimeout: 120_000,
+    },
+  ],
+};

@@ -1,0 +1,29 @@
+/**
+ * `@idempotent-consumer/core`: the idempotency state machine (DESIGN.md), its stores and its runner.
+ * @packageDocumentation
+ */
+export { type BackoffOptions, computeBackoffMs } from './backoff';
+export * from './errors';
+export { fingerprint, type JsonValue, type Payload } from './fingerprint';
+export { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from './keys';
+export type { EventSubject, IdempotencyEvents } from './runner/events';
+export {
+  describeError,
+  type Handler,
+  type HandlerContext,
+  Idempotency,
+  type RunOptions,
+  type RunRequest,
+} from './runner/idempotency';
+export {
+  defaultIsRetryable,
+  type IdempotencyOptions,
+  type ResolvedIdempotencyOptions,
+} from './runner/options';
+export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from './runner/result-codec';
+export type * from './runner/run-result';
+export type * from './store/idempotency-store';
+export { MemoryIdempotencyStore, type MemoryIdempotencyStoreOptions } from './store/memory-store';
+export type { RedisClient } from './store/redis-client';
+export { RedisIdempotencyStore, type RedisIdempotencyStoreOptions } from './store/redis-store';
+export { SCRIPT_NUMBER_OF_KEYS } from './store/scripts';

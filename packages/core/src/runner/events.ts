@@ -1,0 +1,40 @@
+import type { ClaimOutcome } from '../store/idempotency-store';
+
+/** Identifies the operation an event is about. */
+export interface EventSubject {
+  readonly scope: string;
+  readonly key: string;
+}
+
+/**
+ * Events an {@link Idempotency} runner emits, by name, with their payloads. Listen with `on(name, fn)` to
+ * log or count them; a listener that throws does not change the outcome (it is isolated).
+ */
+export interface IdempotencyEvents {
+  /** Every claim, with its outcome. */
+  outcome: [EventSubject & { outcome: ClaimOutcome; attempt: number; fencingToken: number }];
+  /** A handler returned and its record was completed; `durationMs` is the handler's run time. */
+  completed: [
+    EventSubject & { attempt: number; fencingToken: number; durationMs: number; recorded: boolean },
+  ];
+  /** A handler threw a retryable error and the record was released. */
+  released: [EventSubject & { attempt: number; fencingToken: number; error: unknown; recorded: boolean }];
+  /** A handler's record became FAILED. */
+  failed: [
+    EventSubject & {
+      attempt: number;
+      fencingToken: number;
+      error: unknown;
+      reason: string;
+      recorded: boolean;
+    },
+  ];
+  /** The claim was lost while the handler ran (heartbeat or final write refused by the fencing token). */
+  leaseLost: [EventSubject & { fencingToken: number; during: 'heartbeat' | 'write' | 'local-deadline' }];
+  /** A store call failed (it may be retried). */
+  storeError: [{ operation: string; error: unknown; subject?: EventSubject }];
+  /** `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer. */
+  failOpen: [EventSubject & { error: unknown }];
+  /** A result above `maxResultBytes` was not stored (`onResultTooLarge: 'omit'`). */
+  resultOmitted: [EventSubject & { bytes: number; maxResultBytes: number }];
+}

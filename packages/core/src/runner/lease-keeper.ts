@@ -1,0 +1,101 @@
+import { performance } from 'node:perf_hooks';
+import { LeaseLostError } from '../errors';
+import type { RecordId } from '../keys';
+import type { ExtendReply, IdempotencyStore } from '../store/idempotency-store';
+
+/** Timings of a {@link LeaseKeeper}, in milliseconds. */
+export interface LeaseKeeperTimings {
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly heartbeatIntervalMs: number;
+}
+
+/** What a {@link LeaseKeeper} reports. */
+export interface LeaseKeeperCallbacks {
+  /** After every successful extension (the adapters extend the broker's own timer here). */
+  onExtended?: (reply: Extract<ExtendReply, { ok: true }>) => void | Promise<void>;
+  /** The claim is lost; the signal has been aborted with a `LeaseLostError`. */
+  onLost: (during: 'heartbeat' | 'local-deadline') => void;
+  /** An extension failed because the store did not answer; the keeper keeps trying. */
+  onStoreError: (error: unknown) => void;
+}
+
+/**
+ * Keeps one claim's lease alive while its handler runs: extends it every `heartbeatIntervalMs` with the
+ * fencing token (lua/extend.lua). Aborts {@link LeaseKeeper.signal} when the store refuses the token, or
+ * when no extension has succeeded for a whole lease by the local monotonic clock (the store may then have
+ * let the lease expire). One extension is in flight at a time.
+ */
+export class LeaseKeeper {
+  readonly #controller = new AbortController();
+  #timer: NodeJS.Timeout | undefined;
+  #inFlight: Promise<void> | undefined;
+  #stopped = false;
+  #localDeadline: number;
+
+  constructor(
+    private readonly store: IdempotencyStore,
+    private readonly id: RecordId,
+    private readonly fencingToken: number,
+    private readonly timings: LeaseKeeperTimings,
+    private readonly callbacks: LeaseKeeperCallbacks,
+  ) {
+    this.#localDeadline = performance.now() + timings.leaseMs;
+  }
+
+  /** Aborts with a `LeaseLostError` when the claim is lost. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** Starts the heartbeat. */
+  start(): void {
+    this.#schedule();
+  }
+
+  /** Stops the heartbeat and waits for an extension in flight. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#inFlight;
+  }
+
+  #schedule(): void {
+    if (this.#stopped || this.#controller.signal.aborted) return;
+    this.#timer = setTimeout(() => {
+      this.#inFlight = this.#beat().finally(() => {
+        this.#inFlight = undefined;
+        this.#schedule();
+      });
+    }, this.timings.heartbeatIntervalMs);
+    this.#timer.unref();
+  }
+
+  async #beat(): Promise<void> {
+    const sentAt = performance.now();
+    try {
+      const reply = await this.store.extend(this.id, this.fencingToken, {
+        leaseMs: this.timings.leaseMs,
+        retentionMs: this.timings.retentionMs,
+      });
+      if (this.#stopped) return;
+      if (!reply.ok) return this.#lose('heartbeat');
+      this.#localDeadline = sentAt + this.timings.leaseMs;
+      await this.callbacks.onExtended?.(reply);
+    } catch (error) {
+      if (this.#stopped) return;
+      this.callbacks.onStoreError(error);
+      if (performance.now() >= this.#localDeadline) this.#lose('local-deadline');
+    }
+  }
+
+  #lose(during: 'heartbeat' | 'local-deadline'): void {
+    if (this.#controller.signal.aborted) return;
+    const why =
+      during === 'heartbeat'
+        ? 'the store refused the fencing token'
+        : 'no heartbeat reached the store for a whole lease';
+    this.#controller.abort(new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`));
+    this.callbacks.onLost(during);
+  }
+}

@@ -1,0 +1,65 @@
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { UnexpectedReplyError } from '../errors';
+
+/** How handler results are stored (DESIGN.md, "Result"). */
+export interface ResultOptions {
+  /**
+   * Largest stored result, in bytes after encoding (and compression). @defaultValue 65536
+   */
+  maxResultBytes?: number;
+  /**
+   * What happens to a larger result: `omit` completes the record without a result (duplicates are still
+   * skipped, but replay `undefined`) and emits `resultOmitted`; `fail` records the operation FAILED with a
+   * `ResultTooLargeError` (duplicates are never run again either). Never a silent truncation.
+   * @defaultValue `'omit'`
+   */
+  onResultTooLarge?: 'omit' | 'fail';
+  /**
+   * Results whose JSON is longer than this many bytes are stored deflated; `Infinity` turns compression
+   * off. @defaultValue 1024
+   */
+  compressAboveBytes?: number;
+}
+
+/** An encoded result, or why there is none. */
+export type EncodedResult =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'stored'; readonly value: string }
+  | { readonly kind: 'too-large'; readonly bytes: number };
+
+/**
+ * Encodes a handler's return value for the record: `undefined` stores nothing; anything else is JSON,
+ * prefixed `j`, or base64 of raw deflate, prefixed `z`, above `compressAboveBytes`.
+ * @throws TypeError when the value cannot be serialized as JSON (a `bigint`, a cycle).
+ */
+export function encodeResult(value: unknown, options: Required<ResultOptions>): EncodedResult {
+  if (value === undefined) return { kind: 'none' };
+  const json = JSON.stringify(value);
+  if (json === undefined) return { kind: 'none' }; // functions and symbols serialize to nothing
+  let encoded = `j${json}`;
+  if (Buffer.byteLength(json) > options.compressAboveBytes) {
+    const z = `z${deflateRawSync(json).toString('base64')}`;
+    if (z.length < encoded.length) encoded = z;
+  }
+  const bytes = Buffer.byteLength(encoded);
+  if (bytes > options.maxResultBytes) return { kind: 'too-large', bytes };
+  return { kind: 'stored', value: encoded };
+}
+
+/**
+ * Decodes a stored result written by {@link encodeResult}.
+ * @throws {@link UnexpectedReplyError} when the stored value has an unknown prefix or is corrupt.
+ */
+export function decodeResult<T>(stored: string | undefined): T | undefined {
+  if (stored === undefined) return undefined;
+  try {
+    if (stored.startsWith('j')) return JSON.parse(stored.slice(1)) as T;
+    if (stored.startsWith('z'))
+      return JSON.parse(inflateRawSync(Buffer.from(stored.slice(1), 'base64')).toString()) as T;
+  } catch (cause) {
+    throw new UnexpectedReplyError('A stored result could not be decoded', { cause });
+  }
+  throw new UnexpectedReplyError(
+    `A stored result has an unknown encoding ${JSON.stringify(stored.slice(0, 1))}`,
+  );
+}

@@ -1,0 +1,120 @@
+import type { ClaimOutcome, RecordState } from '../store/idempotency-store';
+
+/** Fields of every result whose claim succeeded (the handler ran). */
+interface Executed {
+  readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE';
+  /** The claim's fencing token. */
+  readonly fencingToken: number;
+  /** Which attempt this was (1 for the first). */
+  readonly attempt: number;
+}
+
+/** The handler returned; the record is COMPLETED (unless `recorded` is false). */
+export interface CompletedResult<T> extends Executed {
+  readonly status: 'completed';
+  readonly result: T;
+  /**
+   * False when the store stayed unavailable through every write attempt: the handler's side effect
+   * happened but the record is still IN_PROGRESS. The adapters still ack (the handler completed); a later
+   * duplicate meets the expired lease and may run again, so the `storeError` event reports it.
+   */
+  readonly recorded: boolean;
+}
+
+/** The handler threw a retryable error; the record is RELEASED for a later attempt. */
+export interface ReleasedResult extends Executed {
+  readonly status: 'released';
+  readonly error: unknown;
+  /** False when the store did not take the release; the lease then expires and the next claim is stale. */
+  readonly recorded: boolean;
+}
+
+/** The handler threw and the record is FAILED (terminal): non-retryable error or attempts exhausted. */
+export interface FailedResult extends Executed {
+  readonly status: 'failed';
+  readonly error: unknown;
+  readonly reason: 'non-retryable' | 'attempts-exhausted' | 'result-too-large';
+  /** False when the store did not take the write; the adapters dead-letter all the same. */
+  readonly recorded: boolean;
+}
+
+/**
+ * The claim was lost while the handler ran (the lease expired and another worker claimed the key, or the
+ * record vanished). Nothing was written. `handlerCompleted` tells whether the handler returned.
+ */
+export interface LeaseLostResult<T> extends Executed {
+  readonly status: 'lease-lost';
+  readonly handlerCompleted: boolean;
+  readonly result: T | undefined;
+  readonly error: unknown;
+}
+
+/** Result of running a held claim: see {@link Idempotency.execute}. */
+export type ExecutionResult<T> = CompletedResult<T> | ReleasedResult | FailedResult | LeaseLostResult<T>;
+
+/** The key already completed; the handler did not run. `result` is the replayed stored result. */
+export interface DuplicateResult<T> {
+  readonly outcome: 'DUPLICATE';
+  readonly result: T | undefined;
+  /** False when no result was stored (the handler returned `undefined`, or it was too large). */
+  readonly hasResult: boolean;
+  readonly fencingToken: number;
+  readonly attempt: number;
+  /** When the key completed, in ms since the epoch on the store's clock. */
+  readonly completedAtMs: number;
+}
+
+/** Another worker holds a live lease; the handler did not run. Try again after `retryAfterMs`. */
+export interface ConflictResult {
+  readonly outcome: 'CONFLICT';
+  /** The holder's remaining lease, in milliseconds. */
+  readonly retryAfterMs: number;
+  readonly fencingToken: number;
+  readonly attempt: number;
+}
+
+/** The key was first used with another payload; the handler did not run (a producer bug). */
+export interface PayloadMismatchResult {
+  readonly outcome: 'PAYLOAD_MISMATCH';
+  readonly state: RecordState;
+  readonly fencingToken: number;
+  readonly attempt: number;
+}
+
+/** The record is FAILED (terminal) from an earlier attempt; the handler did not run. */
+export interface FailedRecordResult {
+  readonly outcome: 'FAILED';
+  /** The error recorded when it failed. */
+  readonly error: string;
+  readonly fencingToken: number;
+  readonly attempt: number;
+}
+
+/**
+ * `storeFailureMode: 'open'` only: the store did not answer, and the handler ran without protection.
+ */
+export type UnprotectedResult<T> =
+  | {
+      readonly outcome: 'UNPROTECTED';
+      readonly status: 'completed';
+      readonly result: T;
+      readonly storeError: unknown;
+    }
+  | {
+      readonly outcome: 'UNPROTECTED';
+      readonly status: 'threw';
+      readonly error: unknown;
+      readonly storeError: unknown;
+    };
+
+/** What {@link Idempotency.run} resolves with: one variant per outcome, discriminated by `outcome`. */
+export type RunResult<T> =
+  | ExecutionResult<T>
+  | DuplicateResult<T>
+  | ConflictResult
+  | PayloadMismatchResult
+  | FailedRecordResult
+  | UnprotectedResult<T>;
+
+/** Every `outcome` a {@link RunResult} can carry. */
+export type RunOutcome = ClaimOutcome | 'UNPROTECTED';

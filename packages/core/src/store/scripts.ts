@@ -1,0 +1,88 @@
+import { InvalidOptionError } from '../errors';
+import { claimScript, completeScript, extendScript, failScript, releaseScript } from '../generated/scripts';
+import type { ClaimOptions } from './idempotency-store';
+import type { RedisClient } from './redis-client';
+
+/** Names of the scripts in `lua/`. */
+export type ScriptName = 'claim' | 'complete' | 'release' | 'fail' | 'extend';
+
+const SCRIPTS = {
+  claim: claimScript,
+  complete: completeScript,
+  release: releaseScript,
+  fail: failScript,
+  extend: extendScript,
+} as const;
+
+/** Every script touches exactly one key: KEYS[1], the record (DESIGN.md, "The record and its states"). */
+export const SCRIPT_NUMBER_OF_KEYS = 1;
+
+const defined = new WeakMap<object, Record<ScriptName, string>>();
+
+/**
+ * Registers the scripts on a client with `defineCommand`, once per client, under names that carry each
+ * script's SHA-1 (`idem_claim_03dd07e7`), so two versions of this package can share one client (BullMQ's
+ * versioned command names). Returns the command name of each script.
+ */
+export function defineScripts(redis: RedisClient): Record<ScriptName, string> {
+  const known = defined.get(redis);
+  if (known) return known;
+  const names = {} as Record<ScriptName, string>;
+  for (const [name, script] of Object.entries(SCRIPTS) as [ScriptName, (typeof SCRIPTS)[ScriptName]][]) {
+    const command = `idem_${name}_${script.sha1.slice(0, 8)}`;
+    redis.defineCommand(command, { numberOfKeys: SCRIPT_NUMBER_OF_KEYS, lua: script.lua });
+    names[name] = command;
+  }
+  defined.set(redis, names);
+  return names;
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOptionError(`${name} must be a positive integer (milliseconds), got ${value}`);
+  }
+  return value;
+}
+
+function token(value: number): number {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOptionError(`fencingToken must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * Builds each script's ARGV in the order its header block lists, checking ranges first, so a bad
+ * argument is an `InvalidOptionError` here rather than a Lua error on the server.
+ */
+export const scriptArgs = {
+  claim(o: ClaimOptions): (string | number)[] {
+    const maxAttempts = o.maxAttempts ?? 0;
+    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0) {
+      throw new InvalidOptionError(`maxAttempts must be an integer >= 0, got ${maxAttempts}`);
+    }
+    return [
+      positiveInt('leaseMs', o.leaseMs),
+      positiveInt('retentionMs', o.retentionMs),
+      o.fingerprint ?? '',
+      maxAttempts,
+    ];
+  },
+  complete(fencingToken: number, retentionMs: number, result: string | undefined): (string | number)[] {
+    return [
+      token(fencingToken),
+      positiveInt('retentionMs', retentionMs),
+      result === undefined ? '0' : '1',
+      result ?? '',
+    ];
+  },
+  release(fencingToken: number, retentionMs: number): (string | number)[] {
+    return [token(fencingToken), positiveInt('retentionMs', retentionMs)];
+  },
+  fail(fencingToken: number, retentionMs: number, error: string): (string | number)[] {
+    return [token(fencingToken), positiveInt('retentionMs', retentionMs), String(error)];
+  },
+  extend(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
+    return [token(fencingToken), positiveInt('leaseMs', leaseMs), positiveInt('retentionMs', retentionMs)];
+  },
+};
