@@ -1,0 +1,70 @@
+import type { Idempotency } from '@idempotent-consumer/core';
+import type { Redis } from 'ioredis';
+
+/**
+ * The contract between the demo's orchestrator (cli.ts, consumer-process.ts) and one broker module
+ * (`brokers/rabbitmq.ts`, `brokers/kafka.ts`, `brokers/sqs.ts`). The orchestrator owns the scenario,
+ * the ledger and the table; a broker module only moves payment messages.
+ */
+
+/** One payment message. Duplicates are the same object published again (same `idempotencyKey`). */
+export interface PaymentMessage {
+  readonly paymentId: string;
+  readonly amountCents: number;
+  /** Idempotency key the producer sets (header / message id / message attribute, as the adapter reads it). */
+  readonly idempotencyKey: string;
+}
+
+/** `sdk`: consumers use idempotent-consumer. `naive`: the same consumers without it (the baseline). */
+export type DemoMode = 'sdk' | 'naive';
+
+/** Producer side of a broker, used by the orchestrator process. */
+export interface DemoBroker {
+  /** `rabbitmq`, `kafka` or `sqs`. */
+  readonly name: string;
+  /**
+   * Checks the broker is reachable (or starts an embedded one). Resolves `null` when ready, or a one-line
+   * explanation of which service is missing and the command that starts it.
+   */
+  preflight(): Promise<string | null>;
+  /**
+   * Creates the queues / topics of one run and returns the settings the consumer processes need
+   * (passed to {@link DemoConsumerModule.startConsumer} as `config`).
+   */
+  setup(runId: string, mode: DemoMode): Promise<Record<string, string>>;
+  /** Publishes messages in order (duplicates included). */
+  publish(messages: readonly PaymentMessage[]): Promise<void>;
+  /** Deletes what `setup` created and closes connections. */
+  teardown(): Promise<void>;
+}
+
+/** Counters a consumer process reports; the broker module increments `deliveries` and `deadLettered`. */
+export interface DemoCounters {
+  deliveries: number;
+  handlerRuns: number;
+  duplicatesSkipped: number;
+  conflicts: number;
+  retries: number;
+  deadLettered: number;
+}
+
+/** What a broker module's consumer gets from the consumer process. */
+export interface DemoConsumerContext {
+  readonly config: Record<string, string>;
+  readonly mode: DemoMode;
+  /** Only in `sdk` mode: the runner the adapter must use (its events feed the counters). */
+  readonly idempotency: Idempotency | undefined;
+  readonly redis: Redis;
+  readonly counters: DemoCounters;
+  /**
+   * The side effect: charge the payment (records one charge in the ledger). Call it from the handler,
+   * once per handler run; pass the fencing token in `sdk` mode.
+   */
+  charge(message: PaymentMessage, fencingToken?: number): Promise<void>;
+}
+
+/** Consumer side of a broker, loaded in each consumer process. */
+export interface DemoConsumerModule {
+  /** Starts consuming; resolves once subscribed. `stop` closes everything. */
+  startConsumer(context: DemoConsumerContext): Promise<{ stop(): Promise<void> }>;
+}
