@@ -34,8 +34,13 @@ export interface DemoBroker {
   setup(runId: string, mode: DemoMode): Promise<Record<string, string>>;
   /** Publishes messages in order (duplicates included). */
   publish(messages: readonly PaymentMessage[]): Promise<void>;
-  /** Deletes what `setup` created and closes connections. */
+  /**
+   * Deletes what `setup` created for that run. The orchestrator runs `setup`/`publish`/`teardown` twice on
+   * the same object (the `sdk` run, then the `naive` baseline), so connections stay open until `close`.
+   */
   teardown(): Promise<void>;
+  /** Closes connections and stops anything `preflight` started (an embedded emulator or mock broker). */
+  close(): Promise<void>;
 }
 
 /** Counters a consumer process reports; the broker module increments `deliveries` and `deadLettered`. */
