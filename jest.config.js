@@ -10,6 +10,7 @@ const moduleNameMapper = { '^@idempotent-consumer/([a-z-]+)$': '<rootDir>/packag
 
 /** @type {import('jest').Config} */
 module.exports = {
+  reporters: ['default', '<rootDir>/scripts/summary-reporter.js'],
   projects: [
     {
       displayName: 'unit',
