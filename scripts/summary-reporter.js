@@ -4,9 +4,9 @@
 class SummaryReporter {
   onRunComplete(_contexts, results) {
     const skipped = results.numPendingTests + results.numTodoTests;
-    process.stdout.write(
-      `Summary: ${results.numPassedTests} passed, ${results.numFailedTests} failed, ${skipped} skipped\n`,
-    );
+    const line = `Summary: ${results.numPassedTests} passed, ${results.numFailedTests} failed, ${skipped} skipped\n`;
+    // Printed at exit, after Jest's own summary, so it is the run's closing line.
+    process.once('exit', () => process.stdout.write(line));
   }
 }
 module.exports = SummaryReporter;
