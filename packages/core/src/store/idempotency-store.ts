@@ -176,4 +176,9 @@ export interface IdempotencyStore {
   ): Promise<ExtendReply>;
   /** Reads a record without changing it; `null` when there is none. */
   get(id: RecordId): Promise<IdempotencyRecord | null>;
+  /**
+   * Resolves when the store answers (Redis `PING`), for adapters that paused after a
+   * `StoreUnavailableError` and probe before they resume. Rejects with `StoreUnavailableError`.
+   */
+  ping(): Promise<void>;
 }

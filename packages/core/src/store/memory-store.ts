@@ -218,6 +218,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     };
   }
 
+  async ping(): Promise<void> {}
+
   #read(key: string, now: number): MutableRecord | undefined {
     const rec = this.#records.get(key);
     if (rec && rec.expiresAtMs <= now) {

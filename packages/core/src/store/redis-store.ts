@@ -158,6 +158,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     };
   }
 
+  async ping(): Promise<void> {
+    await this.#guard(this.#redis.ping());
+  }
+
   /** Runs one script on one key (the only key it touches), mapping failures to typed errors. */
   #call(script: ScriptName, key: string, args: (string | number)[]): Promise<unknown> {
     const fn = (this.#redis as unknown as Record<string, ScriptFn>)[this.#commands[script]]!;
