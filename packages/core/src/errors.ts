@@ -107,8 +107,10 @@ export class LeaseLostError extends IdempotencyError {
 }
 
 /**
- * A handler's result is larger than `maxResultBytes` after encoding and the policy is `error`. The record
- * is completed without a result before this is thrown, so the operation never runs twice.
+ * A handler's result is larger than `maxResultBytes` after encoding and `onResultTooLarge` is `fail`, or it
+ * cannot be serialized as JSON. It is not thrown: the run resolves with `status: 'failed'`,
+ * `reason: 'result-too-large'` and this error, after the record was written FAILED, so the operation is
+ * never run again for this key (its duplicates get `FAILED`).
  */
 export class ResultTooLargeError extends IdempotencyError {
   override readonly name = 'ResultTooLargeError' as const;

@@ -23,8 +23,9 @@ export interface RecordId {
  * @param prefix - namespace of every record of one application, for example `idem`. Non-empty.
  * @param id - the scope and idempotency key.
  * @param maxKeyBytes - longest accepted key, in UTF-8 bytes.
- * @throws {@link InvalidKeyError} when the prefix, scope or key is not a non-empty string, or the key or
- *   scope is longer than `maxKeyBytes`.
+ * @throws {@link InvalidKeyError} when the prefix, scope or key is not a non-empty string, is not
+ *   well-formed UTF-16 (a lone surrogate would be encoded as U+FFFD and collide), or is longer than
+ *   `maxKeyBytes`.
  */
 export function buildRecordKey(prefix: string, id: RecordId, maxKeyBytes = DEFAULT_MAX_KEY_BYTES): string {
   assertKeyPart('prefix', prefix, maxKeyBytes);
@@ -32,6 +33,9 @@ export function buildRecordKey(prefix: string, id: RecordId, maxKeyBytes = DEFAU
   assertKeyPart('idempotency key', id?.key, maxKeyBytes);
   return `${prefix}:${scopeBytes}:${id.scope}:${id.key}`;
 }
+
+/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * Checks one part of a record id and returns its length in UTF-8 bytes.
@@ -42,6 +46,10 @@ function assertKeyPart(what: string, value: unknown, maxBytes: number): number {
     throw new InvalidKeyError(`The ${what} must be a string, got ${value === null ? 'null' : typeof value}`);
   }
   if (value.length === 0) throw new InvalidKeyError(`The ${what} must not be empty`);
+  // A lone UTF-16 surrogate is sent to Redis as U+FFFD, so two different strings would share one key.
+  if (LONE_SURROGATE.test(value)) {
+    throw new InvalidKeyError(`The ${what} is not well-formed UTF-16 (it contains a lone surrogate)`);
+  }
   const bytes = Buffer.byteLength(value, 'utf8');
   if (bytes > maxBytes) {
     throw new InvalidKeyError(`The ${what} is ${bytes} bytes long; at most ${maxBytes} are accepted`);

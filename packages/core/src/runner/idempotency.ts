@@ -13,7 +13,12 @@ import type {
 } from '../store/idempotency-store';
 import type { EventSubject, IdempotencyEvents } from './events';
 import { LeaseKeeper } from './lease-keeper';
-import { type IdempotencyOptions, type ResolvedIdempotencyOptions, resolveOptions } from './options';
+import {
+  checkRunOverrides,
+  type IdempotencyOptions,
+  type ResolvedIdempotencyOptions,
+  resolveOptions,
+} from './options';
 import { decodeResult, encodeResult } from './result-codec';
 import type { ExecutionResult, RunResult } from './run-result';
 
@@ -182,6 +187,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     handler: Handler<T>,
     options: RunOptions = {},
   ): Promise<ExecutionResult<T>> {
+    checkRunOverrides(options);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
     const { fencingToken, attempt, outcome } = claim;
@@ -242,7 +248,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       }
       if (!thrown) {
         const result = encoded.kind === 'stored' ? encoded.value : undefined;
-        const write = await this.#write('complete', subject, () =>
+        const write = await this.#write('complete', subject, fencingToken, () =>
           this.store.complete(id, fencingToken, { retentionMs: this.options.retentionMs, result }),
         );
         if (write === 'lost') {
@@ -265,7 +271,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
             ? 'attempts-exhausted'
             : undefined;
     if (reason === undefined) {
-      const write = await this.#write('release', subject, () =>
+      const write = await this.#write('release', subject, fencingToken, () =>
         this.store.release(id, fencingToken, { retentionMs: this.options.retentionMs }),
       );
       if (write === 'lost') {
@@ -275,7 +281,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
       return { ...base, status: 'released', error, recorded: write === 'ok' };
     }
-    const write = await this.#write('fail', subject, () =>
+    const write = await this.#write('fail', subject, fencingToken, () =>
       this.store.fail(id, fencingToken, {
         retentionMs: this.options.retentionMs,
         error: describeError(error),
@@ -296,6 +302,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   #claimOptions(request: RunRequest, options: RunOptions): ClaimOptions {
+    checkRunOverrides(options);
     const fp =
       request.fingerprint ??
       (request.payload === undefined ? undefined : computeFingerprint(request.payload));
@@ -349,6 +356,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   async #write(
     operation: 'complete' | 'release' | 'fail',
     subject: EventSubject,
+    fencingToken: number,
     call: () => Promise<WriteReply>,
   ): Promise<'ok' | 'lost' | 'unrecorded'> {
     try {
@@ -359,7 +367,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         jitter: 'full',
         retry: (error) => error instanceof StoreUnavailableError,
       });
-      return reply.ok ? 'ok' : 'lost';
+      if (reply.ok) return 'ok';
+      // A try that timed out on our side may still have been applied by the store; the retry then finds
+      // the record already in the target state under our own token (only this claim holds that token).
+      return reply.currentFencingToken === fencingToken && reply.state === WRITE_TARGET[operation]
+        ? 'ok'
+        : 'lost';
     } catch (error) {
       if (error instanceof StoreUnavailableError) return 'unrecorded';
       throw error;
@@ -401,6 +414,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
   }
 }
+
+/** The state each fenced write leaves the record in. */
+const WRITE_TARGET = { complete: 'COMPLETED', release: 'RELEASED', fail: 'FAILED' } as const;
 
 /** A short description of a handler error for the FAILED record: `Name: message`, at most 1000 chars. */
 export function describeError(error: unknown): string {

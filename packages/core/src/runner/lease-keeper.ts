@@ -24,11 +24,13 @@ export interface LeaseKeeperCallbacks {
  * Keeps one claim's lease alive while its handler runs: extends it every `heartbeatIntervalMs` with the
  * fencing token (lua/extend.lua). Aborts {@link LeaseKeeper.signal} when the store refuses the token, or
  * when no extension has succeeded for a whole lease by the local monotonic clock (the store may then have
- * let the lease expire). One extension is in flight at a time.
+ * let the lease expire); a timer watches that deadline, so an extension that hangs until its command
+ * timeout does not delay the abort. One extension is in flight at a time.
  */
 export class LeaseKeeper {
   readonly #controller = new AbortController();
   #timer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
   #stopped = false;
   #localDeadline: number;
@@ -51,13 +53,28 @@ export class LeaseKeeper {
   /** Starts the heartbeat. */
   start(): void {
     this.#schedule();
+    this.#armDeadline();
   }
 
   /** Stops the heartbeat and waits for an extension in flight. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    clearTimeout(this.#deadlineTimer);
     await this.#inFlight;
+  }
+
+  /** (Re)arms the timer that aborts the signal when the local deadline passes without an extension. */
+  #armDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    if (this.#stopped || this.#controller.signal.aborted) return;
+    const delay = Math.max(0, this.#localDeadline - performance.now());
+    this.#deadlineTimer = setTimeout(() => {
+      if (this.#stopped) return;
+      if (performance.now() >= this.#localDeadline) this.#lose('local-deadline');
+      else this.#armDeadline();
+    }, delay);
+    this.#deadlineTimer.unref();
   }
 
   #schedule(): void {
@@ -81,6 +98,7 @@ export class LeaseKeeper {
       if (this.#stopped) return;
       if (!reply.ok) return this.#lose('heartbeat');
       this.#localDeadline = sentAt + this.timings.leaseMs;
+      this.#armDeadline();
       await this.callbacks.onExtended?.(reply);
     } catch (error) {
       if (this.#stopped) return;
@@ -95,6 +113,7 @@ export class LeaseKeeper {
       during === 'heartbeat'
         ? 'the store refused the fencing token'
         : 'no heartbeat reached the store for a whole lease';
+    clearTimeout(this.#deadlineTimer);
     this.#controller.abort(new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`));
     this.callbacks.onLost(during);
   }

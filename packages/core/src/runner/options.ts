@@ -105,3 +105,13 @@ export function resolveOptions(options: IdempotencyOptions = {}): ResolvedIdempo
   }
   return resolved;
 }
+
+/**
+ * Checks the per-call overrides of `run`, `claim`, `claimMany` and `execute` (`RunOptions`) with the same
+ * ranges as the runner's options: `leaseMs` and `maxAttempts` are integers >= 1 when given.
+ * @throws {@link InvalidOptionError} when an override is out of range.
+ */
+export function checkRunOverrides(options: { leaseMs?: number; maxAttempts?: number }): void {
+  if (options.leaseMs !== undefined) check('leaseMs', options.leaseMs, 1);
+  if (options.maxAttempts !== undefined) check('maxAttempts', options.maxAttempts, 1);
+}

@@ -66,6 +66,11 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   }
 
   async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]> {
+    // Like the Redis store, check every request before claiming any, so a bad one changes nothing.
+    for (const r of requests) {
+      buildRecordKey('mem', r.id, this.#maxKeyBytes);
+      scriptArgs.claim(r.options);
+    }
     return requests.map((r) => this.#claim(r.id, r.options));
   }
 
