@@ -1,0 +1,47 @@
+import { RedisIdempotencyStore } from '@idempotent-consumer/core';
+import type { Cluster, Redis } from 'ioredis';
+import type { ContractClock, ContractTarget } from '../../../packages/core/test/contract/store-contract';
+
+/** Reads the Redis server clock (`TIME`) in ms since the epoch: the clock every lease is measured on. */
+export async function serverTimeMs(redis: Redis | Cluster): Promise<number> {
+  const [seconds, micros] = (await redis.time()) as unknown as [string, string];
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/**
+ * The Redis server clock for the store contract. `passTime` polls `TIME` (every 5 ms) until the server's
+ * clock is past the instant, so lease expiry is measured where the scripts measure it. On a Cluster every
+ * node has its own clock; all of them run on this machine, so any node's clock serves.
+ */
+export function redisClock(redis: Redis | Cluster): ContractClock {
+  return {
+    now: () => serverTimeMs(redis),
+    passTime: async (atMs) => {
+      const deadline = Date.now() + 10_000;
+      while ((await serverTimeMs(redis)) <= atMs) {
+        if (Date.now() > deadline) throw new Error(`the Redis clock did not pass ${atMs} within 10 s`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    },
+  };
+}
+
+/** A unique key prefix per suite run, so runs on a shared Redis never meet. */
+export function uniquePrefix(what: string): string {
+  return `ic-test:${what}:${process.pid}:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** A contract target on a Redis client (standalone or Cluster). */
+export function redisContractTarget(redis: Redis | Cluster, prefix: string): ContractTarget {
+  return { store: new RedisIdempotencyStore({ redis }, { keyPrefix: prefix }), clock: redisClock(redis) };
+}
+
+/** Deletes every key under `prefix` (SCAN + UNLINK), so suites leave the shared Redis as they found it. */
+export async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
