@@ -7,6 +7,7 @@
  * Only types come from the core here, so the module can be imported by both Jest projects.
  */
 import type {
+  AcquiredReply,
   ClaimOptions,
   ClaimReply,
   ExtendReply,
@@ -234,7 +235,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       when: (k) => k.claim(),
       reply: (r) => {
         expect(r).toMatchObject({ outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 });
-        const a = r as Extract<ClaimReply, { outcome: 'ACQUIRED' }>;
+        const a = r as AcquiredReply;
         expect(a.leaseExpiresAtMs - a.serverTimeMs).toBe(LONG_LEASE_MS);
       },
       record: { state: 'IN_PROGRESS', fencingToken: 1, attempt: 1, fingerprint: FP_A, result: undefined },
