@@ -1,0 +1,75 @@
+import type { Message } from '@aws-sdk/client-sqs';
+import type { ProcessedMessage } from './disposition';
+import { messageGroupId } from './message-attributes';
+import type { KeyedMessage, SqsMessageProcessor } from './message-processor';
+
+/**
+ * Processes one received batch:
+ * 1. claims the batch in one round trip (`Idempotency.claimMany`): every message of a standard queue, and
+ *    the first message of each message group of a FIFO queue;
+ * 2. runs standard messages concurrently, and the messages of one FIFO group one after another in the order
+ *    SQS returned them; once a group's message does not finish (retry, conflict, store down), the rest of
+ *    that group in this batch is not run and is made visible again (`fifo-blocked`), so SQS redelivers the
+ *    group in order (a FIFO group stays locked while an earlier message of it is in flight);
+ * 3. calls `onProcessed` for each message as soon as its disposition is known (the poller deletes it then).
+ *
+ * When the store does not answer the batch claim, nothing runs and every message is left invisible
+ * (`store-unavailable`). Resolves with the processed messages in the order received.
+ */
+export async function processBatch<T>(
+  processor: SqsMessageProcessor<T>,
+  messages: readonly Message[],
+  onProcessed: (processed: ProcessedMessage<T>) => Promise<void> | void,
+): Promise<ProcessedMessage<T>[]> {
+  const keyed = messages.map((m) => processor.keyed(m));
+  const chains: KeyedMessage[][] = [];
+  const groups = new Map<string, KeyedMessage[]>();
+  for (const k of keyed) {
+    const group = messageGroupId(k.message);
+    if (group === undefined) {
+      chains.push([k]);
+      continue;
+    }
+    let chain = groups.get(group);
+    if (!chain) {
+      chain = [];
+      groups.set(group, chain);
+      chains.push(chain);
+    }
+    chain.push(k);
+  }
+  const results = new Map<Message, ProcessedMessage<T>>();
+  const claims = await processor.claimBatch(chains.map((c) => c[0]!));
+  await Promise.all(
+    chains.map(async (chain) => {
+      let blocked = false;
+      for (const [i, k] of chain.entries()) {
+        let processed: ProcessedMessage<T>;
+        if (claims === 'store-unavailable') processed = notRun(k, 'store-unavailable');
+        else if (blocked) processed = notRun(k, 'fifo-blocked');
+        else processed = await processor.process(k, i === 0 ? claims?.get(k.message) : undefined);
+        if (processed.disposition.action !== 'delete') blocked = true;
+        results.set(k.message, processed);
+        await onProcessed(processed);
+      }
+    }),
+  );
+  return messages.map((m) => results.get(m)!);
+}
+
+/** A message of a batch that was not run: the store did not answer, or its FIFO group is blocked. */
+function notRun<T>(keyed: KeyedMessage, why: 'store-unavailable' | 'fifo-blocked'): ProcessedMessage<T> {
+  const base = {
+    message: keyed.message,
+    key: keyed.request?.key,
+    outcome: undefined,
+    handler: 'not-run' as const,
+  };
+  return why === 'store-unavailable'
+    ? { ...base, storeUnavailable: true, disposition: { action: 'leave', reason: 'store-unavailable' } }
+    : {
+        ...base,
+        storeUnavailable: false,
+        disposition: { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 },
+      };
+}

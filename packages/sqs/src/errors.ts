@@ -1,0 +1,30 @@
+import { IdempotencyError, type IdempotencyErrorOptions } from '@idempotent-consumer/core';
+
+/**
+ * An SQS request the adapter sent failed: the whole request (network, throttling, permissions), or one entry
+ * of a batch request (`DeleteMessageBatch`, `ChangeMessageVisibilityBatch`) that SQS listed in `Failed`, such
+ * as `ReceiptHandleIsInvalid` when a newer delivery of the message replaced the receipt handle. Retryable:
+ * the message is still on the queue and comes back when its visibility timeout lapses, where a record in
+ * the store keeps it from running twice.
+ */
+export class SqsOperationError extends IdempotencyError {
+  override readonly name = 'SqsOperationError' as const;
+  readonly code = 'SQS_OPERATION_FAILED' as const;
+  readonly retryable = true;
+  /** The per-entry error code SQS returned (`ReceiptHandleIsInvalid`, `MessageNotInflight`, …), if any. */
+  readonly sqsCode: string | undefined;
+  /** Whether SQS blamed the request (true) or itself (false), for a per-entry failure. */
+  readonly senderFault: boolean | undefined;
+
+  constructor(
+    message: string,
+    options: IdempotencyErrorOptions & {
+      sqsCode?: string | undefined;
+      senderFault?: boolean | undefined;
+    } = {},
+  ) {
+    super(message, options);
+    this.sqsCode = options.sqsCode;
+    this.senderFault = options.senderFault;
+  }
+}
