@@ -1,0 +1,170 @@
+import {
+  Idempotency,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+  RedisIdempotencyStore,
+} from '@idempotent-consumer/core';
+import {
+  createIdempotentConsumer,
+  type IdempotentConsumer,
+  type IdempotentConsumerEvents,
+  type IdempotentConsumerOptions,
+  type RabbitHandler,
+} from '@idempotent-consumer/rabbitmq';
+import { type Channel, type ChannelModel, connect, type GetMessage, type Options } from 'amqplib';
+import Redis from 'ioredis';
+import { waitFor } from '../../support/net';
+
+let counter = 0;
+
+/** A name no other run or test uses: `ic-rmq-<label>-<pid>-<time>-<n>`. */
+export function uniqueName(label: string): string {
+  counter += 1;
+  return `ic-rmq-${label}-${process.pid}-${Date.now().toString(36)}-${counter}`;
+}
+
+/** Fast settings for tests: short delay tiers, short backoff, short lease. */
+export const FAST: Partial<IdempotentConsumerOptions> = {
+  delayTiersMs: [100, 300, 1000],
+  retryBackoff: { baseMs: 100, factor: 2, maxMs: 300, jitter: 'none' },
+  storeProbeBackoff: { baseMs: 100, factor: 2, maxMs: 400, jitter: 'none' },
+  prefetch: 4,
+};
+
+/** Every event a consumer emitted, by name, in order. */
+export type EventLog = { [K in keyof IdempotentConsumerEvents]: IdempotentConsumerEvents[K][0][] };
+
+const EVENT_NAMES: (keyof IdempotentConsumerEvents)[] = [
+  'acked',
+  'retried',
+  'deadLettered',
+  'requeued',
+  'missingKey',
+  'paused',
+  'resumed',
+  'storeProbeFailed',
+  'publishFailed',
+  'settleFailed',
+  'channelClosed',
+  'cancelled',
+];
+
+/** Records every event of a consumer. */
+export function recordEvents(consumer: IdempotentConsumer<unknown>): EventLog {
+  const log = Object.fromEntries(EVENT_NAMES.map((n) => [n, []])) as unknown as EventLog;
+  for (const name of EVENT_NAMES) {
+    consumer.on(name, (event: never) => (log[name] as unknown[]).push(event));
+  }
+  return log;
+}
+
+/**
+ * One test's world: a work queue with a unique name, an AMQP connection, an idempotency store on Redis
+ * under a unique key prefix, and cleanup that stops consumers and deletes every queue and exchange.
+ */
+export class RabbitFixture {
+  readonly queue = uniqueName('work');
+  readonly prefix = uniqueName('idem');
+  readonly consumers: IdempotentConsumer<unknown>[] = [];
+  readonly extraQueues: string[] = [];
+  readonly extraExchanges: string[] = [];
+  connection!: ChannelModel;
+  channel!: Channel;
+  redis!: Redis;
+
+  constructor(
+    readonly amqpUrl: string,
+    readonly redisUrl: string,
+  ) {}
+
+  async open(): Promise<this> {
+    this.connection = await connect(this.amqpUrl);
+    this.channel = await this.connection.createChannel();
+    this.channel.on('error', () => {});
+    this.redis = new Redis(this.redisUrl, { lazyConnect: false });
+    await this.channel.assertQueue(this.queue, { durable: false });
+    return this;
+  }
+
+  /** An idempotency runner on a store in the fixture's Redis (or `store`). */
+  idempotency(options: IdempotencyOptions = {}, store?: IdempotencyStore): Idempotency {
+    return new Idempotency(
+      { store: store ?? new RedisIdempotencyStore({ redis: this.redis }, { keyPrefix: this.prefix }) },
+      { leaseMs: 1000, ...options },
+    );
+  }
+
+  /** Creates, records and starts a consumer on the work queue with {@link FAST} settings. */
+  async consumer<T>(
+    idempotency: Idempotency,
+    options: Partial<IdempotentConsumerOptions>,
+    handler: RabbitHandler<T>,
+  ): Promise<{ consumer: IdempotentConsumer<T>; events: EventLog }> {
+    const consumer = createIdempotentConsumer<T>(
+      { idempotency, connection: this.connection },
+      { ...FAST, queue: this.queue, ...options },
+      handler,
+    );
+    this.consumers.push(consumer as IdempotentConsumer<unknown>);
+    const events = recordEvents(consumer as IdempotentConsumer<unknown>);
+    await consumer.start();
+    return { consumer, events };
+  }
+
+  /** Publishes JSON to the work queue (default exchange), persistent. */
+  publish(body: unknown, properties: Options.Publish = {}): void {
+    this.channel.sendToQueue(this.queue, Buffer.from(JSON.stringify(body)), {
+      contentType: 'application/json',
+      ...properties,
+    });
+  }
+
+  /** Waits until `count` messages sit in the dead-letter queue, then takes them all. */
+  async deadLetters(count: number, timeoutMs = 10_000): Promise<GetMessage[]> {
+    const dlq = `${this.queue}.dlq`;
+    const messages: GetMessage[] = [];
+    await waitFor(
+      `${count} messages in ${dlq}`,
+      async () => {
+        for (;;) {
+          const m = await this.channel.get(dlq, { noAck: true });
+          if (m === false) break;
+          messages.push(m);
+        }
+        return messages.length >= count;
+      },
+      timeoutMs,
+    );
+    return messages;
+  }
+
+  /** Ready messages in a queue. */
+  async depth(queue = this.queue): Promise<number> {
+    return (await this.channel.checkQueue(queue)).messageCount;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.consumers.map((c) => c.stop()));
+    const queues = new Set<string>([this.queue, `${this.queue}.dlq`, ...this.extraQueues]);
+    for (const c of this.consumers) {
+      for (const t of c.topology.delayTiers) queues.add(t.queue);
+      if (c.topology.deadLetterQueue) queues.add(c.topology.deadLetterQueue);
+    }
+    const exchanges = new Set<string>([`${this.queue}.dlx`, ...this.extraExchanges]);
+    for (const c of this.consumers) exchanges.add(c.topology.deadLetterExchange);
+    // Each delete on its own channel: deleting something that does not exist is fine in RabbitMQ 3.x, but
+    // a channel error must not stop the cleanup of the rest.
+    const cleanup = await this.connection.createChannel();
+    cleanup.on('error', () => {});
+    for (const q of queues) await cleanup.deleteQueue(q).catch(() => {});
+    for (const e of exchanges) await cleanup.deleteExchange(e).catch(() => {});
+    await cleanup.close().catch(() => {});
+    const keys = await this.redis.keys(`${this.prefix}:*`);
+    if (keys.length > 0) await this.redis.del(...keys);
+    await this.connection.close().catch(() => {});
+    this.redis.disconnect();
+  }
+}
+
+/** Resolves after `ms` (only to hold an interval during which the test asserts that nothing happens). */
+export const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));

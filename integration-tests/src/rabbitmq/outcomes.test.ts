@@ -1,0 +1,205 @@
+import { decodeResult, NonRetryableError } from '@idempotent-consumer/core';
+import { HEADERS, type RabbitHandlerContext } from '@idempotent-consumer/rabbitmq';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { RabbitFixture } from './fixture';
+
+/** One test per row of the RabbitMQ column of DESIGN.md, "Outcome → broker action". */
+describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broker action', (urls) => {
+  let fx: RabbitFixture;
+  beforeEach(async () => {
+    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
+  });
+  afterEach(() => fx.close());
+
+  it('ACQUIRED: runs the handler, records COMPLETED, then acks', async () => {
+    const idempotency = fx.idempotency();
+    const seen: RabbitHandlerContext[] = [];
+    const { consumer, events } = await fx.consumer(idempotency, {}, async (ctx) => {
+      seen.push(ctx);
+      // COMPLETED must be written before the ack: while the handler runs, the message is unacked.
+      return { charged: JSON.parse(ctx.message.content.toString()).amount };
+    });
+    fx.publish({ amount: 42 }, { messageId: 'pay-1' });
+    await waitFor('the ack', () => events.acked.length === 1);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ key: 'pay-1', attempt: 1, outcome: 'ACQUIRED', fencingToken: 1 });
+    expect(seen[0]!.signal).toBeInstanceOf(AbortSignal);
+    expect(events.acked[0]).toMatchObject({ reason: 'completed', outcome: 'ACQUIRED', key: 'pay-1' });
+    const record = await idempotency.store.get({ scope: fx.queue, key: 'pay-1' });
+    expect(record?.state).toBe('COMPLETED');
+    expect(decodeResult(record?.result)).toEqual({ charged: 42 });
+    await consumer.stop();
+    // Nothing left unacked: after the channel closed, nothing came back to the queue.
+    expect(await fx.depth()).toBe(0);
+  });
+
+  it('DUPLICATE: a second delivery with the same key is acked without running', async () => {
+    let runs = 0;
+    const { events } = await fx.consumer(fx.idempotency(), { prefetch: 1 }, () => ++runs);
+    fx.publish({ amount: 1 }, { messageId: 'dup-1' });
+    fx.publish({ amount: 1 }, { messageId: 'dup-1' });
+    // The header is the fallback key source.
+    fx.publish({ amount: 1 }, { headers: { 'idempotency-key': 'dup-1' } });
+    await waitFor('three acks', () => events.acked.length === 3);
+    expect(runs).toBe(1);
+    expect(events.acked.map((e) => e.reason)).toEqual(['completed', 'duplicate', 'duplicate']);
+    expect(events.retried).toHaveLength(0);
+    expect(events.deadLettered).toHaveLength(0);
+  });
+
+  it('CONFLICT: delayed for the holder’s remaining lease (never an immediate requeue), then completes once', async () => {
+    const idempotency = fx.idempotency({ leaseMs: 1000 });
+    // Another worker holds the key with a 700 ms lease and then dies (never completes).
+    const holder = await idempotency.claim({ scope: fx.queue, key: 'busy-1' }, { leaseMs: 700 });
+    expect(holder.outcome).toBe('ACQUIRED');
+    const seen: RabbitHandlerContext[] = [];
+    const started = Date.now();
+    const { events } = await fx.consumer(idempotency, { fingerprintPayload: false }, (ctx) => {
+      seen.push(ctx);
+    });
+    fx.publish({ amount: 5 }, { messageId: 'busy-1' });
+    await waitFor('the completion', () => events.acked.length === 1, 10_000);
+    const elapsed = Date.now() - started;
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ outcome: 'ACQUIRED_STALE', fencingToken: 2, attempt: 2 });
+    // Delay tiers are 100/300/1000 ms: a ~700 ms remaining lease rounds up to the 1000 ms tier, once.
+    expect(events.retried.length).toBeGreaterThanOrEqual(1);
+    expect(events.retried.length).toBeLessThanOrEqual(2);
+    expect(events.retried[0]).toMatchObject({ reason: 'conflict', outcome: 'CONFLICT', delayMs: 1000 });
+    expect(events.retried[0]!.wantedDelayMs).toBeGreaterThan(300);
+    expect(events.retried[0]!.wantedDelayMs).toBeLessThanOrEqual(700);
+    expect(elapsed).toBeGreaterThanOrEqual(700);
+  });
+
+  it('handler threw (retryable): released, delayed by the backoff, then succeeds', async () => {
+    const attempts: { attempt: number; header: unknown }[] = [];
+    const { events } = await fx.consumer(fx.idempotency(), {}, (ctx) => {
+      attempts.push({ attempt: ctx.attempt, header: ctx.message.properties.headers?.[HEADERS.attempt] });
+      if (ctx.attempt === 1) throw new Error('payment provider timed out');
+      return 'ok';
+    });
+    fx.publish({ amount: 7 }, { messageId: 'flaky-1' });
+    await waitFor('the ack', () => events.acked.length === 1);
+    expect(attempts).toEqual([
+      { attempt: 1, header: undefined },
+      { attempt: 2, header: 1 },
+    ]);
+    expect(events.retried).toHaveLength(1);
+    expect(events.retried[0]).toMatchObject({
+      reason: 'handler-error',
+      attempt: 1,
+      wantedDelayMs: 100,
+      delayMs: 100,
+      delayQueue: `${fx.queue}.delay.100ms`,
+    });
+    expect(events.retried[0]!.error).toContain('payment provider timed out');
+    expect(events.acked[0]).toMatchObject({ reason: 'completed', outcome: 'ACQUIRED' });
+  });
+
+  it('attempts exhausted: the record FAILS and the message goes to the dead-letter exchange with headers', async () => {
+    const idempotency = fx.idempotency({ maxAttempts: 3 });
+    let runs = 0;
+    const { events } = await fx.consumer(idempotency, {}, () => {
+      runs += 1;
+      throw new Error(`still down (${runs})`);
+    });
+    fx.publish({ amount: 9 }, { messageId: 'doomed-1', persistent: true });
+    const [dead] = await fx.deadLetters(1);
+    expect(runs).toBe(3);
+    expect(events.retried.map((e) => e.attempt)).toEqual([1, 2]);
+    const headers = dead!.properties.headers!;
+    expect(headers[HEADERS.deadLetterReason]).toBe('attempts-exhausted');
+    expect(headers[HEADERS.attempt]).toBe(3);
+    expect(headers[HEADERS.outcome]).toBe('ACQUIRED');
+    expect(headers[HEADERS.error]).toBe('Error: still down (3)');
+    expect(headers[HEADERS.originalQueue]).toBe(fx.queue);
+    expect(dead!.properties.messageId).toBe('doomed-1');
+    expect(dead!.properties.deliveryMode).toBe(2);
+    expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 9 });
+    const record = await idempotency.store.get({ scope: fx.queue, key: 'doomed-1' });
+    expect(record).toMatchObject({ state: 'FAILED', attempt: 3 });
+    await waitFor('the deadLettered event', () => events.deadLettered.length === 1);
+    expect(events.deadLettered[0]).toMatchObject({ reason: 'attempts-exhausted', attempt: 3 });
+    // A later redelivery of the same key meets the FAILED record and is dead-lettered without running.
+    fx.publish({ amount: 9 }, { messageId: 'doomed-1' });
+    const [again] = await fx.deadLetters(1);
+    expect(again!.properties.headers![HEADERS.deadLetterReason]).toBe('failed-record');
+    expect(runs).toBe(3);
+  });
+
+  it('non-retryable error: dead-lettered at once, the handler ran once', async () => {
+    let runs = 0;
+    const { events } = await fx.consumer(fx.idempotency(), {}, () => {
+      runs += 1;
+      throw new NonRetryableError('card declined');
+    });
+    fx.publish({ amount: 3 }, { messageId: 'declined-1' });
+    const [dead] = await fx.deadLetters(1);
+    expect(runs).toBe(1);
+    expect(events.retried).toHaveLength(0);
+    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('non-retryable');
+    expect(dead!.properties.headers![HEADERS.error]).toBe('NonRetryableError [NON_RETRYABLE]: card declined');
+  });
+
+  it('PAYLOAD_MISMATCH: the same key with another payload is dead-lettered and never run', async () => {
+    const bodies: unknown[] = [];
+    const { events } = await fx.consumer(fx.idempotency(), { prefetch: 1 }, (ctx) => {
+      bodies.push(JSON.parse(ctx.message.content.toString()));
+    });
+    fx.publish({ amount: 10 }, { messageId: 'pay-9' });
+    fx.publish({ amount: 99_999 }, { messageId: 'pay-9' });
+    const [dead] = await fx.deadLetters(1);
+    expect(bodies).toEqual([{ amount: 10 }]);
+    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('payload-mismatch');
+    expect(dead!.properties.headers![HEADERS.outcome]).toBe('PAYLOAD_MISMATCH');
+    expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 99_999 });
+    await waitFor('both settled', () => events.acked.length + events.deadLettered.length === 2);
+  });
+
+  it('missing key, policy reject: dead-lettered with its reason, never run', async () => {
+    let runs = 0;
+    const { events } = await fx.consumer(fx.idempotency(), { missingKey: 'reject' }, () => {
+      runs += 1;
+    });
+    fx.publish({ amount: 1 });
+    const [dead] = await fx.deadLetters(1);
+    expect(runs).toBe(0);
+    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('missing-key');
+    expect(dead!.properties.headers![HEADERS.outcome]).toBe('NONE');
+    await waitFor('the missingKey event', () => events.missingKey.length === 1);
+    expect(events.missingKey[0]).toMatchObject({ action: 'rejected', key: undefined });
+  });
+
+  it('missing key, policy process: runs without idempotency and says so', async () => {
+    const seen: RabbitHandlerContext[] = [];
+    const { events } = await fx.consumer(fx.idempotency(), { missingKey: 'process' }, (ctx) => {
+      seen.push(ctx);
+    });
+    fx.publish({ amount: 1 });
+    await waitFor('the ack', () => events.acked.length === 1);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ key: undefined, fencingToken: 0, outcome: 'UNPROTECTED', attempt: 1 });
+    expect(events.missingKey).toEqual([expect.objectContaining({ action: 'processed' })]);
+    expect(events.acked[0]).toMatchObject({ reason: 'unprotected', outcome: 'UNPROTECTED' });
+    expect(await fx.redis.keys(`${fx.prefix}:*`)).toEqual([]);
+  });
+
+  it('checks its topology: a delay tier declared with another TTL is a TopologyMismatchError', async () => {
+    await fx.channel.assertQueue(`${fx.queue}.delay.100ms`, {
+      durable: true,
+      arguments: { 'x-message-ttl': 5 },
+    });
+    fx.extraQueues.push(`${fx.queue}.delay.100ms`);
+    await expect(fx.consumer(fx.idempotency(), {}, () => {})).rejects.toMatchObject({
+      name: 'TopologyMismatchError',
+      code: 'TOPOLOGY_MISMATCH',
+    });
+    // `check` mode on a queue that does not exist.
+    await expect(
+      fx.consumer(fx.idempotency(), { topology: 'check', delayQueuePrefix: `${fx.queue}.nothing` }, () => {}),
+    ).rejects.toMatchObject({ name: 'TopologyMismatchError' });
+    // The fixture's own channel survived (the checks ran on a scratch channel).
+    expect(await fx.depth()).toBe(0);
+  });
+});
