@@ -19,7 +19,8 @@ export type IdempotencyErrorCode =
   | 'LEASE_LOST'
   | 'RESULT_TOO_LARGE'
   | 'NON_RETRYABLE'
-  | 'TOPOLOGY_MISMATCH';
+  | 'TOPOLOGY_MISMATCH'
+  | 'SQS_OPERATION_FAILED';
 
 /** Options shared by every error constructor. */
 export interface IdempotencyErrorOptions {
