@@ -20,6 +20,7 @@ export type IdempotencyErrorCode =
   | 'RESULT_TOO_LARGE'
   | 'NON_RETRYABLE'
   | 'TOPOLOGY_MISMATCH'
+  | 'PARTITION_PAUSED'
   | 'SQS_OPERATION_FAILED';
 
 /** Options shared by every error constructor. */

@@ -1,0 +1,207 @@
+import {
+  type ClaimReply,
+  InvalidOptionError,
+  isIdempotencyError,
+  type RunRequest,
+} from '@idempotent-consumer/core';
+import type { KafkaIdempotencyDependencies } from './dependencies';
+import { isFatalToConsumer } from './errors';
+import type { KafkaHandler } from './handler';
+import {
+  BrokerHeartbeatFailure,
+  type Decision,
+  type Delivery,
+  MessageProcessor,
+  type PreparedMessage,
+} from './message-processor';
+import { type KafkaIdempotencyOptions, resolveKafkaOptions } from './options';
+import { PartitionPauser } from './partition-pauser';
+import { PendingClaims } from './pending-claims';
+import type { EachBatchPayloadLike, KafkaMessageLike } from './types';
+
+/** An `eachBatch` function, with `close()` to clear its resume timers when the consumer goes away. */
+export interface IdempotentEachBatch {
+  (payload: EachBatchPayloadLike): Promise<void>;
+  /** Clears pending resume timers and the store watcher. Call it after `consumer.disconnect()`. */
+  close(): void;
+}
+
+/**
+ * Wraps a handler into a KafkaJS `eachBatch` that runs it effectively once per idempotency key, with the
+ * outcome mapping of {@link idempotentEachMessage}, and:
+ *
+ * - claims every message of the batch in one round trip (`idempotency.claimMany`: pipelined; on a Redis
+ *   Cluster batched per node by auto-pipelining), keeping the claims of waiting messages alive;
+ * - runs the messages one after another in partition order, calling `resolveOffset` as each completes (or
+ *   is a duplicate or a dead letter), then `heartbeat()` and `commitOffsetsIfNecessary()`;
+ * - stops early, leaving the rest unresolved and releasing their claims, when `isStale()` or
+ *   `!isRunning()`, or when a message must wait longer than `maxInlineDelayMs` (the partition is paused
+ *   for that time) or the store does not answer (the topic is paused until it does). After such a stop
+ *   the next batch of the partition claims its first message alone, so a message that keeps failing does
+ *   not use up the attempts of those behind it.
+ *
+ * Run it with `eachBatchAutoResolve: false`: with KafkaJS's default (`true`), KafkaJS resolves the whole
+ * batch when `eachBatch` returns, including the messages an early stop left unresolved.
+ *
+ * @example
+ * ```ts
+ * await consumer.run({
+ *   eachBatchAutoResolve: false,
+ *   eachBatch: idempotentEachBatch({ idempotency, consumer, producer }, { groupId: 'payments' },
+ *     async ({ message, fencingToken }) => charge(JSON.parse(message.value!.toString()), fencingToken)),
+ * });
+ * ```
+ * @throws {@link InvalidOptionError} when the options are invalid or a dependency is missing.
+ */
+export function idempotentEachBatch<T>(
+  dependencies: KafkaIdempotencyDependencies,
+  options: KafkaIdempotencyOptions,
+  handler: KafkaHandler<T>,
+): IdempotentEachBatch {
+  if (!dependencies?.idempotency || !dependencies.consumer) {
+    throw new InvalidOptionError('idempotentEachBatch needs { idempotency, consumer }');
+  }
+  if (typeof handler !== 'function') throw new InvalidOptionError('idempotentEachBatch needs a handler');
+  const { idempotency } = dependencies;
+  const resolved = resolveKafkaOptions(options, dependencies.producer !== undefined);
+  const processor = new MessageProcessor(idempotency, dependencies.producer, resolved, handler);
+  const pauser = new PartitionPauser(dependencies.consumer, resolved.onEvent);
+  /** Per partition, the offset an early stop left unresolved: the next batch claims it alone first. */
+  const stoppedAt = new Map<string, string>();
+  const leaseMs = resolved.leaseMs ?? idempotency.options.leaseMs;
+  const claimOptions = {
+    ...(resolved.leaseMs !== undefined && { leaseMs: resolved.leaseMs }),
+    ...(resolved.maxAttempts !== undefined && { maxAttempts: resolved.maxAttempts }),
+  };
+  const fallbackDelayMs = resolved.retryBackoff.baseMs ?? 1000;
+
+  const eachBatch = async (payload: EachBatchPayloadLike): Promise<void> => {
+    const { topic, partition, messages } = payload.batch;
+    const tp = `${partition}:${topic}`;
+    const shouldStop = () => !payload.isRunning() || payload.isStale();
+    const deliveryOf = (message: KafkaMessageLike): Delivery => ({
+      topic,
+      partition,
+      message,
+      heartbeat: () => payload.heartbeat(),
+      shouldStop,
+    });
+    /** Applies a decision that leaves `message` unresolved. */
+    const stop = (message: KafkaMessageLike, decision: Exclude<Decision, { action: 'resolve' }>) => {
+      if (decision.action === 'stop') return;
+      stoppedAt.set(tp, message.offset);
+      if (decision.action === 'pause') {
+        pauser.pauseFor(topic, partition, message.offset, decision.delayMs, decision.reason);
+      } else {
+        pauser.pauseUntil(
+          topic,
+          message.offset,
+          () => idempotency.store.ping(),
+          resolved.storeProbeIntervalMs,
+        );
+      }
+    };
+
+    let index = 0;
+    while (index < messages.length) {
+      if (shouldStop()) return;
+      const first = messages[index]!;
+      const end = stoppedAt.get(tp) === first.offset ? index + 1 : messages.length;
+      const window = messages.slice(index, end).map((message) => ({
+        message,
+        prepared: processor.prepare(topic, partition, message),
+      }));
+
+      // One round trip claims the whole window.
+      const replies: (ClaimReply | undefined)[] = new Array(window.length);
+      const keyed = window.flatMap((w, i) =>
+        w.prepared.kind === 'keyed' ? [{ i, request: w.prepared.request }] : [],
+      );
+      try {
+        const claimed = await idempotency.claimMany(
+          keyed.map((k) => k.request),
+          claimOptions,
+        );
+        keyed.forEach((k, j) => {
+          replies[k.i] = claimed[j];
+        });
+      } catch (error) {
+        if (isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE') {
+          const answered = await guard(() => processor.waitForStore(deliveryOf(first)));
+          if (answered === 'up') continue;
+          if (answered === 'down') stop(first, { action: 'await-store' });
+          return;
+        }
+        // Anything else (an invalid key in the window): each message claims on its own.
+        resolved.onEvent({ type: 'error', operation: 'claimMany', error });
+      }
+
+      const pending = new PendingClaims(
+        idempotency.store,
+        {
+          leaseMs,
+          retentionMs: idempotency.options.retentionMs,
+          heartbeatIntervalMs: Math.max(
+            1,
+            Math.min(idempotency.options.heartbeatIntervalMs, Math.floor(leaseMs / 3)),
+          ),
+        },
+        (operation, error) => resolved.onEvent({ type: 'error', operation, error }),
+      );
+      replies.forEach((reply, i) => {
+        if (reply?.outcome === 'ACQUIRED' || reply?.outcome === 'ACQUIRED_STALE') {
+          const request = (window[i]!.prepared as Extract<PreparedMessage, { kind: 'keyed' }>).request;
+          pending.add(i, idOf(request), reply);
+        }
+      });
+      pending.start();
+      try {
+        for (const [i, { message, prepared }] of window.entries()) {
+          if (shouldStop()) return;
+          const reply = pending.has(i) ? await pending.take(i) : replies[i];
+          const decision = await guard(
+            () => processor.process(deliveryOf(message), prepared, reply),
+            (error) => {
+              resolved.onEvent({ type: 'error', operation: 'process', error });
+              return { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs } as const;
+            },
+          );
+          if (decision.action !== 'resolve') return stop(message, decision);
+          payload.resolveOffset(message.offset);
+          if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
+          await guard(async () => {
+            await payload.heartbeat();
+            await payload.commitOffsetsIfNecessary();
+          });
+        }
+      } finally {
+        await pending.releaseAll();
+      }
+      index = end;
+    }
+  };
+
+  /**
+   * Runs `fn`; a broker error (a rebalance seen by `heartbeat()` or a commit) passes through unless KafkaJS
+   * would stop the consumer on it; any other error goes to `onOther` (default: rethrow it safely).
+   */
+  async function guard<R>(fn: () => Promise<R>, onOther?: (error: unknown) => R): Promise<R> {
+    try {
+      return await fn();
+    } catch (error) {
+      const cause = error instanceof BrokerHeartbeatFailure ? error.cause : error;
+      if (onOther && !(error instanceof BrokerHeartbeatFailure)) return onOther(error);
+      if (!isFatalToConsumer(cause)) throw cause;
+      resolved.onEvent({ type: 'error', operation: 'broker', error: cause });
+      throw new Error(`eachBatch stopped on a broker error: ${String((cause as Error)?.message ?? cause)}`, {
+        cause,
+      });
+    }
+  }
+
+  return Object.assign(eachBatch, { close: () => pauser.close() });
+}
+
+function idOf(request: RunRequest): { scope: string; key: string } {
+  return { scope: request.scope, key: request.key };
+}

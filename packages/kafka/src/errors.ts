@@ -1,0 +1,51 @@
+import { IdempotencyError } from '@idempotent-consumer/core';
+
+/**
+ * Thrown by the `eachMessage` wrapper, after it paused the partition, to keep KafkaJS from resolving the
+ * message's offset: a normal return would resolve it (KafkaJS `runner.js`, `processEachMessage`), and a
+ * throw is the only other way out of `eachMessage`. The partition resumes after `delayMs` (or when the
+ * idempotency store answers again), and the message is fetched again from its unresolved offset.
+ *
+ * Retryable, and deliberately neither a `TypeError` nor a `KafkaJSNonRetriableError`: KafkaJS stops a
+ * consumer for good on those. Each throw costs one retry of KafkaJS's `retry` budget, which is why the
+ * wrapper waits short delays inline (heartbeating) and throws only for longer ones.
+ */
+export class PartitionPausedError extends IdempotencyError {
+  override readonly name = 'PartitionPausedError' as const;
+  readonly code = 'PARTITION_PAUSED' as const;
+  readonly retryable = true;
+  /** KafkaJS reads `retriable` (its spelling) to decide whether to retry. */
+  readonly retriable = true;
+
+  constructor(
+    message: string,
+    /** The paused topic. */
+    readonly topic: string,
+    /** The paused partition. */
+    readonly partition: number,
+    /** How long the partition stays paused, in milliseconds; `undefined` until the store answers. */
+    readonly delayMs: number | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Names KafkaJS treats as unrecoverable: a consumer whose handler throws one stops for good. */
+const FATAL_NAMES = new Set([
+  'TypeError',
+  'RangeError',
+  'ReferenceError',
+  'SyntaxError',
+  'KafkaJSNonRetriableError',
+]);
+
+/**
+ * Whether KafkaJS would stop the consumer for good on this error (KafkaJS `src/retry/index.js`: an
+ * unrecoverable name or `retriable === false`). The wrappers never let such an error escape.
+ */
+export function isFatalToConsumer(error: unknown): boolean {
+  const e = error as { name?: unknown; retriable?: unknown } | null;
+  if (typeof e !== 'object' || e === null) return true;
+  return FATAL_NAMES.has(String(e.name)) || e.retriable === false;
+}
