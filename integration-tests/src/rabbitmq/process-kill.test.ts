@@ -1,0 +1,123 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { RabbitHandlerContext } from '@idempotent-consumer/rabbitmq';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { RabbitFixture, uniqueName } from './fixture';
+
+const ROOT = join(__dirname, '..', '..', '..');
+const WORKER = join(ROOT, 'integration-tests', 'workers', 'rabbitmq-consumer.ts');
+
+/** A consumer process and the events it printed. */
+class Worker {
+  readonly events: Record<string, unknown>[] = [];
+  readonly exited: Promise<NodeJS.Signals | number | null>;
+
+  constructor(readonly child: ChildProcess) {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        this.events.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // Not one of ours.
+      }
+    });
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+  }
+
+  /** Waits until the process printed `event` (a long deadline: tsx compiles on start). */
+  until(event: string): Promise<void> {
+    return waitFor(`the worker to print ${event}`, () => this.events.some((e) => e.event === event), 30_000);
+  }
+}
+
+describeWithServices(
+  ['rabbitmq', 'redis'],
+  'rabbitmq adapter: a consumer process killed with SIGKILL',
+  (urls) => {
+    let fx: RabbitFixture;
+    const workers: Worker[] = [];
+    beforeEach(async () => {
+      fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
+    });
+    afterEach(async () => {
+      for (const w of workers.splice(0)) {
+        w.child.kill('SIGKILL');
+        await w.exited;
+      }
+      await fx.redis.del(effectsKey);
+      await fx.close();
+    });
+    let effectsKey = '';
+
+    function startWorker(mode: 'hang-in-handler' | 'freeze-after-complete'): Worker {
+      effectsKey = uniqueName('effects');
+      const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: {
+          ...process.env,
+          MODE: mode,
+          AMQP_URL: urls.rabbitmq,
+          REDIS_URL: urls.redis,
+          QUEUE: fx.queue,
+          KEY_PREFIX: fx.prefix,
+          EFFECTS_KEY: effectsKey,
+          LEASE_MS: '1000',
+        },
+      });
+      const worker = new Worker(child);
+      workers.push(worker);
+      return worker;
+    }
+
+    async function kill(worker: Worker): Promise<void> {
+      worker.child.kill('SIGKILL');
+      expect(await worker.exited).toBe('SIGKILL');
+    }
+
+    it('killed mid-handler: the message is redelivered, reclaimed as ACQUIRED_STALE, side effect once', async () => {
+      const worker = startWorker('hang-in-handler');
+      await worker.until('ready');
+      fx.publish({ amount: 100 }, { messageId: 'kill-1' });
+      await worker.until('in-handler');
+      await kill(worker);
+
+      const seen: RabbitHandlerContext[] = [];
+      const { events } = await fx.consumer(fx.idempotency({ leaseMs: 1000 }), {}, async (ctx) => {
+        seen.push(ctx);
+        await fx.redis.hincrby(effectsKey, ctx.key!, 1);
+      });
+      await waitFor('the second consumer to complete the message', () => events.acked.length === 1, 10_000);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({
+        key: 'kill-1',
+        outcome: 'ACQUIRED_STALE',
+        fencingToken: 2,
+        attempt: 2,
+      });
+      expect(seen[0]!.message.fields.redelivered || events.retried.length > 0).toBe(true);
+      // The dead holder's lease was still running: the message waited in a delay tier, it did not spin.
+      expect(events.retried.every((e) => e.reason === 'conflict')).toBe(true);
+      expect(events.retried.length).toBeLessThanOrEqual(2);
+      expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-1': '1' });
+    });
+
+    it('killed after COMPLETED was written but before the ack: the redelivery is a DUPLICATE', async () => {
+      const worker = startWorker('freeze-after-complete');
+      await worker.until('ready');
+      fx.publish({ amount: 100 }, { messageId: 'kill-2' });
+      await worker.until('completed');
+      await kill(worker);
+
+      let runs = 0;
+      const { events } = await fx.consumer(fx.idempotency({ leaseMs: 1000 }), {}, () => {
+        runs += 1;
+      });
+      await waitFor('the redelivery to be acked', () => events.acked.length === 1, 10_000);
+      expect(runs).toBe(0);
+      expect(events.acked[0]).toMatchObject({ reason: 'duplicate', outcome: 'DUPLICATE', redelivered: true });
+      expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-2': '1' });
+    });
+  },
+);

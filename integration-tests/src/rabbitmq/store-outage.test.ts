@@ -1,0 +1,87 @@
+import { RedisIdempotencyStore } from '@idempotent-consumer/core';
+import Redis from 'ioredis';
+import { waitFor } from '../../support/net';
+import { RedisServer } from '../../support/redis-server';
+import { describeWithServices } from '../../support/service';
+import { pause, RabbitFixture, uniqueName } from './fixture';
+
+const MESSAGES = 30;
+
+describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops mid-run', (urls) => {
+  let fx: RabbitFixture;
+  let server: RedisServer;
+  let storeRedis: Redis;
+  const effectsKey = uniqueName('effects');
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+  afterAll(() => server.dispose());
+  beforeEach(async () => {
+    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
+    // Fail fast while the server is down: no offline queue, in-flight commands rejected at once.
+    storeRedis = new Redis(server.url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 100,
+    });
+    await waitFor('the store client', () => storeRedis.status === 'ready');
+  });
+  afterEach(async () => {
+    await fx.redis.del(effectsKey);
+    await fx.close();
+    storeRedis.disconnect();
+  });
+
+  it('fails closed: pauses, acks nothing it did not complete, resumes, loses nothing, no double effect', async () => {
+    const store = new RedisIdempotencyStore(
+      { redis: storeRedis },
+      { keyPrefix: fx.prefix, commandTimeoutMs: 300 },
+    );
+    const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
+    const handlerRan = new Set<string>();
+    const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
+      handlerRan.add(key!);
+      await pause(40);
+      await fx.redis.hincrby(effectsKey, key!, 1);
+    });
+    for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
+
+    await waitFor('a few acks', () => events.acked.length >= 5);
+    await server.stop();
+    await waitFor('the consumer to pause', () => events.paused.length >= 1);
+    expect(consumer.state).toBe('paused');
+    await waitFor('a failed store probe', () => events.storeProbeFailed.length >= 1);
+    await waitFor('the in-flight claims to be requeued', () =>
+      events.requeued.some((e) => e.reason === 'store-unavailable'),
+    );
+
+    // While the store is down, hold an interval and watch that nothing new runs or is acked blindly.
+    const ranBefore = handlerRan.size;
+    const ackedBefore = events.acked.length;
+    await pause(1200);
+    expect(handlerRan.size).toBe(ranBefore);
+    for (const e of events.acked.slice(ackedBefore)) expect(handlerRan.has(e.key!)).toBe(true);
+    // Every message not acked is still in RabbitMQ (ready, or unacked in flight).
+    expect(await fx.depth()).toBeGreaterThanOrEqual(MESSAGES - events.acked.length - consumer.inFlight);
+    expect(events.retried).toHaveLength(0);
+    expect(events.deadLettered).toHaveLength(0);
+
+    await server.restart();
+    await waitFor('the consumer to resume', () => events.resumed.length >= 1, 10_000);
+    await waitFor(
+      'every message to be handled',
+      async () => Object.keys(await fx.redis.hgetall(effectsKey)).length === MESSAGES,
+      15_000,
+    );
+    await waitFor(
+      'every message to be acked',
+      () => new Set(events.acked.map((e) => e.key)).size === MESSAGES,
+    );
+    const effects = await fx.redis.hgetall(effectsKey);
+    expect(Object.values(effects).every((count) => count === '1')).toBe(true);
+    await consumer.stop();
+    expect(await fx.depth()).toBe(0);
+    expect(events.deadLettered).toHaveLength(0);
+  });
+});
