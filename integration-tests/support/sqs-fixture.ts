@@ -1,0 +1,61 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { Idempotency, type IdempotencyOptions, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import Redis from 'ioredis';
+import { createQueue, deleteQueues, sqsClient, uniqueQueueName } from './sqs-helpers';
+
+/**
+ * Per-suite plumbing of the SQS suites: a Redis client on the discovered Redis, an SQS client on the
+ * discovered endpoint, fresh queues per test, a runner with a unique key prefix, and side-effect counters
+ * kept in Redis (HINCRBY), so a side effect run by a child process counts too.
+ */
+export class SqsFixture {
+  readonly redis: Redis;
+  readonly sqs: SQSClient;
+  readonly prefix = `sqs-it-${process.pid}-${Date.now()}`;
+  readonly #queues: string[] = [];
+  #n = 0;
+
+  constructor(redisUrl: string, sqsEndpoint: string) {
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+    this.sqs = sqsClient(sqsEndpoint);
+  }
+
+  /** A runner on a store with a fresh key prefix. */
+  idempotency(options: IdempotencyOptions = {}, redis: Redis = this.redis): Idempotency {
+    this.#n += 1;
+    const store = new RedisIdempotencyStore(
+      { redis },
+      { keyPrefix: `${this.prefix}-${this.#n}`, commandTimeoutMs: 500 },
+    );
+    return new Idempotency({ store }, options);
+  }
+
+  /** Creates a queue that is deleted after the suite. */
+  async queue(prefix: string, attributes: Record<string, string> = {}, fifo = false) {
+    const q = await createQueue(this.sqs, uniqueQueueName(prefix, fifo), attributes);
+    this.#queues.push(q.url);
+    return q;
+  }
+
+  /** The Redis hash that counts side effects of one test. */
+  counter(name: string): string {
+    return `${this.prefix}:effects:${name}`;
+  }
+
+  /** Counts one side effect of `key` (HINCRBY) and returns the new count. */
+  effect(counter: string, key: string): Promise<number> {
+    return this.redis.hincrby(counter, key, 1);
+  }
+
+  /** Side effects per key. */
+  async effects(counter: string): Promise<Record<string, number>> {
+    const raw = await this.redis.hgetall(counter);
+    return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+  }
+
+  async close(): Promise<void> {
+    await deleteQueues(this.sqs, this.#queues);
+    this.sqs.destroy();
+    await this.redis.quit();
+  }
+}
