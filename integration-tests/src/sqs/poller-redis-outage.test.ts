@@ -1,0 +1,105 @@
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
+import Redis from 'ioredis';
+import { waitFor } from '../../support/net';
+import { RedisServer } from '../../support/redis-server';
+import { describeWithServices } from '../../support/service';
+import { SqsFixture } from '../../support/sqs-fixture';
+import { queueDepth, sendMessage } from '../../support/sqs-helpers';
+
+describeWithServices(
+  ['redis', 'sqs'],
+  'sqs poller with Redis stopped and started mid-run',
+  ({ redis, sqs }) => {
+    let fx: SqsFixture;
+    let server: RedisServer;
+    let storeRedis: Redis;
+    beforeAll(async () => {
+      fx = new SqsFixture(redis, sqs);
+      server = await RedisServer.start();
+      storeRedis = new Redis(server.url, {
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: false,
+        retryStrategy: () => 100,
+      });
+    });
+    afterAll(async () => {
+      storeRedis.disconnect();
+      await server.dispose();
+      await fx.close();
+    });
+
+    it('deletes nothing while Redis is down, pauses polling, and resumes once it answers', async () => {
+      const q = await fx.queue('outage');
+      const counter = fx.counter('outage');
+      const idempotency = new Idempotency(
+        {
+          store: new RedisIdempotencyStore(
+            { redis: storeRedis },
+            { keyPrefix: 'outage', commandTimeoutMs: 300 },
+          ),
+        },
+        { leaseMs: 2000, writeAttempts: 2 },
+      );
+      const processed: ProcessedMessage<unknown>[] = [];
+      const events: string[] = [];
+      const poller = new IdempotentSqsPoller(
+        { idempotency, sqs: fx.sqs },
+        { queueUrl: q.url, waitTimeSeconds: 1, concurrency: 4, storeProbeIntervalMs: 100 },
+        async (_m, { key }) => {
+          await fx.effect(counter, key);
+        },
+      );
+      poller.on('processed', (p) => processed.push(p));
+      poller.on('storeUnavailable', () => events.push('down'));
+      poller.on('storeRecovered', () => events.push('up'));
+      let deletesWhileDown = 0;
+      poller.on('deleted', () => {
+        if (events.at(-1) === 'down') deletesWhileDown += 1;
+      });
+      poller.start();
+      try {
+        for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `before-${i}`, { key: `before-${i}` });
+        await waitFor(
+          '3 deleted',
+          () => processed.filter((p) => p.disposition.action === 'delete').length === 3,
+        );
+
+        await server.stop();
+        for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `during-${i}`, { key: `during-${i}` });
+        await waitFor('polling paused', () => poller.paused);
+        const left = processed.filter((p) => p.disposition.reason === 'store-unavailable');
+        expect(left.length).toBeGreaterThan(0);
+        expect(left.every((p) => p.handler === 'not-run')).toBe(true);
+        // Paused: no receive happens, so the messages stay on the queue.
+        const seenWhilePaused = processed.length;
+        await new Promise((r) => setTimeout(r, 1500));
+        expect(processed.length).toBe(seenWhilePaused);
+        expect(await queueDepth(fx.sqs, q.url)).toBe(3);
+
+        await server.restart();
+        await waitFor('polling resumed', () => !poller.paused, 10_000);
+        await waitFor(
+          'the 3 messages sent during the outage deleted',
+          async () => (await queueDepth(fx.sqs, q.url)) === 0,
+          20_000,
+          200,
+        );
+      } finally {
+        await poller.stop();
+      }
+      expect(events).toEqual(['down', 'up']);
+      expect(deletesWhileDown).toBe(0);
+      const effects = await fx.effects(counter);
+      expect(Object.keys(effects).sort()).toEqual([
+        'before-0',
+        'before-1',
+        'before-2',
+        'during-0',
+        'during-1',
+        'during-2',
+      ]);
+      expect(Object.values(effects).every((n) => n === 1)).toBe(true);
+    });
+  },
+);
