@@ -35,6 +35,7 @@ export const FAST: Partial<IdempotentConsumerOptions> = {
 export type EventLog = { [K in keyof IdempotentConsumerEvents]: IdempotentConsumerEvents[K][0][] };
 
 const EVENT_NAMES: (keyof IdempotentConsumerEvents)[] = [
+  'delivery',
   'acked',
   'retried',
   'deadLettered',
@@ -53,7 +54,8 @@ const EVENT_NAMES: (keyof IdempotentConsumerEvents)[] = [
 export function recordEvents(consumer: IdempotentConsumer<unknown>): EventLog {
   const log = Object.fromEntries(EVENT_NAMES.map((n) => [n, []])) as unknown as EventLog;
   for (const name of EVENT_NAMES) {
-    consumer.on(name, (event: never) => (log[name] as unknown[]).push(event));
+    const listener = (event: unknown) => (log[name] as unknown[]).push(event);
+    consumer.on(name, listener as never);
   }
   return log;
 }

@@ -36,9 +36,6 @@ export interface IdempotentConsumerDependencies {
   readonly connection: AmqpConnection;
 }
 
-/** The record id the consumer reads to learn whether a paused store answers again. */
-const PROBE_KEY = '__idempotent-consumer-probe__';
-
 /** Resolves after `ms`, or at once when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
@@ -279,6 +276,11 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
       }
       return;
     }
+    this.#emit('delivery', {
+      queue: this.options.queue,
+      deliveryTag: message.fields.deliveryTag,
+      redelivered: message.fields.redelivered,
+    });
     const task = this.#handle(message).catch((error: unknown) => {
       // A bug in this adapter, never a handler error (the runner catches those): give the message back.
       this.#requeue(message, this.#subject(message, undefined), 'internal-error', error);
@@ -520,7 +522,7 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
       await sleep(computeBackoffMs(probe, this.options.storeProbeBackoff), signal);
       if (signal.aborted || this.#state !== 'paused') return;
       try {
-        await this.#idempotency.store.get({ scope: this.options.scope, key: PROBE_KEY });
+        await this.#idempotency.store.ping();
         break;
       } catch (error) {
         this.#emit('storeProbeFailed', { queue: this.options.queue, probe, error });

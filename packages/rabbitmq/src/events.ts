@@ -26,6 +26,8 @@ export type ConsumerState = 'idle' | 'starting' | 'running' | 'paused' | 'stoppi
  * through an unhandled `error` event); failures come as the specific events below.
  */
 export interface IdempotentConsumerEvents {
+  /** A delivery arrived (before its key is read); every delivery ends in exactly one settling event. */
+  delivery: [{ queue: string; deliveryTag: number; redelivered: boolean }];
   /** A delivery was acked: its handler completed, it was a duplicate, or it ran unprotected. */
   acked: [DeliverySubject & { reason: AckReason; outcome: RunOutcome | undefined }];
   /**

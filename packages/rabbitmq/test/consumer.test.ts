@@ -1,0 +1,187 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  Idempotency,
+  MemoryIdempotencyStore,
+  NonRetryableError,
+  type RecordId,
+  StoreUnavailableError,
+  type WriteReply,
+} from '@idempotent-consumer/core';
+import { createIdempotentConsumer, HEADERS, type IdempotentConsumerOptions } from '../src';
+import { fakeConnection, type Journal } from './fake-amqp';
+
+/** A memory store that journals its writes, and can be switched off (every call rejects). */
+class RecordingStore extends MemoryIdempotencyStore {
+  down = false;
+  constructor(readonly journal: Journal) {
+    super();
+  }
+  #check(): void {
+    if (this.down) throw new StoreUnavailableError('store is down');
+  }
+  override async claim(...args: Parameters<MemoryIdempotencyStore['claim']>) {
+    this.#check();
+    return super.claim(...args);
+  }
+  override async complete(id: RecordId, token: number, options: { retentionMs: number; result?: string }) {
+    this.#check();
+    this.journal.push(`complete:${id.key}`);
+    return super.complete(id, token, options);
+  }
+  override async release(id: RecordId, token: number, options: { retentionMs: number }): Promise<WriteReply> {
+    this.#check();
+    this.journal.push(`release:${id.key}`);
+    return super.release(id, token, options);
+  }
+  override async ping(): Promise<void> {
+    this.#check();
+  }
+}
+
+const FAST: Partial<IdempotentConsumerOptions> = {
+  delayTiersMs: [10, 50, 200],
+  retryBackoff: { baseMs: 10, maxMs: 50, jitter: 'none' },
+  storeProbeBackoff: { baseMs: 5, maxMs: 20, jitter: 'none' },
+};
+
+async function setup(handler: Parameters<typeof createIdempotentConsumer>[2], options = {}) {
+  const fake = fakeConnection();
+  const store = new RecordingStore(fake.journal);
+  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 3 });
+  const consumer = createIdempotentConsumer(
+    { idempotency, connection: fake.connection },
+    { queue: 'work', ...FAST, ...options },
+    handler,
+  );
+  await consumer.start();
+  return { ...fake, store, idempotency, consumer };
+}
+
+const until = async (what: string, check: () => boolean, timeoutMs = 2000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(2);
+  }
+};
+
+describe('IdempotentConsumer with a fake channel', () => {
+  it('writes COMPLETED before the ack', async () => {
+    const { channel, journal, consumer } = await setup(() => 'ok');
+    channel.deliver('{}', { messageId: 'k1' });
+    await until('ack', () => channel.acked.length === 1);
+    expect(journal.filter((j) => j !== 'consume')).toEqual(['complete:k1', 'ack:1']);
+    await consumer.stop();
+  });
+
+  it('acks a CONFLICT only after the delay-tier copy is confirmed, with the remaining lease as delay', async () => {
+    const { channel, confirm, idempotency, journal, consumer } = await setup(() => 'ok');
+    await idempotency.claim({ scope: 'work', key: 'held' }, { leaseMs: 40 });
+    confirm.autoConfirm = false;
+    channel.deliver('{}', { messageId: 'held' });
+    await until('publish', () => confirm.published.length === 1);
+    expect(confirm.published[0]).toMatchObject({ exchange: '', routingKey: 'work.delay.50ms' });
+    expect(confirm.published[0]!.options.headers[HEADERS.retryReason]).toBe('conflict');
+    expect(confirm.published[0]!.options.mandatory).toBe(true);
+    await sleep(20);
+    expect(channel.acked).toEqual([]); // not before the confirm
+    confirm.published[0]!.confirm();
+    await until('ack', () => channel.acked.length === 1);
+    expect(journal.slice(-2)).toEqual(['confirmed:work.delay.50ms', 'ack:1']);
+    await consumer.stop();
+  });
+
+  it('never acks when the republish is nacked by the broker; requeues after the delay instead', async () => {
+    const { channel, confirm, consumer } = await setup(() => {
+      throw new Error('boom');
+    });
+    confirm.autoConfirm = false;
+    const events: string[] = [];
+    consumer.on('publishFailed', () => events.push('publishFailed'));
+    consumer.on('requeued', (e) => events.push(`requeued:${e.reason}`));
+    channel.deliver('{}', { messageId: 'k' });
+    await until('publish', () => confirm.published.length === 1);
+    confirm.published[0]!.confirm(new Error('nack'));
+    await until('requeue', () => channel.nacked.length === 1);
+    expect(channel.acked).toEqual([]);
+    expect(channel.nacked).toEqual([{ tag: 1, requeue: true }]);
+    expect(events).toEqual(['publishFailed', 'requeued:publish-failed']);
+    await consumer.stop();
+  });
+
+  it('dead-letters a non-retryable error with its headers, then acks', async () => {
+    const { channel, confirm, consumer } = await setup(() => {
+      throw new NonRetryableError('declined');
+    });
+    channel.deliver('{}', { messageId: 'k', headers: { trace: 'abc' } });
+    await until('ack', () => channel.acked.length === 1);
+    expect(confirm.published).toHaveLength(1);
+    const { exchange, routingKey, options } = confirm.published[0]!;
+    expect({ exchange, routingKey }).toEqual({ exchange: 'work.dlx', routingKey: 'work' });
+    expect(options.messageId).toBe('k');
+    expect(options.headers).toMatchObject({
+      trace: 'abc',
+      [HEADERS.deadLetterReason]: 'non-retryable',
+      [HEADERS.outcome]: 'ACQUIRED',
+      [HEADERS.attempt]: 1,
+      [HEADERS.originalQueue]: 'work',
+    });
+    await consumer.stop();
+  });
+
+  it('fails closed when the store is down: cancels, requeues, acks nothing, probes, consumes again', async () => {
+    let runs = 0;
+    const { channel, store, consumer } = await setup(() => {
+      runs += 1;
+    });
+    const events: string[] = [];
+    consumer.on('paused', () => events.push('paused'));
+    consumer.on('resumed', () => events.push('resumed'));
+    store.down = true;
+    channel.deliver('{}', { messageId: 'a' });
+    channel.deliver('{}', { messageId: 'b' });
+    await until('both requeued', () => channel.nacked.length === 2);
+    expect(channel.nacked.every((n) => n.requeue)).toBe(true);
+    expect(channel.acked).toEqual([]);
+    expect(channel.cancels).toBe(1);
+    expect(consumer.state).toBe('paused');
+    await sleep(50);
+    expect(channel.consumes).toBe(1); // still paused while the store is down
+    store.down = false;
+    await until('resumed', () => events.includes('resumed'));
+    expect(channel.consumes).toBe(2);
+    expect(consumer.state).toBe('running');
+    channel.deliver('{}', { messageId: 'a' });
+    await until('ack', () => channel.acked.length === 1);
+    expect(runs).toBe(1);
+    expect(events).toEqual(['paused', 'resumed']);
+    await consumer.stop();
+  });
+
+  it('settles each delivery once even if a listener throws', async () => {
+    const { channel, consumer } = await setup(() => 'ok');
+    consumer.on('acked', () => {
+      throw new Error('listener bug');
+    });
+    channel.deliver('{}', { messageId: 'x' });
+    await until('ack', () => channel.acked.length === 1);
+    await sleep(10);
+    expect(channel.acked).toEqual([1]);
+    expect(channel.nacked).toEqual([]);
+    await consumer.stop();
+  });
+
+  it('stop() cancels, waits for the handler in flight, and lets it ack', async () => {
+    let release: () => void = () => {};
+    const { channel, consumer } = await setup(() => new Promise<void>((r) => (release = r)));
+    channel.deliver('{}', { messageId: 'slow' });
+    await sleep(5);
+    const stopped = consumer.stop();
+    await sleep(5);
+    expect(consumer.state).toBe('stopping');
+    release();
+    await stopped;
+    expect(channel.acked).toEqual([1]);
+    expect(consumer.state).toBe('stopped');
+  });
+});
