@@ -1,4 +1,4 @@
-import { buildRecordKey, InvalidKeyError } from '../src';
+import { buildRecordKey, DEFAULT_MAX_KEY_BYTES, InvalidKeyError } from '../src';
 
 describe('buildRecordKey', () => {
   it('never maps two different (scope, key) pairs to one Redis key', () => {
@@ -9,17 +9,50 @@ describe('buildRecordKey', () => {
       ['a', '1:b:c'],
       ['é', 'x'],
       ['e', '\u0301x'],
+      ['1', '1'],
+      ['1', '1:1'],
+      ['1:1', '1'],
+      ['😀', 'x'],
+      ['\uFFFD', 'x'],
     ];
     const keys = pairs.map(([scope, key]) => buildRecordKey('idem', { scope, key }));
     expect(new Set(keys).size).toBe(pairs.length);
   });
 
+  it('has the documented shape <prefix>:<scope bytes>:<scope>:<key>', () => {
+    expect(buildRecordKey('idem', { scope: 'payments', key: 'm-1' })).toBe('idem:8:payments:m-1');
+    expect(buildRecordKey('idem', { scope: 'é', key: 'k' })).toBe('idem:2:é:k');
+  });
+
+  it('accepts a key of exactly the limit in UTF-8 bytes, and a custom limit', () => {
+    expect(() => buildRecordKey('p', { scope: 's', key: 'x'.repeat(DEFAULT_MAX_KEY_BYTES) })).not.toThrow();
+    expect(() => buildRecordKey('p', { scope: 's', key: 'é'.repeat(256) })).not.toThrow();
+    expect(() => buildRecordKey('p', { scope: 's', key: 'é'.repeat(257) })).toThrow(InvalidKeyError);
+    expect(() => buildRecordKey('p', { scope: 's', key: 'abcd' }, 3)).toThrow(/4 bytes long; at most 3/);
+  });
+
   it.each([
     ['empty key', { scope: 's', key: '' }],
     ['non-string key', { scope: 's', key: 42 as unknown as string }],
+    ['null key', { scope: 's', key: null as unknown as string }],
     ['empty scope', { scope: '', key: 'k' }],
+    ['missing scope', { key: 'k' } as unknown as { scope: string; key: string }],
     ['oversized key', { scope: 's', key: 'x'.repeat(513) }],
+    ['oversized scope', { scope: 'x'.repeat(513), key: 'k' }],
+    // A lone surrogate goes to Redis as U+FFFD: '\uD800' and '\uFFFD' would share a record.
+    ['lone high surrogate in the key', { scope: 's', key: 'a\uD800' }],
+    ['lone low surrogate in the scope', { scope: '\uDC00b', key: 'k' }],
+    ['reversed surrogate pair', { scope: 's', key: '\uDE00\uD83D' }],
   ])('rejects an %s with InvalidKeyError', (_, id) => {
-    expect(() => buildRecordKey('idem', id)).toThrow(InvalidKeyError);
+    const call = () => buildRecordKey('idem', id);
+    expect(call).toThrow(InvalidKeyError);
+    expect(call).toThrow(expect.objectContaining({ code: 'INVALID_IDEMPOTENCY_KEY', retryable: false }));
+  });
+
+  it('rejects a bad prefix and a missing id', () => {
+    expect(() => buildRecordKey('', { scope: 's', key: 'k' })).toThrow(InvalidKeyError);
+    expect(() => buildRecordKey('idem', undefined as unknown as { scope: string; key: string })).toThrow(
+      InvalidKeyError,
+    );
   });
 });

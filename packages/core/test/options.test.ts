@@ -1,0 +1,86 @@
+import type { Redis } from 'ioredis';
+import {
+  Idempotency,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+  MemoryIdempotencyStore,
+  RedisIdempotencyStore,
+} from '../src';
+
+const store = new MemoryIdempotencyStore();
+
+describe('option validation', () => {
+  it('applies documented defaults', () => {
+    const { options } = new Idempotency({ store });
+    expect(options).toMatchObject({
+      leaseMs: 30_000,
+      heartbeatIntervalMs: 10_000,
+      retentionMs: 86_400_000,
+      maxAttempts: 5,
+      storeFailureMode: 'closed',
+      writeAttempts: 8,
+      maxResultBytes: 65_536,
+      onResultTooLarge: 'omit',
+      compressAboveBytes: 1024,
+    });
+    expect(new Idempotency({ store }, { leaseMs: 2 }).options.heartbeatIntervalMs).toBe(1);
+  });
+
+  it.each<[string, IdempotencyOptions]>([
+    ['leaseMs 0', { leaseMs: 0 }],
+    ['leaseMs 1.5', { leaseMs: 1.5 }],
+    ['leaseMs NaN', { leaseMs: Number.NaN }],
+    ['leaseMs as a string', { leaseMs: '100' as unknown as number }],
+    ['heartbeatIntervalMs 0', { heartbeatIntervalMs: 0 }],
+    ['heartbeatIntervalMs = leaseMs', { leaseMs: 100, heartbeatIntervalMs: 100 }],
+    ['retentionMs 0', { retentionMs: 0 }],
+    ['retentionMs Infinity', { retentionMs: Infinity }],
+    ['maxAttempts 0', { maxAttempts: 0 }],
+    ['writeAttempts 0', { writeAttempts: 0 }],
+    ['maxResultBytes 0', { maxResultBytes: 0 }],
+    ['compressAboveBytes -1', { compressAboveBytes: -1 }],
+    ['storeFailureMode', { storeFailureMode: 'sometimes' as 'open' }],
+    ['onResultTooLarge', { onResultTooLarge: 'truncate' as 'omit' }],
+  ])('rejects %s with InvalidOptionError', (_, options) => {
+    expect(() => new Idempotency({ store }, options)).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION', name: 'InvalidOptionError', retryable: false }),
+    );
+  });
+
+  it('requires a store', () => {
+    expect(() => new Idempotency({} as { store: IdempotencyStore })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
+  });
+
+  it.each([
+    ['maxAttempts 0', { maxAttempts: 0 }],
+    ['maxAttempts 1.5', { maxAttempts: 1.5 }],
+    ['leaseMs -1', { leaseMs: -1 }],
+  ])('rejects a per-call override %s before claiming anything', async (_, overrides) => {
+    const s = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store: s });
+    const handler = jest.fn();
+    await expect(idempotency.run({ scope: 's', key: 'k' }, handler, overrides)).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+    });
+    expect(handler).not.toHaveBeenCalled();
+    expect(s.size).toBe(0);
+  });
+
+  it('RedisIdempotencyStore checks its options and its client', () => {
+    const fake = { defineCommand: () => {} } as unknown as Redis;
+    expect(() => new RedisIdempotencyStore({} as { redis: Redis })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
+    expect(() => new RedisIdempotencyStore({ redis: fake }, { commandTimeoutMs: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
+    expect(() => new RedisIdempotencyStore({ redis: fake }, { maxKeyBytes: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
+    expect(() => new RedisIdempotencyStore({ redis: fake }, { keyPrefix: '' })).toThrow(
+      expect.objectContaining({ code: 'INVALID_IDEMPOTENCY_KEY' }),
+    );
+  });
+});

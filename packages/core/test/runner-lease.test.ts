@@ -1,0 +1,192 @@
+import { Idempotency, LeaseLostError, MemoryIdempotencyStore, StoreUnavailableError } from '../src';
+import { FaultyStore, recordEvents } from './support/faulty-store';
+
+// Real timers and short real leases (100-150 ms): the heartbeat is a timer, so it is tested as one.
+
+const request = { scope: 'lease', key: 'k' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const unavailable = () => new StoreUnavailableError('Redis did not answer');
+
+describe('Idempotency runner: heartbeat and lease loss', () => {
+  it('the heartbeat keeps a 100 ms lease for a 500 ms handler: every rival claim is CONFLICT', async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store }, { leaseMs: 100, retentionMs: 60_000 });
+    const rival = new Idempotency({ store }, { leaseMs: 100, retentionMs: 60_000 });
+    const extends_: number[] = [];
+    let running = true;
+    const run = idempotency.run(
+      request,
+      async ({ signal }) => {
+        await sleep(500);
+        running = false;
+        return signal.aborted;
+      },
+      { onHeartbeat: ({ leaseExpiresAtMs }) => void extends_.push(leaseExpiresAtMs) },
+    );
+    const rivalOutcomes = new Set<string>();
+    while (running) {
+      const r = await rival.run(request, () => 'rival ran');
+      rivalOutcomes.add(r.outcome);
+      await sleep(10);
+    }
+    expect(await run).toMatchObject({
+      outcome: 'ACQUIRED',
+      status: 'completed',
+      result: false,
+      recorded: true,
+    });
+    expect([...rivalOutcomes]).toEqual(['CONFLICT']);
+    // ~500 ms / 33 ms per beat; at least one beat per lease.
+    expect(extends_.length).toBeGreaterThanOrEqual(5);
+    expect(extends_).toEqual([...extends_].sort((a, b) => a - b));
+  });
+
+  it('the signal aborts with LeaseLostError when another worker took over after the lease expired', async () => {
+    let offset = 0;
+    const store = new MemoryIdempotencyStore({ now: () => Date.now() + offset });
+    const a = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const b = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const events = recordEvents(a);
+    let abortedWith: unknown;
+    let started!: () => void;
+    const isRunning = new Promise<void>((r) => (started = r));
+    const first = a.run(request, async ({ signal }) => {
+      started();
+      await new Promise<void>((resolve) =>
+        signal.addEventListener('abort', () => {
+          abortedWith = signal.reason;
+          resolve();
+        }),
+      );
+      return 'finished after the abort';
+    });
+    await isRunning;
+    offset += 1_000; // the store's clock jumps past A's lease (a stalled worker, a GC pause)
+    const second = await b.run(request, () => 'b');
+    expect(second).toMatchObject({
+      outcome: 'ACQUIRED_STALE',
+      status: 'completed',
+      fencingToken: 2,
+      attempt: 2,
+    });
+    const result = await first;
+    expect(abortedWith).toBeInstanceOf(LeaseLostError);
+    expect(abortedWith).toMatchObject({ code: 'LEASE_LOST', retryable: true });
+    expect(result).toEqual({
+      outcome: 'ACQUIRED',
+      status: 'lease-lost',
+      fencingToken: 1,
+      attempt: 1,
+      handlerCompleted: true,
+      result: 'finished after the abort',
+      error: undefined,
+    });
+    expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual([
+      'heartbeat',
+      'write',
+    ]);
+    expect(await store.get(request)).toMatchObject({ state: 'COMPLETED', fencingToken: 2, result: 'j"b"' });
+  });
+
+  it('the signal aborts at the local deadline when no extension succeeds, even while one hangs', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    store.inject('extend', { kind: 'hangThenThrow', ms: 1_000, error: unavailable });
+    const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const events = recordEvents(idempotency);
+    const started = performance.now();
+    let abortedAfterMs = Number.NaN;
+    const result = await idempotency.run(request, ({ signal }) => {
+      return new Promise<string>((resolve) =>
+        signal.addEventListener('abort', () => {
+          abortedAfterMs = performance.now() - started;
+          resolve('stopped');
+        }),
+      );
+    });
+    // The lease is 150 ms; the hanging extension would only fail after 1 s.
+    expect(abortedAfterMs).toBeGreaterThanOrEqual(140);
+    expect(abortedAfterMs).toBeLessThan(600);
+    expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['local-deadline']);
+    // Nobody else claimed, so the fenced complete still succeeds: the operation is recorded once.
+    expect(result).toMatchObject({ status: 'completed', result: 'stopped', recorded: true });
+  });
+
+  it('heartbeats that fail now and then (store blips) do not lose the lease', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    store.inject('extend', { kind: 'throw', error: unavailable }, 1);
+    const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const events = recordEvents(idempotency);
+    const result = await idempotency.run(request, async ({ signal }) => {
+      await sleep(400);
+      return signal.aborted;
+    });
+    expect(result).toMatchObject({ status: 'completed', result: false });
+    expect(events.filter(([n]) => n === 'storeError')).toEqual([
+      [
+        'storeError',
+        expect.objectContaining({ operation: 'extend', error: expect.any(StoreUnavailableError) }),
+      ],
+    ]);
+    expect(store.calls.extend).toBeGreaterThanOrEqual(5);
+  });
+
+  it('an onHeartbeat callback that throws is reported as storeError and does not stop the heartbeat', async () => {
+    const idempotency = new Idempotency({ store: new MemoryIdempotencyStore() }, { leaseMs: 100 });
+    const events = recordEvents(idempotency);
+    let beats = 0;
+    const result = await idempotency.run(request, () => sleep(300).then(() => 'ok'), {
+      onHeartbeat: () => {
+        beats++;
+        throw new Error('broker heartbeat failed');
+      },
+    });
+    expect(result).toMatchObject({ status: 'completed' });
+    expect(beats).toBeGreaterThanOrEqual(3);
+    expect(events.filter(([n, p]) => n === 'storeError' && p.operation === 'onHeartbeat')).toHaveLength(
+      beats,
+    );
+  });
+
+  it('leaves no timer pending after run settles (completed, threw, lease lost)', async () => {
+    // Node marks a Timeout `_destroyed` once it fired or was cleared; unref'd timers are not in
+    // process.getActiveResourcesInfo(), so every timer created during the runs is tracked instead.
+    const created: NodeJS.Timeout[] = [];
+    const original = global.setTimeout;
+    const spy = jest.spyOn(global, 'setTimeout').mockImplementation(((
+      ...args: Parameters<typeof setTimeout>
+    ) => {
+      const t = original(...args);
+      created.push(t);
+      return t;
+    }) as typeof setTimeout);
+    try {
+      let offset = 0;
+      const store = new MemoryIdempotencyStore({ now: () => Date.now() + offset });
+      const idempotency = new Idempotency({ store }, { leaseMs: 60, retentionMs: 60_000 });
+      await idempotency.run({ scope: 't', key: '1' }, () => sleep(100));
+      await idempotency.run({ scope: 't', key: '2' }, () => Promise.reject(new Error('x')));
+      const lost = idempotency.run(
+        { scope: 't', key: '3' },
+        ({ signal }) => new Promise((r) => signal.addEventListener('abort', r)),
+      );
+      await sleep(5);
+      offset += 1_000;
+      await idempotency.claim({ scope: 't', key: '3' });
+      expect(await lost).toMatchObject({ status: 'lease-lost' });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(created.length).toBeGreaterThan(4);
+    const pending = created.filter((t) => !(t as unknown as { _destroyed: boolean })._destroyed);
+    expect(pending).toHaveLength(0);
+  });
+
+  it('a heartbeat in flight when the handler returns is awaited before the record is written', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    store.inject('extend', { kind: 'applyThenThrow', error: unavailable });
+    const idempotency = new Idempotency({ store }, { leaseMs: 90, retentionMs: 60_000 });
+    const result = await idempotency.run(request, () => sleep(45).then(() => 1));
+    expect(result).toMatchObject({ status: 'completed', recorded: true });
+    expect(await store.get(request)).toMatchObject({ state: 'COMPLETED' });
+  });
+});

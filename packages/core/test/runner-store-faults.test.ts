@@ -1,0 +1,136 @@
+import {
+  Idempotency,
+  type IdempotencyOptions,
+  MemoryIdempotencyStore,
+  StoreUnavailableError,
+  UnexpectedReplyError,
+} from '../src';
+import { FaultyStore, type Operation, recordEvents } from './support/faulty-store';
+
+const request = { scope: 'faults', key: 'k' };
+const unavailable = () => new StoreUnavailableError('Redis did not answer within 2000 ms');
+
+function setup(options: IdempotencyOptions = {}) {
+  const store = new FaultyStore(new MemoryIdempotencyStore());
+  const idempotency = new Idempotency({ store }, { leaseMs: 10_000, retentionMs: 60_000, ...options });
+  return { store, idempotency, events: recordEvents(idempotency) };
+}
+
+describe('Idempotency runner: store outages', () => {
+  it('fails closed by default: a claim the store did not answer rejects with a retryable typed error', async () => {
+    const { store, idempotency, events } = setup();
+    store.inject('claim', { kind: 'throw', error: unavailable });
+    const handler = jest.fn();
+    const error = await idempotency.run(request, handler).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error).toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      retryable: true,
+      name: 'StoreUnavailableError',
+    });
+    expect(handler).not.toHaveBeenCalled();
+    expect(events).toEqual([
+      ['storeError', { operation: 'claim', error, subject: { scope: 'faults', key: 'k' } }],
+    ]);
+  });
+
+  it('fails open only by option: the handler runs unprotected and failOpen is emitted', async () => {
+    const { store, idempotency, events } = setup({ storeFailureMode: 'open' });
+    store.inject('claim', { kind: 'throw', error: unavailable }, 2);
+    const ok = await idempotency.run(request, (ctx) => ({ token: ctx.fencingToken, attempt: ctx.attempt }));
+    expect(ok).toEqual({
+      outcome: 'UNPROTECTED',
+      status: 'completed',
+      result: { token: 0, attempt: 0 },
+      storeError: expect.any(StoreUnavailableError),
+    });
+    const boom = new Error('boom');
+    expect(
+      await idempotency.run(request, () => {
+        throw boom;
+      }),
+    ).toEqual({
+      outcome: 'UNPROTECTED',
+      status: 'threw',
+      error: boom,
+      storeError: expect.any(StoreUnavailableError),
+    });
+    expect(events.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'storeError', 'failOpen']);
+    expect(events[1]![1]).toMatchObject({
+      scope: 'faults',
+      key: 'k',
+      error: expect.any(StoreUnavailableError),
+    });
+  });
+
+  it('fail-open does not cover a store that answered with nonsense: UnexpectedReplyError still rejects', async () => {
+    const { store, idempotency } = setup({ storeFailureMode: 'open' });
+    store.inject('claim', { kind: 'throw', error: () => new UnexpectedReplyError('bad reply') });
+    const handler = jest.fn();
+    await expect(idempotency.run(request, handler)).rejects.toBeInstanceOf(UnexpectedReplyError);
+    expect(handler).not.toHaveBeenCalled();
+  });
+
+  it('retries a complete while the store is unavailable, then records it', async () => {
+    const { store, idempotency, events } = setup();
+    store.inject('complete', { kind: 'throw', error: unavailable }, 2);
+    const result = await idempotency.run(request, () => 'done');
+    expect(result).toMatchObject({ status: 'completed', recorded: true });
+    expect(store.calls.complete).toBe(3);
+    expect(events.filter(([n]) => n === 'storeError').map(([, p]) => p.operation)).toEqual([
+      'complete',
+      'complete',
+    ]);
+    expect(await store.get(request)).toMatchObject({ state: 'COMPLETED', result: 'j"done"' });
+  });
+
+  it.each<[Operation, () => unknown, string, string]>([
+    ['complete', () => 'value', 'completed', 'COMPLETED'],
+    ['release', () => Promise.reject(new Error('retry me')), 'released', 'RELEASED'],
+    ['fail', () => Promise.reject(Object.assign(new Error('no'), { retryable: false })), 'failed', 'FAILED'],
+  ])(
+    'a %s applied by the store whose reply was lost is recognised on retry (not reported as lease lost)',
+    async (operation, handler, status, state) => {
+      const { store, idempotency, events } = setup();
+      store.inject(operation, { kind: 'applyThenThrow', error: unavailable });
+      const result = await idempotency.run(request, handler);
+      expect(result).toMatchObject({ status, recorded: true });
+      expect(store.calls[operation]).toBe(2);
+      expect(events.some(([n]) => n === 'leaseLost')).toBe(false);
+      expect(await store.get(request)).toMatchObject({ state, fencingToken: 1 });
+    },
+  );
+
+  it('after writeAttempts unanswered tries the result is unrecorded (recorded: false), never a rejection', async () => {
+    const { store, idempotency, events } = setup({ writeAttempts: 3 });
+    store.breakAlways('complete', unavailable);
+    const result = await idempotency.run(request, () => 'side effect done');
+    expect(result).toMatchObject({ status: 'completed', result: 'side effect done', recorded: false });
+    expect(store.calls.complete).toBe(3);
+    expect(events.filter(([n]) => n === 'storeError')).toHaveLength(3);
+    expect(events.find(([n]) => n === 'completed')?.[1]).toMatchObject({ recorded: false });
+    store.heal();
+    expect((await store.get(request))?.state).toBe('IN_PROGRESS');
+  });
+
+  it('an unrecorded release reports recorded: false; the lease then expires for the next claim', async () => {
+    const { store, idempotency } = setup({ writeAttempts: 2 });
+    store.breakAlways('release', unavailable);
+    const result = await idempotency.run(request, () => Promise.reject(new Error('transient')));
+    expect(result).toMatchObject({ status: 'released', recorded: false });
+  });
+
+  it('a write the store refuses as malformed (not unavailable) is not retried and rejects', async () => {
+    const { store, idempotency } = setup();
+    store.inject('complete', { kind: 'throw', error: () => new UnexpectedReplyError('bad') }, 5);
+    await expect(idempotency.run(request, () => 1)).rejects.toBeInstanceOf(UnexpectedReplyError);
+    expect(store.calls.complete).toBe(1);
+  });
+
+  it('claimMany fails closed as a whole: StoreUnavailableError, a storeError event', async () => {
+    const { store, idempotency, events } = setup();
+    store.inject('claimMany', { kind: 'throw', error: unavailable });
+    await expect(idempotency.claimMany([request])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(events).toEqual([['storeError', expect.objectContaining({ operation: 'claimMany' })]]);
+  });
+});

@@ -1,0 +1,217 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { RedisIdempotencyStore, SCRIPT_NUMBER_OF_KEYS } from '../src';
+import * as generated from '../src/generated/scripts';
+
+const LUA_DIR = join(__dirname, '..', '..', '..', 'lua');
+const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
+const source = (file: string) => readFileSync(join(LUA_DIR, file), 'utf8');
+const header = (lua: string) => lua.slice(0, lua.indexOf(']]') + 2);
+const body = (lua: string) => lua.slice(lua.indexOf(']]') + 2);
+
+/** ARGV indexes a script's body reads. */
+const argvUsed = (lua: string) => [
+  ...new Set([...body(lua).matchAll(/ARGV\[(\d+)\]/g)].map((m) => Number(m[1]))),
+];
+
+/** Canned replies per script, in the shape each header documents. */
+const REPLIES: Record<string, unknown> = {
+  claim: ['ACQUIRED', 1, 1, 2000, 1000],
+  complete: ['OK', 1000],
+  release: ['OK', 1000],
+  fail: ['OK', 1000],
+  extend: ['OK', 2000, 1000],
+};
+
+interface Call {
+  command: string;
+  args: unknown[];
+  pipelined: boolean;
+}
+
+/** A fake ioredis client that records `defineCommand` and every call of a defined command. */
+function fakeClient(isCluster: boolean) {
+  const defined: { name: string; numberOfKeys: number; lua: string }[] = [];
+  const calls: Call[] = [];
+  const script = (name: string) => name.split('_')[1]!;
+  const client: Record<string, unknown> = {
+    isCluster,
+    defineCommand(name: string, definition: { numberOfKeys: number; lua: string }) {
+      defined.push({ name, ...definition });
+      client[name] = async (...args: unknown[]) => {
+        calls.push({ command: name, args, pipelined: false });
+        return REPLIES[script(name)];
+      };
+    },
+    pipeline() {
+      const queued: string[] = [];
+      const p: Record<string, unknown> = {
+        exec: async () => queued.map((name) => [null, REPLIES[script(name)]]),
+      };
+      for (const d of defined) {
+        p[d.name] = (...args: unknown[]) => {
+          calls.push({ command: d.name, args, pipelined: true });
+          queued.push(d.name);
+          return p;
+        };
+      }
+      return p;
+    },
+    hgetall: async () => ({}),
+    pttl: async () => -2,
+  };
+  return { client: client as unknown as Redis, defined, calls };
+}
+
+describe('Lua scripts: one key each, documented headers', () => {
+  it('there is one script per operation', () => {
+    expect(luaFiles.sort()).toEqual(['claim.lua', 'complete.lua', 'extend.lua', 'fail.lua', 'release.lua']);
+  });
+
+  it.each(luaFiles)(
+    '%s opens with a header block listing KEYS, ARGV (with units) and every reply',
+    (file) => {
+      const lua = source(file);
+      expect(lua.startsWith('--[[\n')).toBe(true);
+      const head = header(lua);
+      expect(head).toMatch(/^\s+KEYS\[1\]\s+record key/m);
+      expect(head).not.toMatch(/KEYS\[2\]/);
+      for (const i of argvUsed(lua))
+        expect(head).toMatch(new RegExp(`^\\s+ARGV\\[${i}\\]\\s+\\w+\\s+\\S`, 'm'));
+      // Every ARGV the header lists is read by the body, and copied into a named local first.
+      const listed = [...head.matchAll(/^\s+ARGV\[(\d+)\]/gm)].map((m) => Number(m[1]));
+      expect(listed.sort()).toEqual(argvUsed(lua).sort());
+      for (const i of listed)
+        expect(body(lua)).toMatch(new RegExp(`^local \\w+ = (tonumber\\()?ARGV\\[${i}\\]`, 'm'));
+      expect(body(lua)).toMatch(/^local key = KEYS\[1\]$/m);
+      // Timings carry their unit.
+      for (const m of head.matchAll(/ARGV\[\d+\]\s+(\w+)/g)) {
+        if (/lease|retention|time/i.test(m[1]!)) expect(m[1]).toMatch(/Ms$/);
+      }
+      // Every reply head the body returns is documented in the header.
+      expect(head).toMatch(/Replies/);
+      const returned = [...body(lua).matchAll(/return \{'([A-Z_]+)'/g)].map((m) => m[1]!);
+      expect(returned.length).toBeGreaterThan(0);
+      for (const reply of returned) expect(head).toContain(`{'${reply}'`);
+    },
+  );
+
+  it.each(luaFiles)('%s touches only KEYS[1] and reads the clock from the server (TIME)', (file) => {
+    const b = body(source(file));
+    expect([...b.matchAll(/KEYS\[(\d+)\]/g)].map((m) => m[1])).toEqual(['1']);
+    // Every redis.call targets `key`, apart from TIME.
+    for (const m of b.matchAll(/rcall\('(\w+)'(?:, (\w+))?/g)) {
+      if (m[1] === 'TIME') continue;
+      expect(m[2]).toBe('key');
+    }
+    expect(b).not.toMatch(/redis\.call\(/); // all calls go through the `rcall` local
+    if (/now/.test(b)) expect(b).toMatch(/rcall\('TIME'\)/);
+  });
+
+  it('the embedded scripts are the current lua/*.lua files (the generate step ran)', () => {
+    for (const file of luaFiles) {
+      const name = file.slice(0, -4);
+      const embedded = (generated as Record<string, { lua: string; sha1: string }>)[`${name}Script`]!;
+      expect(embedded.lua).toBe(source(file));
+      expect(embedded.sha1).toBe(createHash('sha1').update(source(file)).digest('hex'));
+    }
+  });
+});
+
+describe('RedisIdempotencyStore script calls (fake client)', () => {
+  const id = { scope: 'orders', key: 'o-1' };
+  const lease = { leaseMs: 1000, retentionMs: 5000 };
+
+  it.each([false, true])(
+    'every script is defined with numberOfKeys 1 and every call passes exactly one key (cluster %s)',
+    async (isCluster) => {
+      const { client, defined, calls } = fakeClient(isCluster);
+      const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'p' });
+      expect(SCRIPT_NUMBER_OF_KEYS).toBe(1);
+      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1]);
+      for (const d of defined)
+        expect(d.name).toMatch(/^idem_(claim|complete|release|fail|extend)_[0-9a-f]{8}$/);
+
+      await store.claim(id, { ...lease, fingerprint: 'f', maxAttempts: 3 });
+      await store.claimMany([
+        { id, options: lease },
+        { id: { scope: 'orders', key: 'o-2' }, options: lease },
+      ]);
+      await store.complete(id, 1, { retentionMs: 5000, result: 'j1' });
+      await store.release(id, 1, { retentionMs: 5000 });
+      await store.fail(id, 1, { retentionMs: 5000, error: 'E' });
+      await store.extend(id, 1, lease);
+
+      const argCount: Record<string, number> = {};
+      for (const d of defined) argCount[d.name] = argvUsed(d.lua).length;
+      expect(calls).toHaveLength(7);
+      expect(calls.filter((c) => c.pipelined)).toHaveLength(isCluster ? 0 : 2);
+      for (const call of calls) {
+        const [key, ...argv] = call.args;
+        expect(key).toMatch(/^p:6:orders:o-\d$/);
+        expect(argv).toHaveLength(argCount[call.command]!);
+        for (const a of argv) expect(['string', 'number']).toContain(typeof a);
+      }
+      expect(calls[0]!.args).toEqual(['p:6:orders:o-1', 1000, 5000, 'f', 3]);
+      expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
+    },
+  );
+
+  it('a second store on the same client does not define the scripts again', () => {
+    const { client, defined } = fakeClient(false);
+    new RedisIdempotencyStore({ redis: client });
+    new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'other' });
+    expect(defined).toHaveLength(5);
+  });
+
+  it('maps client failures: a refused script is UNEXPECTED_STORE_REPLY, a transient one STORE_UNAVAILABLE', async () => {
+    const { client } = fakeClient(false);
+    const store = new RedisIdempotencyStore({ redis: client });
+    const commands = client as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    const name = Object.keys(commands).find((n) => n.startsWith('idem_claim_'))!;
+    const replyError = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
+    commands[name] = async () => {
+      throw replyError('ERR idempotency claim: bad arguments');
+    };
+    await expect(store.claim(id, lease)).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
+    for (const transient of [
+      'LOADING Redis is loading',
+      'CLUSTERDOWN The cluster is down',
+      "READONLY You can't write",
+    ]) {
+      commands[name] = async () => {
+        throw replyError(transient);
+      };
+      await expect(store.claim(id, lease)).rejects.toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        retryable: true,
+      });
+    }
+    commands[name] = async () => {
+      throw new Error('Connection is closed.');
+    };
+    const err = await store.claim(id, lease).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      cause: expect.objectContaining({ message: 'Connection is closed.' }),
+    });
+    commands[name] = async () => ['SOMETHING', 1];
+    await expect(store.claim(id, lease)).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
+  });
+
+  it('a call that does not settle within commandTimeoutMs rejects with STORE_UNAVAILABLE', async () => {
+    const { client } = fakeClient(false);
+    const store = new RedisIdempotencyStore({ redis: client }, { commandTimeoutMs: 50 });
+    const commands = client as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    const name = Object.keys(commands).find((n) => n.startsWith('idem_complete_'))!;
+    commands[name] = () => new Promise(() => {});
+    const started = Date.now();
+    await expect(store.complete(id, 1, { retentionMs: 1 })).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('50 ms'),
+    });
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+});
