@@ -8,6 +8,8 @@ import { queueDepth, sendMessage } from '../../support/sqs-helpers';
 
 const WORKER = join(__dirname, '../../workers/sqs-kill-worker.ts');
 
+jest.setTimeout(60_000);
+
 describeWithServices(['redis', 'sqs'], 'sqs poller killed mid-handler', ({ redis, sqs }) => {
   let fx: SqsFixture;
   beforeAll(() => {

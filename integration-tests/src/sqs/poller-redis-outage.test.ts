@@ -7,6 +7,8 @@ import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { queueDepth, sendMessage } from '../../support/sqs-helpers';
 
+jest.setTimeout(60_000);
+
 describeWithServices(
   ['redis', 'sqs'],
   'sqs poller with Redis stopped and started mid-run',

@@ -6,6 +6,8 @@ import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 
+jest.setTimeout(60_000);
+
 describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real Redis', ({ redis, sqs }) => {
   let fx: SqsFixture;
   const pollers: IdempotentSqsPoller[] = [];

@@ -1,0 +1,174 @@
+import type { Message } from '@aws-sdk/client-sqs';
+import {
+  idempotentHandleMessage,
+  idempotentHandleMessageBatch,
+  type ProcessedMessage,
+  SQS_CONSUMER_ATTRIBUTES,
+} from '@idempotent-consumer/sqs';
+import { Consumer } from 'sqs-consumer';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { SqsFixture } from '../../support/sqs-fixture';
+import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
+
+// sqs-consumer 15 declares `engines.node >= 22` but runs on Node 20 (its CommonJS build is used here), so
+// these tests drive the wrappers through a real Consumer.
+jest.setTimeout(60_000);
+
+describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consumer', ({ redis, sqs }) => {
+  let fx: SqsFixture;
+  const consumers: Consumer[] = [];
+  // The wrappers never reject, so sqs-consumer must never report a processing error.
+  const processingErrors: unknown[] = [];
+  beforeAll(() => {
+    fx = new SqsFixture(redis, sqs);
+  });
+  afterEach(async () => {
+    await Promise.all(
+      consumers.splice(0).map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (!c.status.isRunning) return resolve();
+            c.once('stopped', () => resolve());
+            c.stop({ abort: true });
+          }),
+      ),
+    );
+  });
+  afterEach(() => {
+    expect(processingErrors.splice(0)).toEqual([]);
+  });
+  afterAll(() => fx.close());
+
+  function consumer(options: Parameters<typeof Consumer.create>[0]): Consumer {
+    const c = Consumer.create({ sqs: fx.sqs, waitTimeSeconds: 1, ...SQS_CONSUMER_ATTRIBUTES, ...options });
+    // Receive errors (the aborted long poll at stop) are expected; the wrappers themselves never throw.
+    c.on('error', () => {});
+    c.on('processing_error', (error) => processingErrors.push(error));
+    consumers.push(c);
+    return c;
+  }
+
+  it('handleMessage: duplicates with the same key run once; every copy is deleted', async () => {
+    const q = await fx.queue('c-dups');
+    const counter = fx.counter('c-dups');
+    const idempotency = fx.idempotency({ leaseMs: 3000 });
+    const processed: ProcessedMessage<unknown>[] = [];
+    const handleMessage = idempotentHandleMessage(
+      { idempotency, sqs: fx.sqs },
+      { queueUrl: q.url, onProcessed: (p) => processed.push(p) },
+      async (_m, { key }) => {
+        await fx.effect(counter, key);
+      },
+    );
+    for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, 'same', { key: 'k1' });
+    consumer({
+      queueUrl: q.url,
+      handleMessage,
+      preReceiveMessageCallback: handleMessage.waitForStore,
+      batchSize: 10,
+    }).start();
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
+    expect(await fx.effects(counter)).toEqual({ k1: 1 });
+    expect(processed.filter((p) => p.handler === 'completed')).toHaveLength(1);
+    expect(processed.filter((p) => p.outcome === 'DUPLICATE')).toHaveLength(2);
+  });
+
+  it('handleMessage: a visibility timeout that lapses mid-handler gives CONFLICT to the second consumer, one side effect', async () => {
+    // The Consumer receives with a 1 s visibility timeout and no heartbeat of its own; the lease is 6 s, so
+    // the wrapper's first heartbeat (every 2 s) comes after SQS has already shown the message again.
+    const q = await fx.queue('c-lapse');
+    const counter = fx.counter('c-lapse');
+    const idempotency = fx.idempotency({ leaseMs: 6000 });
+    const processed: ProcessedMessage<unknown>[] = [];
+    const handler = async (_m: Message, { key }: { key: string }) => {
+      await new Promise((r) => setTimeout(r, 2500));
+      await fx.effect(counter, key);
+    };
+    const make = () =>
+      idempotentHandleMessage(
+        { idempotency, sqs: fx.sqs },
+        { queueUrl: q.url, onProcessed: (p) => processed.push(p) },
+        handler,
+      );
+    await sendMessage(fx.sqs, q.url, 'slow', { key: 'slow' });
+    consumer({ queueUrl: q.url, handleMessage: make(), visibilityTimeout: 1 }).start();
+    consumer({ queueUrl: q.url, handleMessage: make(), visibilityTimeout: 1 }).start();
+    await waitFor('a CONFLICT', () => processed.some((p) => p.outcome === 'CONFLICT'), 10_000);
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
+    expect(await fx.effects(counter)).toEqual({ slow: 1 });
+    const conflict = processed.find((p) => p.outcome === 'CONFLICT')!;
+    expect(conflict.disposition).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
+  });
+
+  it('handleMessage: handler errors are retried with a visibility backoff, then dead-lettered', async () => {
+    const dlq = await fx.queue('c-dlq');
+    const q = await fx.queue('c-retry');
+    const idempotency = fx.idempotency({ leaseMs: 2000, maxAttempts: 2 });
+    const processed: ProcessedMessage<unknown>[] = [];
+    let runs = 0;
+    const handleMessage = idempotentHandleMessage(
+      { idempotency, sqs: fx.sqs },
+      {
+        queueUrl: q.url,
+        retryBackoff: { baseMs: 1000, jitter: 'none' },
+        deadLetter: { queueUrl: dlq.url },
+        onProcessed: (p) => processed.push(p),
+      },
+      async () => {
+        runs += 1;
+        throw new Error('flaky');
+      },
+    );
+    await sendMessage(fx.sqs, q.url, 'flaky', { key: 'f' });
+    const started = Date.now();
+    consumer({ queueUrl: q.url, handleMessage }).start();
+    await waitFor('dead-lettered', () => processed.some((p) => p.deadLetterReason !== undefined), 15_000);
+    expect(runs).toBe(2);
+    expect(processed[0]!.disposition).toEqual({
+      action: 'change-visibility',
+      reason: 'retry',
+      visibilityTimeoutSeconds: 1,
+    });
+    // The retry waited for the backoff's visibility timeout (1 s from ApproximateReceiveCount 1).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect((await receiveAll(fx.sqs, dlq.url))[0]!.Body).toBe('flaky');
+    await waitFor('source empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
+  });
+
+  it('handleMessageBatch: claims a batch at once, returns only what may be deleted', async () => {
+    const q = await fx.queue('c-batch');
+    const counter = fx.counter('c-batch');
+    const idempotency = fx.idempotency({ leaseMs: 3000 });
+    let claimManyCalls = 0;
+    const claimMany = idempotency.claimMany.bind(idempotency);
+    idempotency.claimMany = (...args) => {
+      claimManyCalls += 1;
+      return claimMany(...args);
+    };
+    const processed: ProcessedMessage<unknown>[] = [];
+    const handleMessageBatch = idempotentHandleMessageBatch(
+      { idempotency, sqs: fx.sqs },
+      { queueUrl: q.url, retryBackoff: { baseMs: 0 }, onProcessed: (p) => processed.push(p) },
+      async (message, { key }) => {
+        if (message.Body === 'fails-once' && (await fx.effect(counter, 'fails-once-attempts')) === 1) {
+          throw new Error('once');
+        }
+        await fx.effect(counter, key);
+      },
+    );
+    for (const [body, key] of [
+      ['a', 'a'],
+      ['b', 'b'],
+      ['a', 'a'],
+      ['fails-once', 'x'],
+    ]) {
+      await sendMessage(fx.sqs, q.url, body!, { key });
+    }
+    consumer({ queueUrl: q.url, handleMessageBatch, batchSize: 10 }).start();
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
+    expect(await fx.effects(counter)).toEqual({ a: 1, b: 1, x: 1, 'fails-once-attempts': 2 });
+    expect(claimManyCalls).toBeGreaterThanOrEqual(1);
+    expect(processed.some((p) => p.disposition.reason === 'retry')).toBe(true);
+  });
+});
