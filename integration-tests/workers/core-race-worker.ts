@@ -66,7 +66,8 @@ async function main(): Promise<void> {
   const outcomes: Record<string, Record<string, number>> = {};
   const errors: string[] = [];
   const count = (key: string, outcome: string) => {
-    const perKey = (outcomes[key] ??= {});
+    const perKey = outcomes[key] ?? {};
+    outcomes[key] = perKey;
     perKey[outcome] = (perKey[outcome] ?? 0) + 1;
   };
   const calls: Promise<void>[] = [];

@@ -58,7 +58,8 @@ function merge(perProcess: Outcomes[]): Outcomes {
   const total: Outcomes = {};
   for (const outcomes of perProcess) {
     for (const [key, counts] of Object.entries(outcomes)) {
-      const t = (total[key] ??= {});
+      const t = total[key] ?? {};
+      total[key] = t;
       for (const [outcome, n] of Object.entries(counts)) t[outcome] = (t[outcome] ?? 0) + n;
     }
   }
