@@ -18,7 +18,7 @@ import type { SqsDependencies } from './sqs-client';
 
 /** What a {@link SqsMessageProcessor} needs from the form that runs it (poller or sqs-consumer wrapper). */
 export interface ProcessorHooks {
-  /** Sets a message's visibility timeout (lease heartbeats). Rejections are reported through `onError`. */
+  /** Sets a message's visibility timeout (lease heartbeats). Must not reject: it reports its own errors. */
   changeVisibility(message: Message, visibilityTimeoutSeconds: number): Promise<void>;
   /** Runs after a claim was acquired, before the handler (the poller extends a visibility about to lapse). */
   beforeExecute?(message: Message, leaseMs: number): Promise<void>;
@@ -180,12 +180,16 @@ export class SqsMessageProcessor<T> {
       (context) => this.#handler(message, context),
       {
         ...this.runOptions,
+        // Not awaited: the lease keeper awaits its callback, and `execute` awaits the keeper before it
+        // writes COMPLETED, so an awaited SQS call would widen the window between the handler's side effect
+        // and its record. The hook reports its own errors.
         onHeartbeat: extend
-          ? (info) =>
-              this.#hooks.changeVisibility(
+          ? (info) => {
+              void this.#hooks.changeVisibility(
                 message,
                 Math.max(1, toVisibilitySeconds(info.leaseExpiresAtMs - info.serverTimeMs)),
-              )
+              );
+            }
           : undefined,
       },
     );
