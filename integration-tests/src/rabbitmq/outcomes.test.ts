@@ -6,6 +6,8 @@ import { RabbitFixture } from './fixture';
 
 /** One test per row of the RabbitMQ column of DESIGN.md, "Outcome → broker action". */
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broker action', (urls) => {
+  // Per-project `testTimeout` is not applied by jest (it is a global option), so set it here.
+  jest.setTimeout(20_000);
   let fx: RabbitFixture;
   beforeEach(async () => {
     fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();

@@ -101,7 +101,7 @@ describeWithServices(
       expect(events.retried.every((e) => e.reason === 'conflict')).toBe(true);
       expect(events.retried.length).toBeLessThanOrEqual(2);
       expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-1': '1' });
-    });
+    }, 60_000);
 
     it('killed after COMPLETED was written but before the ack: the redelivery is a DUPLICATE', async () => {
       const worker = startWorker('freeze-after-complete');
@@ -118,6 +118,6 @@ describeWithServices(
       expect(runs).toBe(0);
       expect(events.acked[0]).toMatchObject({ reason: 'duplicate', outcome: 'DUPLICATE', redelivered: true });
       expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-2': '1' });
-    });
+    }, 60_000);
   },
 );

@@ -83,5 +83,5 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     await consumer.stop();
     expect(await fx.depth()).toBe(0);
     expect(events.deadLettered).toHaveLength(0);
-  });
+  }, 30_000);
 });
