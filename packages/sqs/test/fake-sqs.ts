@@ -1,0 +1,105 @@
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  DeleteMessageBatchCommand,
+  type Message,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+
+type Entry = { Id: string; ReceiptHandle: string; VisibilityTimeout?: number };
+
+/**
+ * A fake SQS client for unit tests: hands out prepared receive batches, records every call, and answers
+ * batch requests with `Successful`/`Failed` as the test decides. Integration suites use the real emulator.
+ */
+export class FakeSqs {
+  readonly batches: Message[][] = [];
+  readonly deleted: string[] = [];
+  readonly visibility: { receipt: string; seconds: number }[] = [];
+  readonly sent: { queueUrl: string; body: string; attributes: Record<string, unknown> }[] = [];
+  /** Receipt handles whose batch entries SQS reports in `Failed`. */
+  readonly failReceipts = new Set<string>();
+  receives = 0;
+
+  get client(): SQSClient {
+    return this as unknown as SQSClient;
+  }
+
+  async send(command: unknown, options?: { abortSignal?: AbortSignal }): Promise<unknown> {
+    if (command instanceof ReceiveMessageCommand) {
+      this.receives += 1;
+      const batch = this.batches.shift();
+      if (batch) return { Messages: batch };
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, 20);
+        options?.abortSignal?.addEventListener('abort', () => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+      if (options?.abortSignal?.aborted) throw Object.assign(new Error('aborted'), { name: 'AbortError' });
+      return {};
+    }
+    if (command instanceof DeleteMessageBatchCommand) {
+      return this.#answer(command.input.Entries as Entry[], (e) => this.deleted.push(e.ReceiptHandle));
+    }
+    if (command instanceof ChangeMessageVisibilityBatchCommand) {
+      return this.#answer(command.input.Entries as Entry[], (e) =>
+        this.visibility.push({ receipt: e.ReceiptHandle, seconds: e.VisibilityTimeout! }),
+      );
+    }
+    if (command instanceof ChangeMessageVisibilityCommand) {
+      this.visibility.push({
+        receipt: command.input.ReceiptHandle!,
+        seconds: command.input.VisibilityTimeout!,
+      });
+      return {};
+    }
+    if (command instanceof SendMessageCommand) {
+      this.sent.push({
+        queueUrl: command.input.QueueUrl!,
+        body: command.input.MessageBody!,
+        attributes: command.input.MessageAttributes ?? {},
+      });
+      return { MessageId: 'dlq-copy' };
+    }
+    throw new Error(`FakeSqs: unexpected ${(command as object).constructor.name}`);
+  }
+
+  #answer(entries: Entry[], ok: (e: Entry) => void) {
+    const Successful: { Id: string }[] = [];
+    const Failed: { Id: string; Code: string; SenderFault: boolean }[] = [];
+    for (const e of entries) {
+      if (this.failReceipts.has(e.ReceiptHandle)) {
+        Failed.push({ Id: e.Id, Code: 'ReceiptHandleIsInvalid', SenderFault: true });
+      } else {
+        ok(e);
+        Successful.push({ Id: e.Id });
+      }
+    }
+    return { Successful, Failed };
+  }
+}
+
+let n = 0;
+/** A received message: `key` as the `idempotency-key` attribute, optional group and receive count. */
+export function message(
+  body: string,
+  options: { key?: string; group?: string; receiveCount?: number } = {},
+): Message {
+  n += 1;
+  return {
+    MessageId: `m-${n}`,
+    ReceiptHandle: `r-${n}`,
+    Body: body,
+    MessageAttributes: options.key
+      ? { 'idempotency-key': { DataType: 'String', StringValue: options.key } }
+      : undefined,
+    Attributes: {
+      ApproximateReceiveCount: String(options.receiveCount ?? 1),
+      ...(options.group ? { MessageGroupId: options.group } : {}),
+    },
+  };
+}

@@ -1,0 +1,178 @@
+import {
+  Idempotency,
+  type IdempotencyStore,
+  InvalidOptionError,
+  MemoryIdempotencyStore,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
+import { IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
+import { FakeSqs, message } from './fake-sqs';
+
+const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
+
+async function until(what: string, check: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function setup(store: IdempotencyStore = new MemoryIdempotencyStore(), maxAttempts = 5) {
+  const sqs = new FakeSqs();
+  const idempotency = new Idempotency({ store }, { leaseMs: 3000, maxAttempts });
+  return { sqs, idempotency };
+}
+
+describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
+  it('sets the retry visibility from ApproximateReceiveCount', async () => {
+    const { sqs, idempotency } = setup();
+    const m = message('x', { key: 'k', receiveCount: 3 });
+    sqs.batches.push([m]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, retryBackoff: { baseMs: 1000, factor: 2, jitter: 'none' } },
+      () => {
+        throw new Error('transient');
+      },
+    );
+    poller.start();
+    await until('a visibility change', () => sqs.visibility.length === 1);
+    await poller.stop();
+    // computeBackoffMs(3) = 1000 * 2^2 = 4000 ms -> 4 s
+    expect(sqs.visibility).toEqual([{ receipt: m.ReceiptHandle, seconds: 4 }]);
+    expect(sqs.deleted).toEqual([]);
+    expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'RELEASED' });
+  });
+
+  it('runs a FIFO group in order and stops the group at the first message that does not finish', async () => {
+    const { sqs, idempotency } = setup();
+    const g1 = [1, 2, 3].map((i) => message(`g1-${i}`, { key: `g1-${i}`, group: 'g1' }));
+    const g2 = [1, 2].map((i) => message(`g2-${i}`, { key: `g2-${i}`, group: 'g2' }));
+    sqs.batches.push([g1[0]!, g2[0]!, g1[1]!, g2[1]!, g1[2]!]);
+    const ran: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client },
+      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, retryBackoff: { baseMs: 0 } },
+      async (m) => {
+        ran.push(m.Body!);
+        await new Promise((r) => setTimeout(r, 5));
+        if (m.Body === 'g1-2') throw new Error('transient');
+      },
+    );
+    const processed: ProcessedMessage<unknown>[] = [];
+    poller.on('processed', (p) => processed.push(p));
+    poller.start();
+    await until('5 processed', () => processed.length === 5);
+    await poller.stop();
+    expect(ran.filter((b) => b.startsWith('g1'))).toEqual(['g1-1', 'g1-2']);
+    expect(ran.filter((b) => b.startsWith('g2'))).toEqual(['g2-1', 'g2-2']);
+    const third = processed.find((p) => p.message === g1[2])!;
+    expect(third.handler).toBe('not-run');
+    expect(third.disposition).toEqual({
+      action: 'change-visibility',
+      reason: 'fifo-blocked',
+      visibilityTimeoutSeconds: 0,
+    });
+    expect(sqs.deleted.sort()).toEqual([g1[0]!, g2[0]!, g2[1]!].map((m) => m.ReceiptHandle).sort());
+  });
+
+  it('claims a received batch in one claimMany call', async () => {
+    const { sqs, idempotency } = setup();
+    const spy = jest.spyOn(idempotency, 'claimMany');
+    const claim = jest.spyOn(idempotency, 'claim');
+    sqs.batches.push([message('a', { key: 'a' }), message('b', { key: 'b' }), message('a', { key: 'a' })]);
+    const processed: ProcessedMessage<unknown>[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client },
+      { queueUrl: QUEUE, waitTimeSeconds: 0 },
+      () => 'ok',
+    );
+    poller.on('processed', (p) => processed.push(p));
+    poller.start();
+    await until('3 processed', () => processed.length === 3);
+    await poller.stop();
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(claim).not.toHaveBeenCalled();
+    expect(processed.map((p) => p.outcome).sort()).toEqual(['ACQUIRED', 'ACQUIRED', 'CONFLICT']);
+  });
+
+  it('deletes nothing and pauses polling while the store is unavailable, then resumes', async () => {
+    const memory = new MemoryIdempotencyStore();
+    let down = true;
+    const flaky: IdempotencyStore = new Proxy(memory, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) =>
+          down ? Promise.reject(new StoreUnavailableError('down')) : value.apply(target, args);
+      },
+    });
+    const { sqs, idempotency } = setup(flaky);
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    const events: string[] = [];
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeIntervalMs: 10 },
+      () => {
+        runs += 1;
+      },
+    );
+    poller.on('storeUnavailable', () => events.push('down'));
+    poller.on('storeRecovered', () => events.push('up'));
+    poller.start();
+    await until('paused', () => poller.paused);
+    const receives = sqs.receives;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(sqs.receives).toBe(receives); // no polling while paused
+    expect(sqs.deleted).toEqual([]);
+    expect(sqs.visibility).toEqual([]); // left invisible
+    expect(runs).toBe(0);
+    sqs.batches.push([m]); // SQS shows it again after its visibility timeout
+    down = false;
+    await until('deleted after recovery', () => sqs.deleted.length === 1);
+    await poller.stop();
+    expect(events).toEqual(['down', 'up']);
+    expect(runs).toBe(1);
+  });
+
+  it('dead-letters a missing key by default, and reports failed batch entries as sqsError', async () => {
+    const { sqs, idempotency } = setup();
+    const noKey = message('x');
+    delete (noKey as { MessageId?: string }).MessageId;
+    sqs.failReceipts.add(noKey.ReceiptHandle!);
+    sqs.batches.push([noKey]);
+    const errors: unknown[] = [];
+    const dead: ProcessedMessage<unknown>[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: `${QUEUE}-dlq` } },
+      () => 'never',
+    );
+    poller.on('sqsError', (e) => errors.push(e.error));
+    poller.on('deadLettered', (p) => dead.push(p));
+    poller.start();
+    await until('an sqsError', () => errors.length === 1);
+    await poller.stop();
+    expect(dead[0]).toMatchObject({ deadLetterReason: 'missing-key', handler: 'not-run' });
+    expect(sqs.sent[0]).toMatchObject({ queueUrl: `${QUEUE}-dlq`, body: 'x' });
+    expect(errors[0]).toMatchObject({ code: 'SQS_OPERATION_FAILED', sqsCode: 'ReceiptHandleIsInvalid' });
+  });
+
+  it('rejects bad options with InvalidOptionError', () => {
+    const { sqs, idempotency } = setup();
+    const deps = { idempotency, sqs: sqs.client };
+    expect(() => new IdempotentSqsPoller(deps, { queueUrl: '' }, () => 1)).toThrow(InvalidOptionError);
+    expect(() => new IdempotentSqsPoller(deps, { queueUrl: QUEUE, waitTimeSeconds: 21 }, () => 1)).toThrow(
+      InvalidOptionError,
+    );
+    expect(() => new IdempotentSqsPoller(deps, { queueUrl: QUEUE, concurrency: 0 }, () => 1)).toThrow(
+      InvalidOptionError,
+    );
+    expect(
+      () => new IdempotentSqsPoller(deps, { queueUrl: QUEUE, deadLetter: { queueUrl: '' } }, () => 1),
+    ).toThrow(InvalidOptionError);
+  });
+});
