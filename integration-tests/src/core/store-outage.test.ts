@@ -1,0 +1,97 @@
+import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
+import Redis from 'ioredis';
+import { RedisServer } from '../../support/redis-server';
+import { describeWithServices } from '../../support/service';
+
+// Outages on a private redis-server this suite starts (so pausing or killing it disturbs no other suite).
+describeWithServices(['redis'], 'store outage on a private redis-server', () => {
+  let server: RedisServer;
+  let redis: Redis;
+  let admin: Redis;
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    redis = new Redis(server.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+    admin = new Redis(server.url, { retryStrategy: () => 50 });
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    admin.disconnect();
+    await server.dispose();
+  });
+
+  const make = (options: ConstructorParameters<typeof Idempotency>[1] = {}) => {
+    const store = new RedisIdempotencyStore({ redis }, { keyPrefix: 'outage', commandTimeoutMs: 300 });
+    const idempotency = new Idempotency({ store }, { leaseMs: 5_000, ...options });
+    const events: string[] = [];
+    for (const name of ['storeError', 'failOpen', 'completed', 'leaseLost'] as const) {
+      idempotency.on(name, (p: { operation?: string }) =>
+        events.push(p.operation ? `${name}:${p.operation}` : name),
+      );
+    }
+    return { store, idempotency, events };
+  };
+
+  it('Redis down: run fails closed with StoreUnavailableError and runs nothing; fail-open runs unprotected', async () => {
+    await server.stop();
+    try {
+      const closed = make();
+      const handler = jest.fn(() => 'ran');
+      const started = Date.now();
+      const error = await closed.idempotency
+        .run({ scope: 'o', key: 'down' }, handler)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', retryable: true });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(handler).not.toHaveBeenCalled();
+      expect(closed.events).toEqual(['storeError:claim']);
+
+      const open = make({ storeFailureMode: 'open' });
+      const result = await open.idempotency.run({ scope: 'o', key: 'down' }, handler);
+      expect(result).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed', result: 'ran' });
+      expect(open.events).toEqual(['storeError:claim', 'failOpen']);
+    } finally {
+      await server.restart();
+    }
+    await expect(make().idempotency.run({ scope: 'o', key: 'up-again' }, () => 1)).resolves.toMatchObject({
+      outcome: 'ACQUIRED',
+      status: 'completed',
+    });
+  });
+
+  it('a complete that timed out during CLIENT PAUSE but was applied afterwards is recognised on retry', async () => {
+    const { idempotency, store, events } = make();
+    const id = { scope: 'o', key: 'paused-complete' };
+    const result = await idempotency.run(id, async () => {
+      // Every client is paused for 800 ms: the complete times out after 300 ms, stays queued on the
+      // connection, and Redis runs it when the pause ends; the retry then finds COMPLETED with our token.
+      await admin.client('PAUSE', 800, 'ALL');
+      return 'charged';
+    });
+    expect(result).toMatchObject({
+      outcome: 'ACQUIRED',
+      status: 'completed',
+      recorded: true,
+      result: 'charged',
+    });
+    expect(events).toContain('storeError:complete');
+    expect(events).not.toContain('leaseLost');
+    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', fencingToken: 1, result: 'j"charged"' });
+    expect(await idempotency.run(id, () => 'again')).toMatchObject({
+      outcome: 'DUPLICATE',
+      result: 'charged',
+    });
+  });
+
+  it('a Redis restart without persistence loses records: the write is refused as lease lost, never applied blind', async () => {
+    const { idempotency, store } = make();
+    const id = { scope: 'o', key: 'restart' };
+    const result = await idempotency.run(id, async () => {
+      await server.stop();
+      await server.restart();
+      return 'done';
+    });
+    expect(result).toMatchObject({ status: 'lease-lost', handlerCompleted: true, result: 'done' });
+    expect(await store.get(id)).toBeNull();
+  });
+});
