@@ -117,6 +117,7 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
   #channel: ConsumeChannel | undefined;
   #publishChannel: PublishChannel | undefined;
   #publisher: ConfirmPublisher | undefined;
+  #publisherOpening: Promise<ConfirmPublisher> | undefined;
   #consumerTag: string | undefined;
   #cancelling: Promise<unknown> | undefined;
   #pausedAt = 0;
@@ -174,10 +175,12 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
       await ensureTopology(this.#connection, this.topology, this.options.topology);
       const channel = await this.#connection.createChannel();
       this.#channel = channel;
-      channel.on('error', () => {
+      let lastError: unknown;
+      channel.on('error', (error: unknown) => {
         // The 'close' event that follows reports it; without a listener an 'error' would crash the process.
+        lastError = error;
       });
-      channel.on('close', () => this.#onChannelClosed('consume', channel));
+      channel.on('close', () => this.#onChannelClosed('consume', channel, lastError));
       await channel.prefetch(this.options.prefetch);
       await this.#openPublisher();
       if (this.#state !== 'starting') return;
@@ -229,17 +232,27 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
     await this.#cancelling;
   }
 
-  async #openPublisher(): Promise<ConfirmPublisher> {
+  /** The confirm channel's publisher, (re)opened on first use after it closed; one open at a time. */
+  #openPublisher(): Promise<ConfirmPublisher> {
+    this.#publisherOpening ??= this.#createPublisher().finally(() => {
+      this.#publisherOpening = undefined;
+    });
+    return this.#publisherOpening;
+  }
+
+  async #createPublisher(): Promise<ConfirmPublisher> {
     const channel = await this.#connection.createConfirmChannel();
-    channel.on('error', () => {
+    let lastError: unknown;
+    channel.on('error', (error: unknown) => {
       // Reported through 'close'; the publisher rejects pending publishes.
+      lastError = error;
     });
     channel.on('close', () => {
       if (this.#publishChannel === channel) {
         this.#publishChannel = undefined;
         this.#publisher = undefined;
         if (this.#state !== 'stopping' && this.#state !== 'stopped') {
-          this.#emit('channelClosed', { queue: this.options.queue, channel: 'publish', error: undefined });
+          this.#emit('channelClosed', { queue: this.options.queue, channel: 'publish', error: lastError });
         }
       }
     });
@@ -248,14 +261,14 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
     return this.#publisher;
   }
 
-  #onChannelClosed(which: 'consume', channel: ConsumeChannel): void {
+  #onChannelClosed(which: 'consume', channel: ConsumeChannel, error: unknown): void {
     if (this.#channel !== channel) return;
     this.#channel = undefined;
     this.#consumerTag = undefined;
     if (this.#state === 'stopping' || this.#state === 'stopped') return;
     this.#state = 'closed';
     this.#stopping.abort();
-    this.#emit('channelClosed', { queue: this.options.queue, channel: which, error: undefined });
+    this.#emit('channelClosed', { queue: this.options.queue, channel: which, error });
   }
 
   async #closeChannels(): Promise<void> {
