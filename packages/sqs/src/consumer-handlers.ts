@@ -1,4 +1,8 @@
-import { ChangeMessageVisibilityCommand, type Message } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityCommand,
+  type Message,
+  type MessageSystemAttributeName,
+} from '@aws-sdk/client-sqs';
 import { InvalidOptionError } from '@idempotent-consumer/core';
 import { processBatch } from './batch-processing';
 import type { ProcessedMessage } from './disposition';
@@ -128,12 +132,12 @@ export function idempotentHandleMessageBatch<T>(
  * The receive attributes the wrappers need from sqs-consumer: message attributes (the `idempotency-key`)
  * and the `ApproximateReceiveCount` and `MessageGroupId` system attributes. Spread into `Consumer.create`.
  */
-export const SQS_CONSUMER_ATTRIBUTES = {
+export const SQS_CONSUMER_ATTRIBUTES: {
+  readonly messageAttributeNames: string[];
+  readonly messageSystemAttributeNames: MessageSystemAttributeName[];
+} = {
   messageAttributeNames: ['All'],
   messageSystemAttributeNames: ['ApproximateReceiveCount', 'MessageGroupId'],
-} as const satisfies {
-  messageAttributeNames: readonly string[];
-  messageSystemAttributeNames: readonly string[];
 };
 
 function setup<T>(
