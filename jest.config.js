@@ -29,7 +29,7 @@ module.exports = {
       moduleNameMapper,
       globalSetup: '<rootDir>/integration-tests/support/global-setup.ts',
       globalTeardown: '<rootDir>/integration-tests/support/global-teardown.ts',
-      testTimeout: 120_000,
+      setupFilesAfterEnv: ['<rootDir>/integration-tests/support/jest-timeout.ts'],
     },
   ],
 };

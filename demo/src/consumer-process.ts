@@ -47,7 +47,7 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
       counters.handlerRuns++;
       if (armed) {
         armed = false;
-        send({ type: 'in-handler', paymentId: message.paymentId });
+        send({ type: 'in-handler', paymentId: message.paymentId, counters });
         await sleep(60_000); // the orchestrator kills this process here, mid-handler, before the charge
       }
       await sleep(2 + Math.random() * 6); // the payment gateway's latency

@@ -20,7 +20,7 @@ export type ToConsumer =
 export type FromConsumer =
   | { type: 'ready' }
   | { type: 'stats'; counters: DemoCounters }
-  | { type: 'in-handler'; paymentId: string }
+  | { type: 'in-handler'; paymentId: string; counters: DemoCounters }
   | { type: 'stopped'; counters: DemoCounters }
   | { type: 'error'; message: string };
 

@@ -112,7 +112,9 @@ export async function runScenario(
     let killed = 0;
     const killedInHandler = new Promise<string>((resolve) => {
       victim.child.on('message', (message: FromConsumer) => {
-        if (message.type === 'in-handler') resolve(message.paymentId);
+        if (message.type !== 'in-handler') return;
+        victim.counters = message.counters; // its last word: the counters up to the kill
+        resolve(message.paymentId);
       });
     });
     const bar = progress.start(stream.messages.length, `${options.mode}: publishing`);

@@ -44,8 +44,12 @@ export interface HandlerContext {
   readonly fencingToken: number;
   /** Which attempt this is, 1 for the first. */
   readonly attempt: number;
-  /** `ACQUIRED_STALE` when an earlier worker's lease expired mid-handler: its side effect may be partial. */
-  readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE';
+  /**
+   * `ACQUIRED_STALE` when an earlier worker's lease expired mid-handler: its side effect may be partial.
+   * `UNPROTECTED` when the store did not answer and `storeFailureMode` is `open`: no claim is held, the
+   * fencing token and attempt are 0, and a duplicate may run concurrently.
+   */
+  readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' | 'UNPROTECTED';
   /** Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. */
   readonly signal: AbortSignal;
 }
@@ -325,7 +329,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       key: request.key,
       fencingToken: 0,
       attempt: 0,
-      outcome: 'ACQUIRED' as const,
+      outcome: 'UNPROTECTED' as const,
       signal: new AbortController().signal,
     };
     try {
