@@ -269,7 +269,7 @@ export class SqsMessageProcessor<T> {
       key: key ?? '',
       fencingToken: 0,
       attempt: 0,
-      outcome: 'ACQUIRED',
+      outcome: 'UNPROTECTED',
       signal: new AbortController().signal,
     };
     const base = { message, key, outcome: 'UNPROTECTED' as const };
