@@ -15,7 +15,21 @@ import { recordCharge } from './ledger';
 
 const send = (message: FromConsumer) => process.send?.(message);
 const counters = zeroCounters();
-let armed = false;
+
+/**
+ * The kill is staged so that the only handler this process has open when it dies is the stalled one,
+ * before its charge: SIGKILL then shows what a crash mid-handler does to the message (redelivered,
+ * reclaimed as ACQUIRED_STALE once the lease lapses, charged once). A crash between a charge and the
+ * COMPLETED write is the one window no consumer-side library can close (see the core README); staging
+ * keeps the demo about what the SDK promises, and identical for both runs.
+ */
+const kill = {
+  armed: false,
+  /** Set once the victim handler is chosen: every later handler in this process waits here, uncharged. */
+  gate: undefined as Promise<never> | undefined,
+  /** Handler runs past the gate whose outcome is not yet written (SDK) or whose charge is not done (naive). */
+  open: 0,
+};
 
 /** A transient failure of the payment gateway, thrown before anything is charged. */
 class GatewayTimeoutError extends Error {
@@ -36,6 +50,11 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
       else if (outcome === 'CONFLICT') counters.conflicts++;
     });
     idempotency.on('released', () => counters.retries++);
+    for (const settled of ['completed', 'released', 'failed'] as const)
+      idempotency.on(settled, () => kill.open--);
+    idempotency.on('leaseLost', ({ during }) => {
+      if (during === 'write') kill.open--;
+    });
   }
   const context: DemoConsumerContext = {
     config: init.config,
@@ -45,14 +64,22 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
     counters,
     async charge(message: PaymentMessage) {
       counters.handlerRuns++;
-      if (armed) {
-        armed = false;
+      if (kill.gate) await kill.gate;
+      kill.open++;
+      if (kill.armed) {
+        kill.armed = false;
+        kill.gate = new Promise<never>(() => {});
+        while (kill.open > 1) await sleep(5); // let the other open handlers finish and record their outcome
         send({ type: 'in-handler', paymentId: message.paymentId, counters });
         await sleep(60_000); // the orchestrator kills this process here, mid-handler, before the charge
       }
-      await sleep(2 + Math.random() * 6); // the payment gateway's latency
-      if (Math.random() < init.failureRate) throw new GatewayTimeoutError('payment gateway timed out');
-      await recordCharge(redis, init.runId, message.paymentId);
+      try {
+        await sleep(2 + Math.random() * 6); // the payment gateway's latency
+        if (Math.random() < init.failureRate) throw new GatewayTimeoutError('payment gateway timed out');
+        await recordCharge(redis, init.runId, message.paymentId);
+      } finally {
+        if (init.mode === 'naive') kill.open--;
+      }
     },
   };
   const module: DemoConsumerModule = await loadConsumerModule(init.broker);
@@ -60,7 +87,7 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
   const timer = setInterval(() => send({ type: 'stats', counters }), 200);
   send({ type: 'ready' });
   process.on('message', async (message: ToConsumer) => {
-    if (message.type === 'arm-kill') armed = true;
+    if (message.type === 'arm-kill') kill.armed = true;
     if (message.type === 'stop') {
       clearInterval(timer);
       await consumer.stop().catch(() => {});
