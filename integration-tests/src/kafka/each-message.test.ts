@@ -1,0 +1,229 @@
+import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { idempotentEachMessage, type KafkaIdempotencyEvent } from '@idempotent-consumer/kafka';
+import Redis from 'ioredis';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import {
+  connectProducer,
+  header,
+  kafkaClient,
+  readTopic,
+  startConsumer,
+  uniqueName,
+} from '../../support/kafka-fixture';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+
+describeWithServices(
+  ['redis', 'kafka'],
+  'kafka eachMessage on real Redis',
+  ({ redis: redisUrl, kafka: brokers }) => {
+    let redis: Redis;
+    let kafka: Kafka;
+    let producer: Producer;
+    const consumers: Consumer[] = [];
+    const closers: (() => void)[] = [];
+
+    beforeAll(async () => {
+      redis = new Redis(redisUrl, { enableAutoPipelining: true });
+      kafka = kafkaClient(brokers);
+      producer = await connectProducer(kafka);
+    });
+    afterEach(async () => {
+      await Promise.all(consumers.splice(0).map((c) => c.disconnect()));
+      for (const close of closers.splice(0)) close();
+    });
+    afterAll(async () => {
+      await producer.disconnect();
+      await redis.quit();
+    });
+
+    function runner(maxAttempts = 3) {
+      const store = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 },
+      );
+      return new Idempotency({ store }, { leaseMs: 3000, maxAttempts, retentionMs: 600_000 });
+    }
+
+    it('runs a key produced at several offsets once', async () => {
+      const topic = uniqueName('dupes');
+      const groupId = uniqueName('g');
+      const idempotency = runner();
+      const runs = new Map<string, number>();
+      let settled = 0;
+      idempotency.on('outcome', ({ outcome }) => {
+        if (outcome === 'DUPLICATE') settled++;
+      });
+      idempotency.on('completed', () => settled++);
+      // 12 keys, each sent 3 times with the same key but to any partition, interleaved.
+      const messages = [0, 1, 2].flatMap(() =>
+        Array.from({ length: 12 }, (_, i) => ({
+          value: `payment-${i}`,
+          headers: { 'idempotency-key': `pay-${i}` },
+        })),
+      );
+      for (const m of messages) await producer.send({ topic, messages: [{ ...m, key: `${Math.random()}` }] });
+      const make = (consumer: Consumer) =>
+        idempotentEachMessage({ idempotency, consumer, producer }, { groupId }, ({ key }) => {
+          runs.set(key, (runs.get(key) ?? 0) + 1);
+        });
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => {
+          const eachMessage = make(consumer);
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      await waitFor('36 deliveries settled', () => settled >= 36, 30_000);
+      expect(runs.size).toBe(12);
+      expect([...runs.values()].every((n) => n === 1)).toBe(true);
+      expect(settled).toBe(36);
+    }, 60_000);
+
+    it('retries a failing handler with backoff, then dead-letters it with the error headers', async () => {
+      const topic = uniqueName('fail');
+      const groupId = uniqueName('g');
+      const idempotency = runner(3);
+      const attemptsAt: number[] = [];
+      const okRuns: string[] = [];
+      const events: KafkaIdempotencyEvent[] = [];
+      await producer.send({
+        topic,
+        messages: [
+          { partition: 0, value: 'bad', headers: { 'idempotency-key': 'bad-1' } },
+          { partition: 0, value: 'good', headers: { 'idempotency-key': 'good-1' } },
+        ],
+      });
+      const make = (consumer: Consumer) =>
+        idempotentEachMessage(
+          { idempotency, consumer, producer },
+          {
+            groupId,
+            retryBackoff: { baseMs: 200, factor: 2, jitter: 'none' },
+            onEvent: (e) => events.push(e),
+          },
+          ({ key, attempt }) => {
+            if (key === 'bad-1') {
+              attemptsAt.push(performance.now());
+              throw new Error(`gateway timeout on attempt ${attempt}`);
+            }
+            okRuns.push(key);
+          },
+        );
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => {
+          const eachMessage = make(consumer);
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      await waitFor('the good message after the bad one', () => okRuns.length === 1, 30_000);
+      expect(attemptsAt).toHaveLength(3);
+      // Backoff 200 ms after attempt 1, 400 ms after attempt 2 (jitter off).
+      expect(attemptsAt[1]! - attemptsAt[0]!).toBeGreaterThanOrEqual(190);
+      expect(attemptsAt[2]! - attemptsAt[1]!).toBeGreaterThanOrEqual(390);
+      const [letter, ...more] = await readTopic(kafka, `${topic}.dlq`, 1);
+      expect(more).toHaveLength(0);
+      expect(letter!.value!.toString()).toBe('bad');
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('FAILED');
+      expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('3');
+      expect(header(letter!.headers, 'x-idempotency-error')).toContain('gateway timeout on attempt 3');
+      expect(header(letter!.headers, 'x-original-topic')).toBe(topic);
+      expect(header(letter!.headers, 'x-original-partition')).toBe('0');
+      expect(header(letter!.headers, 'x-original-offset')).toBe('0');
+      expect(header(letter!.headers, 'idempotency-key')).toBe('bad-1');
+      expect(events.filter((e) => e.type === 'waiting' && e.reason === 'retry')).toHaveLength(2);
+      const record = await idempotency.store.get({ scope: `${groupId}/${topic}`, key: 'bad-1' });
+      expect(record).toMatchObject({ state: 'FAILED', attempt: 3 });
+    }, 60_000);
+
+    it('pauses the partition for a backoff above maxInlineDelayMs, without resolving the offset', async () => {
+      const topic = uniqueName('pause');
+      const groupId = uniqueName('g');
+      const idempotency = runner(2);
+      const events: KafkaIdempotencyEvent[] = [];
+      const runs: string[] = [];
+      await producer.send({
+        topic,
+        messages: [
+          { partition: 1, value: 'flaky', headers: { 'idempotency-key': 'flaky-1' } },
+          { partition: 1, value: 'next', headers: { 'idempotency-key': 'next-1' } },
+          { partition: 1, value: 'fatal', headers: { 'idempotency-key': 'fatal-1' } },
+        ],
+      });
+      const make = (consumer: Consumer) =>
+        idempotentEachMessage(
+          { idempotency, consumer, producer },
+          {
+            groupId,
+            maxInlineDelayMs: 0,
+            retryBackoff: { baseMs: 300, jitter: 'none' },
+            onEvent: (e) => events.push(e),
+          },
+          ({ key, attempt }) => {
+            runs.push(`${key}#${attempt}`);
+            if (key === 'flaky-1' && attempt === 1) throw new TypeError('flaky dependency'); // must not stop KafkaJS
+            if (key === 'fatal-1') throw new NonRetryableError('card declined');
+          },
+        );
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => {
+          const eachMessage = make(consumer);
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      await waitFor(
+        'all three settled',
+        () => runs.includes('fatal-1#1') && events.some((e) => e.type === 'dead-lettered'),
+        30_000,
+      );
+      expect(runs).toEqual(['flaky-1#1', 'flaky-1#2', 'next-1#1', 'fatal-1#1']);
+      expect(events).toContainEqual(
+        expect.objectContaining({
+          type: 'paused',
+          topic,
+          partition: 1,
+          offset: '0',
+          reason: 'retry',
+          delayMs: 300,
+        }),
+      );
+      expect(events).toContainEqual(expect.objectContaining({ type: 'resumed', topic, partition: 1 }));
+      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('FAILED');
+      expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('1');
+      expect(header(letter!.headers, 'x-idempotency-error')).toContain('card declined');
+    }, 60_000);
+
+    it('dead-letters a payload mismatch without running it', async () => {
+      const topic = uniqueName('mismatch');
+      const groupId = uniqueName('g');
+      const idempotency = runner();
+      const runs: string[] = [];
+      await producer.send({
+        topic,
+        messages: [
+          { partition: 2, value: '{"amount":100}', headers: { 'idempotency-key': 'order-7' } },
+          { partition: 2, value: '{"amount":999}', headers: { 'idempotency-key': 'order-7' } },
+        ],
+      });
+      const make = (consumer: Consumer) =>
+        idempotentEachMessage({ idempotency, consumer, producer }, { groupId }, ({ message }) => {
+          runs.push(message.value!.toString());
+        });
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => {
+          const eachMessage = make(consumer);
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      expect(runs).toEqual(['{"amount":100}']);
+      expect(letter!.value!.toString()).toBe('{"amount":999}');
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('PAYLOAD_MISMATCH');
+      expect(header(letter!.headers, 'x-original-offset')).toBe('1');
+    }, 60_000);
+  },
+);
