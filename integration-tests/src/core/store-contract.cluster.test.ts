@@ -93,14 +93,18 @@ describeWithRedisCluster(
         }
       })();
 
-      expect((await cluster.cli(replicaPort, 'CLUSTER', 'FAILOVER')).trim()).toBe('OK');
-      await waitFor(
-        'the replica to become master',
-        async () =>
-          (await cluster.role(replicaPort)) === 'master' && (await cluster.role(masterPort)) === 'slave',
-        20_000,
-        50,
-      );
+      // A manual failover is aborted when the replica cannot catch up in time (a loaded machine): try again.
+      const promoted = async () =>
+        (await cluster.role(replicaPort)) === 'master' && (await cluster.role(masterPort)) === 'slave';
+      for (let attempt = 1; ; attempt++) {
+        expect((await cluster.cli(replicaPort, 'CLUSTER', 'FAILOVER')).trim()).toBe('OK');
+        try {
+          await waitFor('the replica to become master', promoted, 8_000, 50);
+          break;
+        } catch (error) {
+          if (attempt === 3 || (await cluster.role(replicaPort)) === 'master') throw error;
+        }
+      }
       // A fresh claim in the moved slot reaches the new master through ioredis' MOVED handling.
       await waitFor(
         'a claim answered by the new master',
@@ -123,7 +127,7 @@ describeWithRedisCluster(
         fencingToken: 1,
       });
       expect(during.length).toBeGreaterThan(0);
-      for (const outcome of during) expect(['ACQUIRED', 'STORE_UNAVAILABLE']).toContain(outcome);
+      expect(during.filter((o) => o !== 'ACQUIRED' && o !== 'STORE_UNAVAILABLE')).toEqual([]);
       process.stderr.write(
         `[cluster] failover ${masterPort} → ${replicaPort}: ${during.length} claims during it, ` +
           `${during.filter((o) => o !== 'ACQUIRED').length} unavailable\n`,
