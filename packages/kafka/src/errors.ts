@@ -41,11 +41,25 @@ const FATAL_NAMES = new Set([
 ]);
 
 /**
+ * Group errors KafkaJS's runner handles itself by rejoining the group (`isRebalancing` in KafkaJS
+ * `src/errors.js`, and the `UNKNOWN_MEMBER_ID` branch of `src/consumer/runner.js`), whatever their
+ * `retriable` flag says.
+ */
+const REJOIN_TYPES = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'ILLEGAL_GENERATION',
+  'UNKNOWN_MEMBER_ID',
+]);
+
+/**
  * Whether KafkaJS would stop the consumer for good on this error (KafkaJS `src/retry/index.js`: an
- * unrecoverable name or `retriable === false`). The wrappers never let such an error escape.
+ * unrecoverable name or `retriable === false`), except the group errors its runner answers by rejoining.
+ * The wrappers never let such an error escape.
  */
 export function isFatalToConsumer(error: unknown): boolean {
-  const e = error as { name?: unknown; retriable?: unknown } | null;
+  const e = error as { name?: unknown; retriable?: unknown; type?: unknown } | null;
   if (typeof e !== 'object' || e === null) return true;
+  if (REJOIN_TYPES.has(String(e.type))) return false;
   return FATAL_NAMES.has(String(e.name)) || e.retriable === false;
 }

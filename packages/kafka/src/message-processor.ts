@@ -2,6 +2,7 @@ import {
   type ClaimReply,
   computeBackoffMs,
   describeError,
+  encodeResult,
   fingerprint,
   type Idempotency,
   isIdempotencyError,
@@ -197,6 +198,10 @@ export class MessageProcessor<T> {
           );
           switch (result.status) {
             case 'completed':
+              // Not recorded: write it ourselves, heartbeating. Even if the delivery ends first, the handler
+              // completed, so the offset resolves (a commit that lands then prevents the replay).
+              if (!result.recorded)
+                await this.#recordCompletion(delivery, request, current.fencingToken, result.result);
               return { action: 'resolve', via: 'completed' };
             case 'failed':
               return this.deadLetter(
@@ -220,6 +225,43 @@ export class MessageProcessor<T> {
           }
         }
       }
+    }
+  }
+
+  /**
+   * The handler completed but the runner could not write COMPLETED (the store stayed unavailable through
+   * its `writeAttempts`). Resolving the offset now would let a rebalance or a crash before the next commit
+   * replay a message whose record is still IN_PROGRESS, and run it again once the lease lapses. So the
+   * completion is written here, retried every `storeProbeIntervalMs` while heartbeating, until the store
+   * takes it (fenced by the claim's token; an expired lease that nobody took over still accepts it).
+   * @returns false when the delivery had to end first (the consumer stops, the batch went stale).
+   */
+  async #recordCompletion(
+    delivery: Delivery,
+    request: RunRequest,
+    fencingToken: number,
+    value: T,
+  ): Promise<boolean> {
+    let encoded: string | undefined;
+    try {
+      const e = encodeResult(value, this.idempotency.options);
+      encoded = e.kind === 'stored' ? e.value : undefined;
+    } catch {
+      encoded = undefined;
+    }
+    const id = { scope: request.scope, key: request.key };
+    const retentionMs = this.idempotency.options.retentionMs;
+    for (;;) {
+      try {
+        await this.idempotency.store.complete(id, fencingToken, { retentionMs, result: encoded });
+        return true; // written, or LEASE_LOST: another worker took the key over and its outcome rules
+      } catch (error) {
+        if (!isStoreUnavailable(error)) {
+          this.options.onEvent({ type: 'error', operation: 'complete', error });
+          return true;
+        }
+      }
+      if (!(await this.#wait(delivery, this.options.storeProbeIntervalMs, 'store-unavailable'))) return false;
     }
   }
 

@@ -1,0 +1,99 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import Redis from 'ioredis';
+import type { Consumer } from 'kafkajs';
+import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+
+const WORKER = join(__dirname, '../../workers/kafka-consumer.ts');
+
+describeWithServices(
+  ['redis', 'kafka'],
+  'kafka: a consumer killed after completing, before committing',
+  ({ redis: redisUrl, kafka: brokers }) => {
+    it('replays its messages as DUPLICATEs to the next consumer of the group', async () => {
+      const redis = new Redis(redisUrl, { enableAutoPipelining: true });
+      const kafka = kafkaClient(brokers);
+      const producer = await connectProducer(kafka);
+      const topic = uniqueName('kill');
+      const groupId = uniqueName('g');
+      const prefix = uniqueName('idem');
+      const ledger = uniqueName('ledger');
+      const total = 20;
+      let consumer: Consumer | undefined;
+      try {
+        await producer.send({
+          topic,
+          messages: Array.from({ length: total }, (_, i) => ({
+            value: `p${i}`,
+            headers: { 'idempotency-key': `pay-${i}` },
+          })),
+        });
+        const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+          env: {
+            ...process.env,
+            IC_REDIS: redisUrl,
+            IC_PREFIX: prefix,
+            IC_BROKERS: brokers,
+            IC_GROUP: groupId,
+            IC_TOPIC: topic,
+            IC_LEDGER: ledger,
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let out = '';
+        let err = '';
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+        });
+        child.stderr!.on('data', (d: Buffer) => {
+          err += d.toString();
+        });
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        await waitFor(
+          `the worker to complete all ${total} (stderr: ${err.slice(0, 300)})`,
+          () => out.split('completed ').length - 1 >= total,
+          40_000,
+        );
+        child.kill('SIGKILL');
+        await exited;
+
+        // Nothing was committed: the group's offsets are all unset.
+        const admin = kafka.admin();
+        await admin.connect();
+        const offsets = await admin.fetchOffsets({ groupId, topics: [topic] });
+        await admin.disconnect();
+        expect(offsets[0]!.partitions.map((p) => p.offset)).toEqual(['-1', '-1', '-1', '-1']);
+        expect(Object.values(await redis.hgetall(ledger)).map(Number)).toEqual(Array(total).fill(1));
+
+        // The next member of the group gets every message again: each is a DUPLICATE, nothing runs.
+        const store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
+        const idempotency = new Idempotency({ store }, { leaseMs: 3000, retentionMs: 600_000 });
+        const outcomes: string[] = [];
+        idempotency.on('outcome', ({ outcome }) => outcomes.push(outcome));
+        let runs = 0;
+        consumer = await startConsumer(kafka, groupId, topic, (c) => ({
+          eachMessage: idempotentEachMessage(
+            { idempotency, consumer: c },
+            { groupId, deadLetterTopic: false },
+            () => {
+              runs++;
+            },
+          ),
+        }));
+        await waitFor('every replayed message', () => outcomes.length >= total, 30_000);
+        expect(outcomes).toEqual(Array(total).fill('DUPLICATE'));
+        expect(runs).toBe(0);
+        expect(Object.values(await redis.hgetall(ledger)).map(Number)).toEqual(Array(total).fill(1));
+      } finally {
+        await consumer?.disconnect();
+        await producer.disconnect();
+        await redis.del(ledger);
+        await redis.quit();
+      }
+    }, 90_000);
+  },
+);

@@ -1,0 +1,121 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import {
+  idempotentEachBatch,
+  idempotentEachMessage,
+  type KafkaIdempotencyEvent,
+} from '@idempotent-consumer/kafka';
+import Redis from 'ioredis';
+import type { Consumer } from 'kafkajs';
+import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { waitFor } from '../../support/net';
+import { RedisServer } from '../../support/redis-server';
+import { describeWithServices } from '../../support/service';
+
+describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({ kafka: brokers }) => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    // Durable (AOF, fsync always): an idempotency store must not forget completed records when it restarts.
+    server = await RedisServer.start({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+  });
+  afterAll(() => server.dispose());
+
+  it.each(['eachMessage', 'eachBatch'] as const)(
+    '%s pauses consumption, resumes, loses nothing and charges nothing twice',
+    async (wrapper) => {
+      const redis = new Redis(server.url, {
+        enableAutoPipelining: true,
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => 100,
+      });
+      await waitFor('redis ready', () => redis.status === 'ready', 5000);
+      const kafka = kafkaClient(brokers);
+      const producer = await connectProducer(kafka);
+      const topic = uniqueName('outage');
+      const groupId = uniqueName('g');
+      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: 'idem', commandTimeoutMs: 300 });
+      // Few write retries inside the runner: the adapter then keeps writing the completion itself, heartbeating.
+      const idempotency = new Idempotency(
+        { store },
+        { leaseMs: 3000, retentionMs: 600_000, writeAttempts: 2 },
+      );
+      const events: KafkaIdempotencyEvent[] = [];
+      const trace: string[] = [];
+      for (const name of ['outcome', 'completed', 'released', 'failed', 'leaseLost', 'storeError'] as const) {
+        idempotency.on(name, (e: object) =>
+          trace.push(
+            `${Date.now() % 100000} ${name} ${JSON.stringify(e, (k, v) => (k === 'error' ? String(v) : v))}`,
+          ),
+        );
+      }
+      const charges = new Map<string, number>();
+      const options = {
+        groupId,
+        deadLetterTopic: false as const,
+        maxInlineDelayMs: 1000,
+        storeProbeIntervalMs: 200,
+        onEvent: (e: KafkaIdempotencyEvent) => events.push(e),
+      };
+      const handler = async ({ key }: { key: string }) => {
+        await sleep(5);
+        charges.set(key, (charges.get(key) ?? 0) + 1);
+        trace.push(`${Date.now() % 100000} CHARGE ${key}`);
+      };
+      const total = 120;
+      let consumer: Consumer | undefined;
+      let producing: Promise<void> | undefined;
+      try {
+        consumer = await startConsumer(kafka, groupId, topic, (c) =>
+          wrapper === 'eachMessage'
+            ? { eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, handler) }
+            : { eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, handler) },
+        );
+        producing = (async () => {
+          for (let i = 0; i < total; i++) {
+            await producer.send({
+              topic,
+              messages: [{ value: `p${i}`, headers: { 'idempotency-key': `pay-${i}` } }],
+            });
+            await sleep(10);
+          }
+        })();
+        await waitFor('some payments', () => charges.size >= 20, 30_000);
+        await server.stop();
+        // The next claim (or a write after a handler, retried for a few seconds) meets the outage.
+        await waitFor(
+          'the wrapper to see the outage',
+          () => events.some((e) => 'reason' in e && e.reason === 'store-unavailable'),
+          20_000,
+        );
+        const chargedWhilePaused = charges.size;
+        await sleep(1500);
+        // Fail closed: nothing runs while Redis is down.
+        expect(charges.size).toBe(chargedWhilePaused);
+        await server.restart();
+        await producing;
+        await waitFor(`all ${total} payments`, () => charges.size >= total, 45_000);
+        await sleep(300);
+        expect(charges.size).toBe(total);
+        const twice = [...charges.entries()].filter(([, n]) => n !== 1);
+        if (twice.length > 0)
+          process.stderr.write(
+            `${trace
+              .filter(
+                (t) => twice.some(([k]) => t.includes(`${k}"`) || t.endsWith(k)) || t.includes('storeError'),
+              )
+              .slice(0, 80)
+              .join('\n')}\n${JSON.stringify(events.filter((e) => e.type !== 'waiting'))}\n`,
+          );
+        expect(twice).toEqual([]);
+      } finally {
+        await server.restart();
+        await producing?.catch(() => {});
+        await consumer?.disconnect();
+        await producer.disconnect();
+        redis.disconnect();
+      }
+    },
+    120_000,
+  );
+});
