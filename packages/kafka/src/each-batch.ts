@@ -114,9 +114,17 @@ export function idempotentEachBatch<T>(
 
       // One round trip claims the whole window.
       const replies: (ClaimReply | undefined)[] = new Array(window.length);
-      const keyed = window.flatMap((w, i) =>
-        w.prepared.kind === 'keyed' ? [{ i, request: w.prepared.request }] : [],
-      );
+      // A key repeated inside the window is claimed when its turn comes (a DUPLICATE by then), not up
+      // front, where it would conflict with the window's own claim of its first occurrence.
+      const seen = new Set<string>();
+      const keyed = window.flatMap((w, i) => {
+        if (w.prepared.kind !== 'keyed') return [];
+        const { scope, key } = w.prepared.request;
+        const id = `${scope.length}:${scope}:${key}`;
+        if (seen.has(id)) return [];
+        seen.add(id);
+        return [{ i, request: w.prepared.request }];
+      });
       try {
         const claimed = await idempotency.claimMany(
           keyed.map((k) => k.request),

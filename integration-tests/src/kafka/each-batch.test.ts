@@ -1,0 +1,126 @@
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { idempotentEachBatch, type KafkaIdempotencyEvent } from '@idempotent-consumer/kafka';
+import Redis from 'ioredis';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import {
+  connectProducer,
+  header,
+  kafkaClient,
+  readTopic,
+  startConsumer,
+  uniqueName,
+} from '../../support/kafka-fixture';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+
+describeWithServices(
+  ['redis', 'kafka'],
+  'kafka eachBatch on real Redis',
+  ({ redis: redisUrl, kafka: brokers }) => {
+    let redis: Redis;
+    let kafka: Kafka;
+    let producer: Producer;
+    const consumers: Consumer[] = [];
+
+    beforeAll(async () => {
+      redis = new Redis(redisUrl, { enableAutoPipelining: true });
+      kafka = kafkaClient(brokers);
+      producer = await connectProducer(kafka);
+    });
+    afterEach(async () => {
+      await Promise.all(consumers.splice(0).map((c) => c.disconnect()));
+    });
+    afterAll(async () => {
+      await producer.disconnect();
+      await redis.quit();
+    });
+
+    it('claims a batch in one round trip and runs a key produced at several offsets once', async () => {
+      const topic = uniqueName('batch');
+      const groupId = uniqueName('g');
+      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
+      const claimMany = jest.spyOn(store, 'claimMany');
+      const claim = jest.spyOn(store, 'claim');
+      const idempotency = new Idempotency({ store }, { leaseMs: 3000, retentionMs: 600_000 });
+      const order: string[] = [];
+      let settled = 0;
+      const outcomes: Record<string, number> = {};
+      idempotency.on('outcome', ({ outcome }) => {
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        if (outcome === 'DUPLICATE') settled++;
+      });
+      idempotency.on('completed', () => settled++);
+      // One partition, produced in one request: KafkaJS fetches it as one batch.
+      const messages = Array.from({ length: 30 }, (_, i) => ({
+        partition: 3,
+        value: `v${i % 10}`,
+        headers: { 'idempotency-key': `pay-${i % 10}` },
+      }));
+      await producer.send({ topic, messages });
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => ({
+          eachBatch: idempotentEachBatch(
+            { idempotency, consumer },
+            { groupId, deadLetterTopic: false },
+            ({ key }) => {
+              order.push(key);
+            },
+          ),
+        })),
+      );
+      await waitFor('30 deliveries settled', () => settled >= 30, 30_000);
+      expect(order).toEqual(Array.from({ length: 10 }, (_, i) => `pay-${i}`)); // partition order, once each
+      // One claimMany for the 10 distinct keys; their 20 repeats claim one by one when their turn comes,
+      // after the first occurrence completed: DUPLICATE at once, never a CONFLICT with the batch's own claim.
+      expect(claimMany.mock.calls.length).toBeLessThanOrEqual(2); // the mock may split the fetch in two
+      expect(claimMany.mock.calls.flatMap((c) => c[0]).length + claim.mock.calls.length).toBe(30);
+      expect(outcomes.CONFLICT ?? 0).toBe(0);
+      expect(outcomes.DUPLICATE).toBe(20);
+    }, 60_000);
+
+    it('pauses on a failing message without resolving it, then dead-letters it; later messages run once', async () => {
+      const topic = uniqueName('batch-fail');
+      const groupId = uniqueName('g');
+      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
+      const idempotency = new Idempotency({ store }, { leaseMs: 3000, maxAttempts: 3, retentionMs: 600_000 });
+      const runs: string[] = [];
+      const events: KafkaIdempotencyEvent[] = [];
+      await producer.send({
+        topic,
+        messages: ['a', 'bad', 'b', 'c'].map((k) => ({
+          partition: 0,
+          value: k,
+          headers: { 'idempotency-key': k },
+        })),
+      });
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => ({
+          eachBatch: idempotentEachBatch(
+            { idempotency, consumer, producer },
+            {
+              groupId,
+              maxInlineDelayMs: 0,
+              retryBackoff: { baseMs: 200, jitter: 'none' },
+              onEvent: (e) => events.push(e),
+            },
+            ({ key, attempt }) => {
+              runs.push(`${key}#${attempt}`);
+              if (key === 'bad') throw new Error('downstream 503');
+            },
+          ),
+        })),
+      );
+      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      await waitFor('c to run', () => runs.includes('c#1') || runs.includes('c#2'), 20_000);
+      expect(runs.filter((r) => r.startsWith('bad'))).toEqual(['bad#1', 'bad#2', 'bad#3']);
+      expect(runs.filter((r) => !r.startsWith('bad')).map((r) => r.split('#')[0])).toEqual(['a', 'b', 'c']);
+      // b and c were claimed with the first batch and released at the first pause: one attempt, no more,
+      // because the batches after a pause claim the stuck message alone.
+      expect(runs).toContain('b#2');
+      expect(events.filter((e) => e.type === 'paused' && e.reason === 'retry')).toHaveLength(2);
+      expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('3');
+      expect(header(letter!.headers, 'x-idempotency-error')).toContain('downstream 503');
+      expect(header(letter!.headers, 'x-original-offset')).toBe('1');
+    }, 60_000);
+  },
+);
