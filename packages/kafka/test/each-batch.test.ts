@@ -1,0 +1,70 @@
+import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
+import { idempotentEachBatch } from '../src';
+import { batchPayload, FakeConsumer, FakeProducer, message } from './fakes';
+
+function setup(options: Record<string, unknown> = {}) {
+  const store = new MemoryIdempotencyStore();
+  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 3 });
+  const consumer = new FakeConsumer();
+  const producer = new FakeProducer();
+  const runs: string[] = [];
+  const failing = new Set<string>();
+  const eachBatch = idempotentEachBatch(
+    { idempotency, consumer, producer },
+    { groupId: 'g', maxInlineDelayMs: 0, retryBackoff: { baseMs: 60_000, jitter: 'none' }, ...options },
+    ({ key, attempt }) => {
+      runs.push(`${key}#${attempt}`);
+      if (failing.has(key)) throw new Error('down');
+    },
+  );
+  return { store, consumer, producer, runs, failing, eachBatch };
+}
+
+const keyed = (offset: number, key: string) => message(offset, key, { 'idempotency-key': key });
+
+describe('idempotentEachBatch', () => {
+  it('claims the batch in one call and resolves offsets in order', async () => {
+    const t = setup();
+    const claimMany = jest.spyOn(t.store, 'claimMany');
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b'), keyed(2, 'a'), keyed(3, 'c')]);
+    await t.eachBatch(payload);
+    expect(claimMany).toHaveBeenCalledTimes(1);
+    expect(claimMany.mock.calls[0]![0].map((r) => r.id.key)).toEqual(['a', 'b', 'c']);
+    expect(t.runs).toEqual(['a#1', 'b#1', 'c#1']);
+    expect(payload.resolved).toEqual(['0', '1', '2', '3']);
+  });
+
+  it('stops at a message that must wait, releases the claims behind it, and claims it alone next time', async () => {
+    const t = setup();
+    t.failing.add('b');
+    const first = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b'), keyed(2, 'c')]);
+    await t.eachBatch(first);
+    expect(first.resolved).toEqual(['0']);
+    expect(t.consumer.calls[0]).toEqual({ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] });
+    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ state: 'RELEASED', attempt: 1 });
+
+    // Redelivered from the stuck offset: b is claimed alone; c is not claimed while b keeps failing.
+    const claimMany = jest.spyOn(t.store, 'claimMany');
+    await t.eachBatch(batchPayload('pay', 0, [keyed(1, 'b'), keyed(2, 'c')]));
+    expect(claimMany.mock.calls[0]![0].map((r) => r.id.key)).toEqual(['b']);
+    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ attempt: 1 });
+
+    // b's last attempt fails: dead-lettered and resolved; c then runs.
+    const last = batchPayload('pay', 0, [keyed(1, 'b'), keyed(2, 'c')]);
+    await t.eachBatch(last);
+    expect(last.resolved).toEqual(['1', '2']);
+    expect(t.runs).toEqual(['a#1', 'b#1', 'b#2', 'b#3', 'c#2']);
+    expect(t.producer.sent).toHaveLength(1);
+    t.eachBatch.close();
+  });
+
+  it('stops without resolving when the batch goes stale', async () => {
+    const t = setup();
+    let stale = false;
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')], { stale: () => stale });
+    const run = t.eachBatch(payload);
+    stale = true;
+    await run;
+    expect(payload.resolved.length).toBeLessThan(2);
+  });
+});
