@@ -116,6 +116,8 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     expect(headers[HEADERS.outcome]).toBe('ACQUIRED');
     expect(headers[HEADERS.error]).toBe('Error: still down (3)');
     expect(headers[HEADERS.originalQueue]).toBe(fx.queue);
+    expect(headers[HEADERS.key]).toBe('doomed-1');
+    expect(headers[HEADERS.scope]).toBe(fx.queue);
     expect(dead!.properties.messageId).toBe('doomed-1');
     expect(dead!.properties.deliveryMode).toBe(2);
     expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 9 });
@@ -169,6 +171,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     expect(runs).toBe(0);
     expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('missing-key');
     expect(dead!.properties.headers![HEADERS.outcome]).toBe('NONE');
+    expect(dead!.properties.headers![HEADERS.key]).toBeUndefined();
     await waitFor('the missingKey event', () => events.missingKey.length === 1);
     expect(events.missingKey[0]).toMatchObject({ action: 'rejected', key: undefined });
   });

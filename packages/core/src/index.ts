@@ -3,6 +3,12 @@
  * @packageDocumentation
  */
 export { type BackoffOptions, computeBackoffMs } from './backoff';
+export {
+  DEAD_LETTER_FIELDS,
+  type DeadLetterReason,
+  deadLetterReasonOf,
+  NO_CLAIM_OUTCOME,
+} from './dead-letter';
 export * from './errors';
 export { fingerprint, type JsonValue, type Payload } from './fingerprint';
 export { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from './keys';

@@ -2,10 +2,12 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import {
   computeBackoffMs,
+  type DeadLetterReason,
   describeError,
   type Idempotency,
   InvalidOptionError,
   isIdempotencyError,
+  NO_CLAIM_OUTCOME,
   type RunOptions,
   type RunOutcome,
   type RunResult,
@@ -13,7 +15,7 @@ import {
 import type { ConsumeMessage, Options } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel, PublishChannel } from './amqp-types';
 import { ConfirmPublisher } from './confirm-publisher';
-import { type BrokerAction, type DeadLetterReason, type DecisionPolicy, decideAction } from './decide';
+import { type BrokerAction, type DecisionPolicy, decideAction } from './decide';
 import type { ConsumerState, DeliverySubject, IdempotentConsumerEvents, RequeueReason } from './events';
 import type { RabbitHandler } from './handler';
 import { attemptFromHeaders, HEADERS } from './headers';
@@ -420,7 +422,7 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
     const headers: Record<string, unknown> = {
       ...(message.properties.headers as Record<string, unknown> | undefined),
       [HEADERS.attempt]: action.attempt,
-      [HEADERS.outcome]: outcome ?? 'NONE',
+      [HEADERS.outcome]: outcome ?? NO_CLAIM_OUTCOME,
     };
     delete headers[HEADERS.publishId];
     if (action.kind === 'delay') {
@@ -447,6 +449,8 @@ export class IdempotentConsumer<T = unknown> extends EventEmitter<IdempotentCons
     const reason: DeadLetterReason = action.reason;
     headers[HEADERS.deadLetterReason] = reason;
     headers[HEADERS.error] = action.error;
+    headers[HEADERS.scope] = this.options.scope;
+    if (subject.key !== undefined) headers[HEADERS.key] = subject.key;
     headers[HEADERS.originalQueue] = this.options.queue;
     const { deadLetterExchange: exchange, deadLetterRoutingKey: routingKey } = this.topology;
     const published = await this.#republish(

@@ -1,20 +1,18 @@
 import {
   type BackoffOptions,
   computeBackoffMs,
+  type DeadLetterReason,
+  deadLetterReasonOf,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
 import { pickDelayTier } from './delay-tiers';
 
-/** Why a message was dead-lettered (header `x-idempotency-dead-letter-reason`). */
-export type DeadLetterReason =
-  | 'attempts-exhausted'
-  | 'non-retryable'
-  | 'result-too-large'
-  | 'payload-mismatch'
-  | 'failed-record'
-  | 'missing-key'
-  | 'invalid-key';
+/**
+ * Why a message was dead-lettered (header `x-idempotency-dead-letter-reason`): the core's vocabulary,
+ * shared by every adapter, re-exported so `@idempotent-consumer/rabbitmq` imports keep working.
+ */
+export type { DeadLetterReason };
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
 export type RetryReason = 'conflict' | 'handler-error' | 'lease-lost';
@@ -69,6 +67,14 @@ function delay(
   };
 }
 
+/**
+ * A dead-letter action for a result the core classifies as dead-lettered ({@link deadLetterReasonOf}:
+ * FAILED now, PAYLOAD_MISMATCH, an earlier FAILED record).
+ */
+function deadLetter(result: RunResult<unknown>, attempt: number, error: string): BrokerAction {
+  return { kind: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error };
+}
+
 function backoff(attempt: number, policy: DecisionPolicy): number {
   return computeBackoffMs(attempt, policy.retryBackoff, policy.random);
 }
@@ -100,14 +106,13 @@ export function decideAction(
     case 'CONFLICT':
       return delay('conflict', Math.max(1, result.retryAfterMs), result.attempt, undefined, policy);
     case 'PAYLOAD_MISMATCH':
-      return {
-        kind: 'dead-letter',
-        reason: 'payload-mismatch',
-        attempt: result.attempt,
-        error: `The idempotency key was first used with another payload (record ${result.state})`,
-      };
+      return deadLetter(
+        result,
+        result.attempt,
+        `The idempotency key was first used with another payload (record ${result.state})`,
+      );
     case 'FAILED':
-      return { kind: 'dead-letter', reason: 'failed-record', attempt: result.attempt, error: result.error };
+      return deadLetter(result, result.attempt, result.error);
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { kind: 'ack', reason: 'unprotected' };
       if (!isRetryable(result.error) || unprotectedAttempt >= policy.maxAttempts) {
@@ -139,12 +144,7 @@ export function decideAction(
             policy,
           );
         case 'failed':
-          return {
-            kind: 'dead-letter',
-            reason: result.reason,
-            attempt: result.attempt,
-            error: describeError(result.error),
-          };
+          return deadLetter(result, result.attempt, describeError(result.error));
         case 'lease-lost':
           if (result.handlerCompleted) return { kind: 'ack', reason: 'lease-lost' };
           return delay('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);

@@ -1,5 +1,5 @@
-import type { RunOutcome } from '@idempotent-consumer/core';
-import type { AckReason, DeadLetterReason, RetryReason } from './decide';
+import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import type { AckReason, RetryReason } from './decide';
 
 /** Identifies the delivery an event is about. */
 export interface DeliverySubject {

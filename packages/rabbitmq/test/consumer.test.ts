@@ -124,6 +124,8 @@ describe('IdempotentConsumer with a fake channel', () => {
       [HEADERS.deadLetterReason]: 'non-retryable',
       [HEADERS.outcome]: 'ACQUIRED',
       [HEADERS.attempt]: 1,
+      [HEADERS.key]: 'k',
+      [HEADERS.scope]: 'work',
       [HEADERS.originalQueue]: 'work',
     });
     await consumer.stop();

@@ -1,6 +1,6 @@
-import { InvalidOptionError } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS, InvalidOptionError } from '@idempotent-consumer/core';
 import type { ConsumeMessage } from 'amqplib';
-import { decideAction, defaultIdempotencyKey, pickDelayTier, resolveConsumerOptions } from '../src';
+import { decideAction, defaultIdempotencyKey, HEADERS, pickDelayTier, resolveConsumerOptions } from '../src';
 
 const policy = {
   delayTiersMs: [100, 1000, 5000],
@@ -96,6 +96,17 @@ describe('decideAction (DESIGN.md, RabbitMQ column)', () => {
 });
 
 describe('helpers', () => {
+  it('writes the dead-letter fields under the core names shared by every adapter', () => {
+    expect({
+      reason: HEADERS.deadLetterReason,
+      outcome: HEADERS.outcome,
+      error: HEADERS.error,
+      attempt: HEADERS.attempt,
+      key: HEADERS.key,
+      scope: HEADERS.scope,
+    }).toEqual(DEAD_LETTER_FIELDS);
+  });
+
   it('pickDelayTier rounds up', () => {
     expect([0, 100, 101, 999, 5000, 9999].map((d) => pickDelayTier([100, 1000, 5000], d))).toEqual([
       100, 100, 1000, 1000, 5000, 5000,

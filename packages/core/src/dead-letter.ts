@@ -1,0 +1,81 @@
+import type { RunResult } from './runner/run-result';
+import type { ClaimReply } from './store/idempotency-store';
+
+/**
+ * Why a message was dead-lettered: one vocabulary for every adapter (Kafka dead-letter topic, RabbitMQ
+ * dead-letter exchange, SQS dead-letter queue), written in the {@link DEAD_LETTER_FIELDS}`.reason` field.
+ * - `attempts-exhausted`: the handler threw a retryable error on the last allowed attempt (`maxAttempts`);
+ *   the record is FAILED (DESIGN.md, "Failure policy");
+ * - `non-retryable`: the handler threw an error that `isRetryable` refused (e.g. `NonRetryableError`); the
+ *   record is FAILED;
+ * - `result-too-large`: the handler returned a result above the stored-result size cap with the `fail`
+ *   policy; the record is FAILED;
+ * - `payload-mismatch`: the claim answered PAYLOAD_MISMATCH (the key was first used with another payload,
+ *   a producer bug); the handler did not run;
+ * - `failed-record`: the claim answered FAILED (the record failed in an earlier delivery); the handler did
+ *   not run;
+ * - `missing-key`: the message carries no idempotency key and the adapter's missing-key policy rejects it;
+ * - `invalid-key`: the key extractor threw, or the key was refused (`INVALID_IDEMPOTENCY_KEY`).
+ */
+export type DeadLetterReason =
+  | 'attempts-exhausted'
+  | 'non-retryable'
+  | 'result-too-large'
+  | 'payload-mismatch'
+  | 'failed-record'
+  | 'missing-key'
+  | 'invalid-key';
+
+/**
+ * Names of the fields every adapter writes on a dead letter: Kafka record headers, RabbitMQ message
+ * headers and SQS message attributes alike, so one piece of code reads the dead letters of every broker.
+ * Values are text (RabbitMQ writes `attempt` as a number header; read it with `Number(value)`). Adapters add
+ * broker-specific fields of their own (original queue, topic, partition, offset, message id).
+ */
+export const DEAD_LETTER_FIELDS = {
+  /** Why the message was dead-lettered: a {@link DeadLetterReason}. */
+  reason: 'x-idempotency-dead-letter-reason',
+  /**
+   * The claim outcome of the delivery that dead-lettered it (`ACQUIRED`, `ACQUIRED_STALE`,
+   * `PAYLOAD_MISMATCH`, `FAILED`, `UNPROTECTED`), or {@link NO_CLAIM_OUTCOME} when no claim was made
+   * (`missing-key`, `invalid-key`).
+   */
+  outcome: 'x-idempotency-outcome',
+  /** The error as `Name [CODE]: message`, at most 1000 characters (the runner's `describeError`). */
+  error: 'x-idempotency-error',
+  /** The idempotency record's attempt count (1 for the first attempt; 0 when no claim was made), decimal. */
+  attempt: 'x-idempotency-attempt',
+  /** The idempotency key, when the message had one. */
+  key: 'x-idempotency-key',
+  /** The idempotency scope of the consumer (DESIGN.md, "Keys"). */
+  scope: 'x-idempotency-scope',
+} as const;
+
+/** The {@link DEAD_LETTER_FIELDS}`.outcome` value of a dead letter whose delivery made no claim. */
+export const NO_CLAIM_OUTCOME = 'NONE';
+
+/**
+ * Derives why a result is dead-lettered, from the runner's {@link RunResult} (or a store's
+ * {@link ClaimReply}, for adapters that claim and execute apart). DESIGN.md, "Outcome → broker action":
+ * - a `failed` execution (the record is FAILED now): its `reason`, `attempts-exhausted`, `non-retryable`
+ *   or `result-too-large`;
+ * - PAYLOAD_MISMATCH: `payload-mismatch`; FAILED (an earlier attempt failed the record): `failed-record`.
+ *
+ * @returns `undefined` for every other result: completed, released, lease lost, DUPLICATE, CONFLICT, an
+ *   ACQUIRED claim reply not yet executed, and UNPROTECTED runs (the store did not answer, so no record
+ *   decides; an adapter that dead-letters those counts attempts itself and picks `attempts-exhausted` or
+ *   `non-retryable`). `missing-key` and `invalid-key` are never derived: no claim was made.
+ */
+export function deadLetterReasonOf(result: RunResult<unknown> | ClaimReply): DeadLetterReason | undefined {
+  switch (result.outcome) {
+    case 'PAYLOAD_MISMATCH':
+      return 'payload-mismatch';
+    case 'FAILED':
+      return 'failed-record';
+    case 'ACQUIRED':
+    case 'ACQUIRED_STALE':
+      return 'status' in result && result.status === 'failed' ? result.reason : undefined;
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,111 @@
+import {
+  DEAD_LETTER_FIELDS,
+  deadLetterReasonOf,
+  Idempotency,
+  type IdempotencyOptions,
+  MemoryIdempotencyStore,
+  NO_CLAIM_OUTCOME,
+  NonRetryableError,
+} from '../src';
+
+function setup(options: IdempotencyOptions = {}) {
+  const store = new MemoryIdempotencyStore();
+  return new Idempotency({ store }, { leaseMs: 10_000, ...options });
+}
+
+const fail = () => {
+  throw new Error('boom');
+};
+
+describe('deadLetterReasonOf', () => {
+  it('attempts-exhausted: a retryable error on the last allowed attempt', async () => {
+    const idempotency = setup({ maxAttempts: 1 });
+    const result = await idempotency.run({ scope: 's', key: 'k' }, fail);
+    expect(result).toMatchObject({ status: 'failed', reason: 'attempts-exhausted' });
+    expect(deadLetterReasonOf(result)).toBe('attempts-exhausted');
+  });
+
+  it('non-retryable: the handler threw a NonRetryableError', async () => {
+    const result = await setup().run({ scope: 's', key: 'k' }, () => {
+      throw new NonRetryableError('bad input');
+    });
+    expect(deadLetterReasonOf(result)).toBe('non-retryable');
+  });
+
+  it("result-too-large: a result above the cap with onResultTooLarge 'fail'", async () => {
+    const idempotency = setup({ maxResultBytes: 10, compressAboveBytes: Infinity, onResultTooLarge: 'fail' });
+    const result = await idempotency.run({ scope: 's', key: 'k' }, () => 'x'.repeat(100));
+    expect(deadLetterReasonOf(result)).toBe('result-too-large');
+  });
+
+  it('failed-record: a later delivery of a FAILED key (run result and claim reply)', async () => {
+    const idempotency = setup({ maxAttempts: 1 });
+    await idempotency.run({ scope: 's', key: 'k' }, fail);
+    const again = await idempotency.run({ scope: 's', key: 'k' }, () => 'never');
+    expect(again.outcome).toBe('FAILED');
+    expect(deadLetterReasonOf(again)).toBe('failed-record');
+    const reply = await idempotency.claim({ scope: 's', key: 'k' });
+    expect(deadLetterReasonOf(reply)).toBe('failed-record');
+  });
+
+  it('payload-mismatch: the key was first used with another payload (run result and claim reply)', async () => {
+    const idempotency = setup();
+    await idempotency.run({ scope: 's', key: 'k', payload: { a: 1 } }, () => 'ok');
+    const other = await idempotency.run({ scope: 's', key: 'k', payload: { a: 2 } }, () => 'never');
+    expect(other.outcome).toBe('PAYLOAD_MISMATCH');
+    expect(deadLetterReasonOf(other)).toBe('payload-mismatch');
+    const reply = await idempotency.claim({ scope: 's', key: 'k', payload: { a: 2 } });
+    expect(deadLetterReasonOf(reply)).toBe('payload-mismatch');
+  });
+
+  it('undefined for results that are not dead-lettered', async () => {
+    const idempotency = setup();
+    const completed = await idempotency.run({ scope: 's', key: 'done' }, () => 'ok');
+    const duplicate = await idempotency.run({ scope: 's', key: 'done' }, () => 'ok');
+    const released = await idempotency.run({ scope: 's', key: 'retry' }, fail);
+    const acquired = await idempotency.claim({ scope: 's', key: 'held' });
+    const conflict = await idempotency.claim({ scope: 's', key: 'held' });
+    expect([completed, duplicate, released, acquired, conflict].map((r) => r.outcome)).toEqual([
+      'ACQUIRED',
+      'DUPLICATE',
+      'ACQUIRED',
+      'ACQUIRED',
+      'CONFLICT',
+    ]);
+    expect(released).toMatchObject({ status: 'released' });
+    for (const r of [completed, duplicate, released, acquired, conflict]) {
+      expect(deadLetterReasonOf(r)).toBeUndefined();
+    }
+    expect(
+      deadLetterReasonOf({ outcome: 'UNPROTECTED', status: 'threw', error: new Error('x'), storeError: 1 }),
+    ).toBeUndefined();
+    expect(
+      deadLetterReasonOf({
+        outcome: 'ACQUIRED',
+        status: 'lease-lost',
+        handlerCompleted: false,
+        result: undefined,
+        error: new Error('x'),
+        fencingToken: 1,
+        attempt: 1,
+      }),
+    ).toBeUndefined();
+  });
+});
+
+describe('DEAD_LETTER_FIELDS', () => {
+  it('one x-idempotency- name per field, all distinct', () => {
+    const names = Object.values(DEAD_LETTER_FIELDS);
+    expect(new Set(names).size).toBe(names.length);
+    for (const name of names) expect(name).toMatch(/^x-idempotency-[a-z-]+$/);
+    expect(DEAD_LETTER_FIELDS).toEqual({
+      reason: 'x-idempotency-dead-letter-reason',
+      outcome: 'x-idempotency-outcome',
+      error: 'x-idempotency-error',
+      attempt: 'x-idempotency-attempt',
+      key: 'x-idempotency-key',
+      scope: 'x-idempotency-scope',
+    });
+    expect(NO_CLAIM_OUTCOME).toBe('NONE');
+  });
+});
