@@ -125,7 +125,8 @@ describeWithServices(
       const [letter, ...more] = await readTopic(kafka, `${topic}.dlq`, 1);
       expect(more).toHaveLength(0);
       expect(letter!.value!.toString()).toBe('bad');
-      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('FAILED');
+      expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('attempts-exhausted');
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('ACQUIRED');
       expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('3');
       expect(header(letter!.headers, 'x-idempotency-error')).toContain('gateway timeout on attempt 3');
       expect(header(letter!.headers, 'x-original-topic')).toBe(topic);
@@ -191,7 +192,8 @@ describeWithServices(
       );
       expect(events).toContainEqual(expect.objectContaining({ type: 'resumed', topic, partition: 1 }));
       const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
-      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('FAILED');
+      expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('non-retryable');
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('ACQUIRED');
       expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('1');
       expect(header(letter!.headers, 'x-idempotency-error')).toContain('card declined');
     }, 60_000);
@@ -222,6 +224,7 @@ describeWithServices(
       const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
       expect(runs).toEqual(['{"amount":100}']);
       expect(letter!.value!.toString()).toBe('{"amount":999}');
+      expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('payload-mismatch');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('PAYLOAD_MISMATCH');
       expect(header(letter!.headers, 'x-original-offset')).toBe('1');
     }, 60_000);

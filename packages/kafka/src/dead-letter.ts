@@ -1,18 +1,29 @@
-import type { DeadLetterReason } from './events';
+import {
+  DEAD_LETTER_FIELDS,
+  type DeadLetterReason,
+  NO_CLAIM_OUTCOME,
+  type RunOutcome,
+} from '@idempotent-consumer/core';
 import type { KafkaHeaders, KafkaMessageLike, ProducedMessageLike } from './types';
 
-/** Headers a dead letter carries besides the original message's own headers. */
+/**
+ * Headers a dead letter carries besides the original message's own headers: the core's
+ * `DEAD_LETTER_FIELDS` (the same names the RabbitMQ and SQS adapters write), and the `x-original-*`
+ * position of the message.
+ */
 export const DEAD_LETTER_HEADERS = {
-  /** Why the message was dead-lettered: `FAILED`, `PAYLOAD_MISMATCH`, `MISSING_KEY`, `INVALID_KEY`. */
-  outcome: 'x-idempotency-outcome',
+  /** Why the message was dead-lettered: a `DeadLetterReason` (`attempts-exhausted`, `payload-mismatch`, …). */
+  reason: DEAD_LETTER_FIELDS.reason,
+  /** The claim outcome (`ACQUIRED`, `ACQUIRED_STALE`, `PAYLOAD_MISMATCH`, `FAILED`), `NONE` without a claim. */
+  outcome: DEAD_LETTER_FIELDS.outcome,
   /** The error, as `Name [CODE]: message` (the FAILED record's error). */
-  error: 'x-idempotency-error',
+  error: DEAD_LETTER_FIELDS.error,
   /** The attempt count of the record (decimal). */
-  attempt: 'x-idempotency-attempt',
+  attempt: DEAD_LETTER_FIELDS.attempt,
   /** The idempotency key, when the message had one. */
-  key: 'x-idempotency-key',
+  key: DEAD_LETTER_FIELDS.key,
   /** The record's scope. */
-  scope: 'x-idempotency-scope',
+  scope: DEAD_LETTER_FIELDS.scope,
   originalTopic: 'x-original-topic',
   originalPartition: 'x-original-partition',
   originalOffset: 'x-original-offset',
@@ -25,6 +36,8 @@ export interface DeadLetterInfo {
   readonly partition: number;
   readonly message: KafkaMessageLike;
   readonly reason: DeadLetterReason;
+  /** The claim outcome of the delivery; `undefined` (written `NONE`) when no claim was made. */
+  readonly outcome?: RunOutcome | undefined;
   readonly error: string;
   readonly attempt: number;
   readonly scope: string;
@@ -39,7 +52,8 @@ export function buildDeadLetter(info: DeadLetterInfo): ProducedMessageLike {
   const h = DEAD_LETTER_HEADERS;
   const headers: KafkaHeaders = {
     ...info.message.headers,
-    [h.outcome]: info.reason,
+    [h.reason]: info.reason,
+    [h.outcome]: info.outcome ?? NO_CLAIM_OUTCOME,
     [h.error]: info.error,
     [h.attempt]: String(info.attempt),
     [h.scope]: info.scope,

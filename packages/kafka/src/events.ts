@@ -1,3 +1,5 @@
+import type { DeadLetterReason } from '@idempotent-consumer/core';
+
 /** Why a wrapper paused a partition (or a topic) instead of resolving a message's offset. */
 export type PauseReason =
   | 'conflict'
@@ -56,5 +58,8 @@ export type KafkaIdempotencyEvent =
       readonly error: unknown;
     };
 
-/** Why a message was dead-lettered; sent as the `x-idempotency-outcome` header. */
-export type DeadLetterReason = 'FAILED' | 'PAYLOAD_MISMATCH' | 'MISSING_KEY' | 'INVALID_KEY';
+/**
+ * Why a message was dead-lettered, sent as the `x-idempotency-dead-letter-reason` header: the core's
+ * vocabulary, shared by every adapter, re-exported so `@idempotent-consumer/kafka` imports keep working.
+ */
+export type { DeadLetterReason };

@@ -1,16 +1,19 @@
 import {
   type ClaimReply,
   computeBackoffMs,
+  type DeadLetterReason,
+  deadLetterReasonOf,
   describeError,
   encodeResult,
   fingerprint,
   type Idempotency,
   isIdempotencyError,
   type RunOptions,
+  type RunOutcome,
   type RunRequest,
 } from '@idempotent-consumer/core';
 import { buildDeadLetter } from './dead-letter';
-import type { DeadLetterReason, PauseReason } from './events';
+import type { PauseReason } from './events';
 import type { KafkaHandler } from './handler';
 import type { ResolvedKafkaOptions } from './options';
 import { type WaitContext, waitHeartbeating } from './sleep';
@@ -43,7 +46,7 @@ export type PreparedMessage =
   | {
       readonly kind: 'unkeyed';
       readonly scope: string;
-      readonly reason: 'MISSING_KEY' | 'INVALID_KEY';
+      readonly reason: Extract<DeadLetterReason, 'missing-key' | 'invalid-key'>;
       readonly error: string;
     };
 
@@ -75,13 +78,13 @@ export class MessageProcessor<T> {
     try {
       key = this.options.key(message, { topic, partition });
     } catch (error) {
-      return { kind: 'unkeyed', scope, reason: 'INVALID_KEY', error: describeError(error) };
+      return { kind: 'unkeyed', scope, reason: 'invalid-key', error: describeError(error) };
     }
     if (key === undefined) {
       return {
         kind: 'unkeyed',
         scope,
-        reason: 'MISSING_KEY',
+        reason: 'missing-key',
         error: 'The message carries no idempotency key',
       };
     }
@@ -111,7 +114,7 @@ export class MessageProcessor<T> {
    */
   async process(delivery: Delivery, prepared: PreparedMessage, firstReply?: ClaimReply): Promise<Decision> {
     if (prepared.kind === 'unkeyed') {
-      if (prepared.reason === 'MISSING_KEY' && this.options.missingKey === 'process') {
+      if (prepared.reason === 'missing-key' && this.options.missingKey === 'process') {
         return this.#runUnprotected(delivery, prepared.scope);
       }
       return this.deadLetter(delivery, prepared.scope, undefined, prepared.reason, prepared.error, 0);
@@ -136,7 +139,7 @@ export class MessageProcessor<T> {
               delivery,
               request.scope,
               request.key,
-              'INVALID_KEY',
+              'invalid-key',
               describeError(error),
               0,
             );
@@ -155,18 +158,20 @@ export class MessageProcessor<T> {
             delivery,
             request.scope,
             request.key,
-            'PAYLOAD_MISMATCH',
+            deadLetterReasonOf(current)!,
             `PayloadMismatch: the idempotency key was first used with another payload (record ${current.state})`,
             current.attempt,
+            current.outcome,
           );
         case 'FAILED':
           return this.deadLetter(
             delivery,
             request.scope,
             request.key,
-            'FAILED',
+            deadLetterReasonOf(current)!,
             current.error,
             current.attempt,
+            current.outcome,
           );
         case 'CONFLICT': {
           const left = this.options.conflictWaitMs - conflictWaitedMs;
@@ -208,9 +213,10 @@ export class MessageProcessor<T> {
                 delivery,
                 request.scope,
                 request.key,
-                'FAILED',
+                deadLetterReasonOf(result)!,
                 describeError(result.error),
                 result.attempt,
+                result.outcome,
               );
             case 'released': {
               const delayMs = this.#backoff(result.attempt);
@@ -288,7 +294,8 @@ export class MessageProcessor<T> {
 
   /**
    * Sends the message to the dead-letter topic (or only reports it when dead-lettering is off) and lets
-   * its offset resolve; pauses instead when the produce fails, so nothing is lost.
+   * its offset resolve; pauses instead when the produce fails, so nothing is lost. `outcome`: the claim
+   * outcome, `undefined` when no claim was made (missing or invalid key).
    */
   async deadLetter(
     delivery: Delivery,
@@ -297,13 +304,24 @@ export class MessageProcessor<T> {
     reason: DeadLetterReason,
     error: string,
     attempt: number,
+    outcome?: RunOutcome,
   ): Promise<Decision> {
     const { topic, partition, message } = delivery;
     const topicOf = this.options.deadLetterTopicOf;
     const deadLetterTopic = topicOf ? topicOf(topic) : null;
     if (deadLetterTopic !== null) {
       try {
-        const letter = buildDeadLetter({ topic, partition, message, reason, error, attempt, scope, key });
+        const letter = buildDeadLetter({
+          topic,
+          partition,
+          message,
+          reason,
+          outcome,
+          error,
+          attempt,
+          scope,
+          key,
+        });
         await this.producer!.send({ topic: deadLetterTopic, messages: [letter] });
       } catch (sendError) {
         this.options.onEvent({ type: 'error', operation: 'dead-letter', error: sendError });

@@ -23,7 +23,7 @@ export interface KafkaIdempotencyOptions {
    */
   key?: KeyExtractor;
   /**
-   * When `key` returns `undefined`: `reject` dead-letters the message (reason `MISSING_KEY`) without running
+   * When `key` returns `undefined`: `reject` dead-letters the message (reason `missing-key`) without running
    * the handler; `process` runs the handler without idempotency (a redelivery may run it again).
    * @defaultValue `'reject'`
    */

@@ -64,7 +64,8 @@ describe('idempotentEachMessage', () => {
     expect(sent!.topic).toBe('pay.dlq');
     expect(sent!.messages[0]!.headers).toMatchObject({
       'idempotency-key': 'k',
-      'x-idempotency-outcome': 'FAILED',
+      'x-idempotency-dead-letter-reason': 'attempts-exhausted',
+      'x-idempotency-outcome': 'ACQUIRED',
       'x-idempotency-attempt': '2',
       'x-idempotency-error': 'TypeError: boom 2',
       'x-original-topic': 'pay',
@@ -147,7 +148,8 @@ describe('idempotentEachMessage', () => {
     await t.eachMessage(messagePayload('pay', 0, message(0, 'v')));
     expect(t.runs).toEqual([]);
     expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
-      'x-idempotency-outcome': 'MISSING_KEY',
+      'x-idempotency-dead-letter-reason': 'missing-key',
+      'x-idempotency-outcome': 'NONE',
     });
   });
 

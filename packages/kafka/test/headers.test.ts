@@ -1,4 +1,11 @@
-import { buildDeadLetter, defaultKeyExtractor, headerText, isFatalToConsumer } from '../src';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core';
+import {
+  buildDeadLetter,
+  DEAD_LETTER_HEADERS,
+  defaultKeyExtractor,
+  headerText,
+  isFatalToConsumer,
+} from '../src';
 import { message } from './fakes';
 
 describe('headers and keys', () => {
@@ -21,7 +28,8 @@ describe('headers and keys', () => {
       topic: 't',
       partition: 2,
       message: message(9, 'v', { trace: 'abc' }),
-      reason: 'FAILED',
+      reason: 'failed-record',
+      outcome: 'FAILED',
       error: 'Error: x',
       attempt: 4,
       scope: 'g/t',
@@ -30,6 +38,7 @@ describe('headers and keys', () => {
     expect(letter.value?.toString()).toBe('v');
     expect(letter.headers).toEqual({
       trace: 'abc',
+      'x-idempotency-dead-letter-reason': 'failed-record',
       'x-idempotency-outcome': 'FAILED',
       'x-idempotency-error': 'Error: x',
       'x-idempotency-attempt': '4',
@@ -40,6 +49,26 @@ describe('headers and keys', () => {
       'x-original-offset': '9',
       'x-original-timestamp': '1700000000000',
     });
+  });
+
+  it('writes NONE as the outcome when no claim was made, and the core field names', () => {
+    const letter = buildDeadLetter({
+      topic: 't',
+      partition: 0,
+      message: message(1, 'v'),
+      reason: 'missing-key',
+      error: 'no key',
+      attempt: 0,
+      scope: 'g/t',
+      key: undefined,
+    });
+    expect(letter.headers).toMatchObject({
+      'x-idempotency-dead-letter-reason': 'missing-key',
+      'x-idempotency-outcome': 'NONE',
+    });
+    expect(letter.headers).not.toHaveProperty('x-idempotency-key');
+    const { reason, outcome, error, attempt, key, scope } = DEAD_LETTER_HEADERS;
+    expect({ reason, outcome, error, attempt, key, scope }).toEqual(DEAD_LETTER_FIELDS);
   });
 
   it('knows which errors would stop KafkaJS for good', () => {
