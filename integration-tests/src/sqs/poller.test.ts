@@ -137,8 +137,14 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const [copy] = await receiveAll(fx.sqs, dlq.url);
     expect(copy!.Body).toBe('doomed');
     expect(copy!.MessageAttributes!['idempotency-key']!.StringValue).toBe('doomed');
-    expect(copy!.MessageAttributes!['x-dead-letter-reason']!.StringValue).toBe('attempts-exhausted');
-    expect(copy!.MessageAttributes!['x-original-message-id']!.StringValue).toBe(id);
+    const attribute = (name: string) => copy!.MessageAttributes![name]?.StringValue;
+    expect(attribute('x-idempotency-dead-letter-reason')).toBe('attempts-exhausted');
+    expect(attribute('x-idempotency-outcome')).toBe('ACQUIRED');
+    expect(attribute('x-idempotency-attempt')).toBe('3');
+    expect(attribute('x-idempotency-error')).toBe('Error: card processor down');
+    expect(attribute('x-idempotency-key')).toBe('doomed');
+    expect(attribute('x-idempotency-scope')).toBe(queueNameFromUrl(q.url));
+    expect(attribute('x-original-message-id')).toBe(id);
     await waitFor('source queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
   });
 
@@ -167,7 +173,17 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     await waitFor('two dead-lettered', () => dead.length === 2);
     expect(runs.sort()).toEqual(['declined', 'first']);
     expect(dead.map((d) => d.deadLetterReason).sort()).toEqual(['non-retryable', 'payload-mismatch']);
-    expect((await receiveAll(fx.sqs, dlq.url)).length).toBe(2);
+    const copies = await receiveAll(fx.sqs, dlq.url);
+    expect(copies.length).toBe(2);
+    const fields = copies.map((c) =>
+      ['x-idempotency-dead-letter-reason', 'x-idempotency-outcome'].map(
+        (name) => c.MessageAttributes![name]?.StringValue,
+      ),
+    );
+    expect(fields.sort()).toEqual([
+      ['non-retryable', 'ACQUIRED'],
+      ['payload-mismatch', 'PAYLOAD_MISMATCH'],
+    ]);
   });
 
   it("leaves exhausted messages to the queue's redrive policy when asked", async () => {

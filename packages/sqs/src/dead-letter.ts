@@ -1,23 +1,56 @@
 import { type Message, type MessageAttributeValue, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { describeError } from '@idempotent-consumer/core';
-import type { DeadLetterReason } from './disposition';
+import {
+  DEAD_LETTER_FIELDS,
+  type DeadLetterReason,
+  describeError,
+  NO_CLAIM_OUTCOME,
+  type RunOutcome,
+} from '@idempotent-consumer/core';
 import { messageGroupId } from './message-attributes';
 import type { SqsClientLike } from './sqs-client';
 
 /** SQS allows at most 10 message attributes per message. */
 const MAX_MESSAGE_ATTRIBUTES = 10;
 
-/** Attributes the adapter adds to a dead-lettered copy, while the 10-attribute limit allows. */
+/**
+ * Attributes the adapter adds to a dead-lettered copy, while the 10-attribute limit allows: the core's
+ * `DEAD_LETTER_FIELDS` (the same names the Kafka and RabbitMQ adapters write as headers) and the original
+ * `MessageId`. All are `String` attributes.
+ */
 export const DEAD_LETTER_ATTRIBUTES = {
-  reason: 'x-dead-letter-reason',
-  error: 'x-error',
+  /** Why the message was dead-lettered: a `DeadLetterReason`. */
+  reason: DEAD_LETTER_FIELDS.reason,
+  /** The claim outcome (`ACQUIRED`, `ACQUIRED_STALE`, `PAYLOAD_MISMATCH`, `FAILED`), `NONE` without a claim. */
+  outcome: DEAD_LETTER_FIELDS.outcome,
+  /** The error as `Name [CODE]: message`, or the reason when there is no error. */
+  error: DEAD_LETTER_FIELDS.error,
+  /** The record's attempt count (decimal; `0` without a claim). */
+  attempt: DEAD_LETTER_FIELDS.attempt,
+  /** The idempotency key, when the message had one. */
+  key: DEAD_LETTER_FIELDS.key,
+  /** The idempotency scope. */
+  scope: DEAD_LETTER_FIELDS.scope,
+  /** The `MessageId` of the original message. */
   originalMessageId: 'x-original-message-id',
 } as const;
 
+/** What a dead-lettered copy says about its idempotency record, besides the reason and the error. */
+export interface DeadLetterDetails {
+  /** The claim outcome; `undefined` (written `NONE`) when no claim was made. */
+  readonly outcome?: RunOutcome | undefined;
+  /** The record's attempt count; `0` when no claim was made. */
+  readonly attempt?: number | undefined;
+  /** The idempotency key, `undefined` when the message had none. */
+  readonly key?: string | undefined;
+  /** The idempotency scope. */
+  readonly scope?: string | undefined;
+}
+
 /**
  * Sends a copy of `message` to the dead-letter queue `deadLetterQueueUrl`: the same body and message
- * attributes, plus the reason, the error and the original `MessageId` (each added only while the message
- * has fewer than 10 attributes). A copy for a FIFO dead-letter queue keeps the `MessageGroupId` and is
+ * attributes, plus (in this order, each added only while the message has fewer than 10 attributes, and
+ * never over an attribute of the same name) the reason, the error, the original `MessageId`, then the claim
+ * outcome, the attempt, the key and the scope of `details` ({@link DEAD_LETTER_ATTRIBUTES}). A copy for a FIFO dead-letter queue keeps the `MessageGroupId` and is
  * deduplicated by the original `MessageId`, so sending it twice after a crash stores it once (within the
  * 5-minute deduplication interval). Rejects with the SQS error when the send fails.
  */
@@ -27,6 +60,7 @@ export async function sendToDeadLetterQueue(
   message: Message,
   reason: DeadLetterReason,
   error: unknown,
+  details: DeadLetterDetails = {},
 ): Promise<void> {
   const attributes: Record<string, MessageAttributeValue> = {};
   for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
@@ -41,6 +75,10 @@ export async function sendToDeadLetterQueue(
     [DEAD_LETTER_ATTRIBUTES.reason, reason],
     [DEAD_LETTER_ATTRIBUTES.error, error === undefined ? reason : describeError(error)],
     [DEAD_LETTER_ATTRIBUTES.originalMessageId, message.MessageId ?? ''],
+    [DEAD_LETTER_ATTRIBUTES.outcome, details.outcome ?? NO_CLAIM_OUTCOME],
+    [DEAD_LETTER_ATTRIBUTES.attempt, String(details.attempt ?? 0)],
+    [DEAD_LETTER_ATTRIBUTES.key, details.key ?? ''],
+    [DEAD_LETTER_ATTRIBUTES.scope, details.scope ?? ''],
   ];
   for (const [name, value] of extra) {
     if (Object.keys(attributes).length >= MAX_MESSAGE_ATTRIBUTES) break;

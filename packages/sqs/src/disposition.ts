@@ -1,5 +1,5 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import type { RunOutcome } from '@idempotent-consumer/core';
+import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
 
 /**
  * What the adapter does with one message after its claim and handler (DESIGN.md, "Outcome → broker
@@ -29,15 +29,11 @@ export type MessageDisposition =
       readonly reason: 'store-unavailable' | 'lease-lost' | 'dead-letter-failed' | 'error';
     };
 
-/** Why a message was dead-lettered. */
-export type DeadLetterReason =
-  | 'attempts-exhausted'
-  | 'non-retryable'
-  | 'result-too-large'
-  | 'payload-mismatch'
-  | 'failed-record'
-  | 'missing-key'
-  | 'invalid-key';
+/**
+ * Why a message was dead-lettered (attribute `x-idempotency-dead-letter-reason`): the core's vocabulary,
+ * shared by every adapter, re-exported so `@idempotent-consumer/sqs` imports keep working.
+ */
+export type { DeadLetterReason };
 
 /** One processed message: what happened and what the adapter does with it. */
 export interface ProcessedMessage<T> {

@@ -14,7 +14,7 @@ export {
   type SqsConsumerWrapperOptions,
   type StoreAwareHandler,
 } from './consumer-handlers';
-export { DEAD_LETTER_ATTRIBUTES, sendToDeadLetterQueue } from './dead-letter';
+export { DEAD_LETTER_ATTRIBUTES, type DeadLetterDetails, sendToDeadLetterQueue } from './dead-letter';
 export type { DeadLetterReason, MessageDisposition, ProcessedMessage } from './disposition';
 export { SqsOperationError } from './errors';
 export {

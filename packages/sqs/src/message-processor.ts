@@ -3,6 +3,8 @@ import {
   type AcquiredReply,
   type ClaimReply,
   computeBackoffMs,
+  type DeadLetterReason,
+  deadLetterReasonOf,
   type HandlerContext,
   InvalidKeyError,
   MissingKeyError,
@@ -11,7 +13,7 @@ import {
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
 import { sendToDeadLetterQueue } from './dead-letter';
-import type { DeadLetterReason, MessageDisposition, ProcessedMessage } from './disposition';
+import type { MessageDisposition, ProcessedMessage } from './disposition';
 import { receiveCount, toVisibilitySeconds } from './message-attributes';
 import type { ResolvedSqsIdempotencyOptions, SqsMessageHandler } from './options';
 import type { SqsDependencies } from './sqs-client';
@@ -152,9 +154,13 @@ export class SqsMessageProcessor<T> {
             },
           );
         case 'PAYLOAD_MISMATCH':
-          return await this.#deadLetter({ ...base, handler: 'not-run' }, 'payload-mismatch', undefined);
         case 'FAILED':
-          return await this.#deadLetter({ ...base, handler: 'not-run' }, 'failed-record', reply.error);
+          return await this.#deadLetter(
+            { ...base, handler: 'not-run' },
+            deadLetterReasonOf(reply)!,
+            reply.outcome === 'FAILED' ? reply.error : undefined,
+            reply.attempt,
+          );
       }
     } catch (error) {
       this.#hooks.onError(error, message);
@@ -212,8 +218,9 @@ export class SqsMessageProcessor<T> {
       case 'failed':
         return this.#deadLetter(
           { ...base, handler: 'threw', storeUnavailable: !result.recorded },
-          result.reason,
+          deadLetterReasonOf(result)!,
           result.error,
+          result.attempt,
         );
       case 'lease-lost':
         return done(
@@ -237,7 +244,7 @@ export class SqsMessageProcessor<T> {
       }
       return done({ ...base, storeUnavailable: true }, { action: 'leave', reason: 'store-unavailable' });
     }
-    if (error instanceof InvalidKeyError) return this.#deadLetter(base, 'invalid-key', error);
+    if (error instanceof InvalidKeyError) return this.#deadLetter(base, 'invalid-key', error, 0);
     this.#hooks.onError(error, message);
     return done(base, { action: 'leave', reason: 'error' });
   }
@@ -260,6 +267,7 @@ export class SqsMessageProcessor<T> {
       { message, key: undefined, outcome: undefined, handler: 'not-run' },
       'missing-key',
       error,
+      0,
     );
   }
 
@@ -288,7 +296,16 @@ export class SqsMessageProcessor<T> {
     }
   }
 
-  async #deadLetter(base: Base<T>, reason: DeadLetterReason, error: unknown): Promise<ProcessedMessage<T>> {
+  /**
+   * Dead-letters a message: a copy to the dead-letter queue then a delete, or the redrive policy.
+   * `attempt`: the record's attempt count, 0 when no claim was made.
+   */
+  async #deadLetter(
+    base: Base<T>,
+    reason: DeadLetterReason,
+    error: unknown,
+    attempt: number,
+  ): Promise<ProcessedMessage<T>> {
     const target = this.#options.deadLetter;
     const withReason = { ...base, error: error ?? base.error, deadLetterReason: reason };
     if (target === 'redrive-policy') {
@@ -299,7 +316,12 @@ export class SqsMessageProcessor<T> {
       });
     }
     try {
-      await sendToDeadLetterQueue(this.#deps.sqs, target.queueUrl, base.message, reason, error);
+      await sendToDeadLetterQueue(this.#deps.sqs, target.queueUrl, base.message, reason, error, {
+        outcome: base.outcome,
+        attempt,
+        key: base.key,
+        scope: this.#options.scope,
+      });
     } catch (sendError) {
       this.#hooks.onError(sendError, base.message);
       return done({ ...withReason, error: sendError }, { action: 'leave', reason: 'dead-letter-failed' });

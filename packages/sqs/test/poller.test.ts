@@ -1,11 +1,12 @@
 import {
+  DEAD_LETTER_FIELDS,
   Idempotency,
   type IdempotencyStore,
   InvalidOptionError,
   MemoryIdempotencyStore,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
+import { DEAD_LETTER_ATTRIBUTES, IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
 import { FakeSqs, message } from './fake-sqs';
 
 const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
@@ -158,6 +159,18 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     await poller.stop();
     expect(dead[0]).toMatchObject({ deadLetterReason: 'missing-key', handler: 'not-run' });
     expect(sqs.sent[0]).toMatchObject({ queueUrl: `${QUEUE}-dlq`, body: 'x' });
+    const text = (value: string) => ({ DataType: 'String', StringValue: value });
+    expect(sqs.sent[0]!.attributes).toEqual({
+      'x-idempotency-dead-letter-reason': text('missing-key'),
+      'x-idempotency-error': expect.objectContaining({
+        StringValue: expect.stringContaining('MissingKeyError'),
+      }),
+      'x-idempotency-outcome': text('NONE'),
+      'x-idempotency-attempt': text('0'),
+      'x-idempotency-scope': text('orders'),
+    });
+    const { reason, outcome, error, attempt, key, scope } = DEAD_LETTER_ATTRIBUTES;
+    expect({ reason, outcome, error, attempt, key, scope }).toEqual(DEAD_LETTER_FIELDS);
     expect(errors[0]).toMatchObject({ code: 'SQS_OPERATION_FAILED', sqsCode: 'ReceiptHandleIsInvalid' });
   });
 
