@@ -12,18 +12,7 @@ import type { KafkaHeaders, KafkaMessageLike, ProducedMessageLike } from './type
  * position of the message.
  */
 export const DEAD_LETTER_HEADERS = {
-  /** Why the message was dead-lettered: a `DeadLetterReason` (`attempts-exhausted`, `payload-mismatch`, …). */
-  reason: DEAD_LETTER_FIELDS.reason,
-  /** The claim outcome (`ACQUIRED`, `ACQUIRED_STALE`, `PAYLOAD_MISMATCH`, `FAILED`), `NONE` without a claim. */
-  outcome: DEAD_LETTER_FIELDS.outcome,
-  /** The error, as `Name [CODE]: message` (the FAILED record's error). */
-  error: DEAD_LETTER_FIELDS.error,
-  /** The attempt count of the record (decimal). */
-  attempt: DEAD_LETTER_FIELDS.attempt,
-  /** The idempotency key, when the message had one. */
-  key: DEAD_LETTER_FIELDS.key,
-  /** The record's scope. */
-  scope: DEAD_LETTER_FIELDS.scope,
+  ...DEAD_LETTER_FIELDS,
   originalTopic: 'x-original-topic',
   originalPartition: 'x-original-partition',
   originalOffset: 'x-original-offset',

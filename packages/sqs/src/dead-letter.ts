@@ -18,18 +18,7 @@ const MAX_MESSAGE_ATTRIBUTES = 10;
  * `MessageId`. All are `String` attributes.
  */
 export const DEAD_LETTER_ATTRIBUTES = {
-  /** Why the message was dead-lettered: a `DeadLetterReason`. */
-  reason: DEAD_LETTER_FIELDS.reason,
-  /** The claim outcome (`ACQUIRED`, `ACQUIRED_STALE`, `PAYLOAD_MISMATCH`, `FAILED`), `NONE` without a claim. */
-  outcome: DEAD_LETTER_FIELDS.outcome,
-  /** The error as `Name [CODE]: message`, or the reason when there is no error. */
-  error: DEAD_LETTER_FIELDS.error,
-  /** The record's attempt count (decimal; `0` without a claim). */
-  attempt: DEAD_LETTER_FIELDS.attempt,
-  /** The idempotency key, when the message had one. */
-  key: DEAD_LETTER_FIELDS.key,
-  /** The idempotency scope. */
-  scope: DEAD_LETTER_FIELDS.scope,
+  ...DEAD_LETTER_FIELDS,
   /** The `MessageId` of the original message. */
   originalMessageId: 'x-original-message-id',
 } as const;
