@@ -11,13 +11,12 @@ import {
   BrokerHeartbeatFailure,
   type Decision,
   type Delivery,
-  MessageProcessor,
   type PreparedMessage,
 } from './message-processor';
-import { type KafkaIdempotencyOptions, resolveKafkaOptions } from './options';
-import { PartitionPauser } from './partition-pauser';
+import type { KafkaIdempotencyOptions } from './options';
 import { PendingClaims } from './pending-claims';
 import type { EachBatchPayloadLike, KafkaMessageLike } from './types';
+import { buildWrapperParts } from './wrapper-parts';
 
 /** An `eachBatch` function, with `close()` to clear its resume timers when the consumer goes away. */
 export interface IdempotentEachBatch {
@@ -58,14 +57,13 @@ export function idempotentEachBatch<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachBatch {
-  if (!dependencies?.idempotency || !dependencies.consumer) {
-    throw new InvalidOptionError('idempotentEachBatch needs { idempotency, consumer }');
-  }
-  if (typeof handler !== 'function') throw new InvalidOptionError('idempotentEachBatch needs a handler');
+  const { resolved, processor, pauser } = buildWrapperParts(
+    'idempotentEachBatch',
+    dependencies,
+    options,
+    handler,
+  );
   const { idempotency } = dependencies;
-  const resolved = resolveKafkaOptions(options, dependencies.producer !== undefined);
-  const processor = new MessageProcessor(idempotency, dependencies.producer, resolved, handler);
-  const pauser = new PartitionPauser(dependencies.consumer, resolved.onEvent);
   /** Per partition, the offset an early stop left unresolved: the next batch claims it alone first. */
   const stoppedAt = new Map<string, string>();
   const leaseMs = resolved.leaseMs ?? idempotency.options.leaseMs;

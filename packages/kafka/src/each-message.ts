@@ -2,10 +2,10 @@ import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer, PartitionPausedError } from './errors';
 import type { KafkaHandler } from './handler';
-import { BrokerHeartbeatFailure, type Decision, type Delivery, MessageProcessor } from './message-processor';
-import { type KafkaIdempotencyOptions, resolveKafkaOptions } from './options';
-import { PartitionPauser } from './partition-pauser';
+import { BrokerHeartbeatFailure, type Decision, type Delivery } from './message-processor';
+import type { KafkaIdempotencyOptions } from './options';
 import type { EachMessagePayloadLike } from './types';
+import { buildWrapperParts } from './wrapper-parts';
 
 /** An `eachMessage` function, with `close()` to clear its resume timers when the consumer goes away. */
 export interface IdempotentEachMessage {
@@ -48,13 +48,12 @@ export function idempotentEachMessage<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachMessage {
-  if (!dependencies?.idempotency || !dependencies.consumer) {
-    throw new InvalidOptionError('idempotentEachMessage needs { idempotency, consumer }');
-  }
-  if (typeof handler !== 'function') throw new InvalidOptionError('idempotentEachMessage needs a handler');
-  const resolved = resolveKafkaOptions(options, dependencies.producer !== undefined);
-  const processor = new MessageProcessor(dependencies.idempotency, dependencies.producer, resolved, handler);
-  const pauser = new PartitionPauser(dependencies.consumer, resolved.onEvent);
+  const { resolved, processor, pauser } = buildWrapperParts(
+    'idempotentEachMessage',
+    dependencies,
+    options,
+    handler,
+  );
 
   const eachMessage = async (payload: EachMessagePayloadLike): Promise<void> => {
     const { topic, partition, message } = payload;
