@@ -6,7 +6,11 @@ const transform = {
     { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' } },
   ],
 };
-const moduleNameMapper = { '^@idempotent-consumer/([a-z-]+)$': '<rootDir>/packages/$1/src' };
+const moduleNameMapper = {
+  '^@idempotent-consumer/([a-z-]+)$': '<rootDir>/packages/$1/src',
+  // sub-path entries, such as @idempotent-consumer/http/express
+  '^@idempotent-consumer/([a-z-]+)/([a-z-]+)$': '<rootDir>/packages/$1/src/$2',
+};
 
 /** @type {import('jest').Config} */
 module.exports = {

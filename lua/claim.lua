@@ -7,36 +7,55 @@
   ARGV[2]  retentionMs     integer > 0, how long the record outlives its lease (and the TTL of a finished record)
   ARGV[3]  fingerprint     SHA-256 hex of the payload, or '' for none (no comparison)
   ARGV[4]  maxAttempts     integer >= 0; 0 = unlimited. A claim that would start attempt maxAttempts + 1
-                           (of a released record, or a stale one whose worker died, e.g. a message that
-                           crashes its consumer) turns the record FAILED instead
+                           (of a released record, or a stale one whose worker died while its handler ran,
+                           e.g. a message that crashes its consumer) turns the record FAILED instead
+  ARGV[5]  reserve         '1': reserve the key without counting an attempt (batch consumers); the attempt
+                           counts when start.lua reports that the handler starts. '0' (or absent): count now
 
-  Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt,
-  f fingerprint, e lease expiry (ms, server clock), r result, h has result (1/0), x error, c created (ms),
-  u updated (ms).
+  Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
+  (handlers started), f fingerprint (absent when none was given), e lease expiry (ms, server clock),
+  r result (absent when completed without one), x error, c created (ms; dropped on completion: a finished
+  record keeps only what duplicates and operators need), u updated (ms; the completion time once
+  completed), v reserved ('1': claimed, handler not started yet),
+  l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
+  d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
+  b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs);
+    the next claim is ACQUIRED_STALE; cleared when a handler starts: a counted claim, or start.lua).
+  Only fields with a value are stored (a completed record with a small result fits the allocator's
+  96-byte class: bench/README.md, memory). Records written before this layout may carry h ('0': completed
+  without a result, its r is ''); complete.lua removes it.
+
+  Fencing token: max(previous token + 1, server TIME in microseconds). It grows with every claim of the
+  key, and also across the loss of the record (DEL, expiry, eviction, a restart without persistence) as
+  long as the server clock does not go back. About 1.8e15 today: exact in a double (< 2^53) until 2255.
 
   Replies (array, first element is the outcome):
-    {'ACQUIRED',         token, attempt, leaseExpiresAtMs, nowMs}
-    {'ACQUIRED_STALE',   token, attempt, leaseExpiresAtMs, nowMs}   previous holder's lease had expired
+    {'ACQUIRED',         token, attempt, leaseExpiresAtMs, nowMs, started}
+    {'ACQUIRED_STALE',   token, attempt, leaseExpiresAtMs, nowMs, started}   previous holder's handler ran
+                         and its lease expired, or it was released abandoned (b): it may be partial or
+                         still running. started is 1 when the attempt was counted, 0 for a reservation
+                         (attempt is then the one the handler will run as)
     {'DUPLICATE',        token, attempt, hasResult (0/1), result, completedAtMs}
     {'CONFLICT',         token, attempt, remainingLeaseMs}
     {'PAYLOAD_MISMATCH', token, attempt, state}
-    {'FAILED',           token, attempt, error}
+    {'FAILED',           token, attempt, error, deadLettered (0/1)}
   Lua errors are raised only for malformed arguments.
 ]]
+--- @include "includes/clock"
 local rcall = redis.call
 local key = KEYS[1]
 local leaseMs = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
 local fingerprint = ARGV[3]
 local maxAttempts = tonumber(ARGV[4])
+local reserve = ARGV[5] == '1'
 if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0 then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
-local time = rcall('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now, nowUs = serverClock()
 
-local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x')
+local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b')
 local state = rec[1]
 local token = tonumber(rec[2] or '0')
 local attempt = tonumber(rec[3] or '0')
@@ -47,39 +66,62 @@ if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= ''
 end
 
 if state == 'C' then
-  return {'DUPLICATE', token, attempt, tonumber(rec[6] or '0'), rec[7] or '', tonumber(rec[8] or '0')}
+  local hasResult = rec[7] and rec[6] ~= '0'
+  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', tonumber(rec[8] or '0')}
 end
 if state == 'F' then
-  return {'FAILED', token, attempt, rec[9] or ''}
+  return {'FAILED', token, attempt, rec[9] or '', rec[11] == '1' and 1 or 0}
 end
 
 local outcome = 'ACQUIRED'
+local ranBefore = state == 'P' and rec[10] ~= '1'
+local abandoned = rec[12] == '1'
+if abandoned then
+  outcome = 'ACQUIRED_STALE'
+end
 if state == 'P' then
   local expiresAt = tonumber(rec[5] or '0')
   if expiresAt > now then
     return {'CONFLICT', token, attempt, expiresAt - now}
   end
-  outcome = 'ACQUIRED_STALE'
+  -- A stale reservation never started its handler: nothing of it can be partial.
+  if ranBefore then
+    outcome = 'ACQUIRED_STALE'
+  end
 end
 if state and maxAttempts > 0 and attempt >= maxAttempts then
-  local err = 'ATTEMPTS_EXHAUSTED: ' .. attempt .. ' of ' .. maxAttempts .. ' attempts used'
-  if state == 'P' then
+  local err = 'ATTEMPTS_EXHAUSTED: ' .. int(attempt) .. ' of ' .. int(maxAttempts) .. ' attempts used'
+  if ranBefore then
     err = err .. ', the last one lost its lease'
+    rcall('HSET', key, 'l', '1')
+  elseif abandoned then
+    err = err .. ', the last one was abandoned by its handler timeout'
   end
-  rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
-  rcall('HDEL', key, 'e')
+  rcall('HSET', key, 's', 'F', 'x', err, 'u', int(now))
+  rcall('HDEL', key, 'e', 'v', 'b')
   rcall('PEXPIRE', key, retentionMs)
-  return {'FAILED', token, attempt, err}
+  return {'FAILED', token, attempt, err, 0}
 end
 
-token = token + 1
-attempt = attempt + 1
+token = math.max(token + 1, nowUs)
 local expiresAt = now + leaseMs
-rcall('HSET', key, 's', 'P', 't', token, 'a', attempt, 'e', expiresAt, 'u', now)
+local started = 1
+local counted = attempt + 1
+if reserve then
+  started = 0
+  counted = attempt
+elseif rec[10] or abandoned then
+  rcall('HDEL', key, 'v', 'b')
+end
+rcall('HSET', key, 's', 'P', 't', int(token), 'a', int(counted), 'e', int(expiresAt), 'u', int(now))
+if reserve then
+  rcall('HSET', key, 'v', '1')
+end
 if not state then
-  rcall('HSET', key, 'c', now, 'f', fingerprint)
-elseif fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
+  rcall('HSET', key, 'c', int(now))
+end
+if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
   rcall('HSET', key, 'f', fingerprint)
 end
 rcall('PEXPIRE', key, leaseMs + retentionMs)
-return {outcome, token, attempt, expiresAt, now}
+return {outcome, token, attempt + 1, expiresAt, now, started}

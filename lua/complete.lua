@@ -5,16 +5,26 @@
 
   ARGV[1]  fencingToken    integer, the token the claim returned
   ARGV[2]  retentionMs     integer > 0, TTL of the completed record
-  ARGV[3]  hasResult       '1' to store ARGV[4] as the result, '0' to store none
+  ARGV[3]  hasResult       '1' to store ARGV[4] as the result (field r), '0' to store none (no r)
   ARGV[4]  result          encoded result (opaque string), '' when hasResult is '0'
+
+  The completed record keeps s, t, a, u (the completion time), f when a fingerprint was given and r:
+  everything a duplicate's reply and `store.get` need; the other fields are removed (claim.lua).
 
   The claim is held while the record is IN_PROGRESS with this token. An expired lease that nobody has
   claimed since still carries this token, so completing it is safe: no other worker can have started.
+  The same holds for a record that claim turned FAILED only because this last attempt's lease lapsed
+  (l = '1'): nobody ran after it, so its holder's completion is recorded rather than refused.
+
+  Waiters for the outcome are told on the sharded Pub/Sub channel KEYS[1] (includes/notify.lua).
 
   Replies:
     {'OK', nowMs}
     {'LEASE_LOST', currentToken, state}   state '' when the record no longer exists; nothing changed
 ]]
+--- @include "includes/clock"
+--- @include "includes/fence"
+--- @include "includes/notify"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
@@ -25,16 +35,19 @@ if not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' 
   return redis.error_reply('ERR idempotency complete: bad arguments')
 end
 
-local rec = rcall('HMGET', key, 's', 't')
-local state = rec[1]
-local token = tonumber(rec[2] or '0')
-if state ~= 'P' or token ~= fencingToken then
-  return {'LEASE_LOST', token, state or ''}
+local lost = fence(key, fencingToken, {P = true, F = 'lapsed'})
+if lost then
+  return lost
 end
 
-local time = rcall('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-rcall('HSET', key, 's', 'C', 'h', hasResult, 'r', result, 'u', now)
-rcall('HDEL', key, 'e')
+local now = serverClock()
+rcall('HSET', key, 's', 'C', 'u', int(now))
+if hasResult == '1' then
+  rcall('HSET', key, 'r', result)
+  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h')
+else
+  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'r')
+end
 rcall('PEXPIRE', key, retentionMs)
+notifyOutcome(key, 'C')
 return {'OK', now}

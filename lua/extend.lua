@@ -11,6 +11,8 @@
     {'OK', leaseExpiresAtMs, nowMs}
     {'LEASE_LOST', currentToken, state}   nothing changed
 ]]
+--- @include "includes/clock"
+--- @include "includes/fence"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
@@ -20,16 +22,13 @@ if not fencingToken or not leaseMs or leaseMs <= 0 or not retentionMs or retenti
   return redis.error_reply('ERR idempotency extend: bad arguments')
 end
 
-local rec = rcall('HMGET', key, 's', 't')
-local state = rec[1]
-local token = tonumber(rec[2] or '0')
-if state ~= 'P' or token ~= fencingToken then
-  return {'LEASE_LOST', token, state or ''}
+local lost = fence(key, fencingToken, {P = true})
+if lost then
+  return lost
 end
 
-local time = rcall('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = serverClock()
 local expiresAt = now + leaseMs
-rcall('HSET', key, 'e', expiresAt, 'u', now)
+rcall('HSET', key, 'e', int(expiresAt), 'u', int(now))
 rcall('PEXPIRE', key, leaseMs + retentionMs)
 return {'OK', expiresAt, now}

@@ -8,10 +8,15 @@
   ARGV[2]  retentionMs     integer > 0, TTL of the failed record
   ARGV[3]  error           short description of the error (opaque string)
 
+  Waiters for the outcome are told on the sharded Pub/Sub channel KEYS[1] (includes/notify.lua).
+
   Replies:
     {'OK', nowMs}
     {'LEASE_LOST', currentToken, state}   nothing changed
 ]]
+--- @include "includes/clock"
+--- @include "includes/fence"
+--- @include "includes/notify"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
@@ -21,16 +26,14 @@ if not fencingToken or not retentionMs or retentionMs <= 0 or not err then
   return redis.error_reply('ERR idempotency fail: bad arguments')
 end
 
-local rec = rcall('HMGET', key, 's', 't')
-local state = rec[1]
-local token = tonumber(rec[2] or '0')
-if state ~= 'P' or token ~= fencingToken then
-  return {'LEASE_LOST', token, state or ''}
+local lost = fence(key, fencingToken, {P = true})
+if lost then
+  return lost
 end
 
-local time = rcall('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
-rcall('HDEL', key, 'e')
+local now = serverClock()
+rcall('HSET', key, 's', 'F', 'x', err, 'u', int(now))
+rcall('HDEL', key, 'e', 'v')
 rcall('PEXPIRE', key, retentionMs)
+notifyOutcome(key, 'F')
 return {'OK', now}

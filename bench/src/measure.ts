@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 
-/** Latency statistics of one sequential scenario, in microseconds. */
+/** Latency statistics of one scenario, in microseconds. */
 export interface LatencyStats {
   readonly count: number;
   readonly meanUs: number;
@@ -8,31 +8,38 @@ export interface LatencyStats {
   readonly p99Us: number;
 }
 
-/** Throughput of one concurrent scenario. */
-export interface ThroughputStats {
-  readonly count: number;
+/** Throughput of one concurrent scenario, with the latency of each call while `inFlight` were outstanding. */
+export interface ThroughputStats extends LatencyStats {
   readonly inFlight: number;
   readonly seconds: number;
   readonly perSecond: number;
 }
 
 /** The `q` quantile (0..1) of sorted values, nearest rank. */
-function quantile(sorted: readonly number[], q: number): number {
+export function quantile(sorted: ArrayLike<number>, q: number): number {
   const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
   return sorted[index]!;
 }
 
+/** Mean, p50 and p99 of samples in microseconds. */
+export function latencyOf(samples: Float64Array): LatencyStats {
+  const sorted = Float64Array.from(samples).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return {
+    count: sorted.length,
+    meanUs: sum / sorted.length,
+    p50Us: quantile(sorted, 0.5),
+    p99Us: quantile(sorted, 0.99),
+  };
+}
+
 /** Runs `op(i)` for i = 0..count-1 one after another and returns per-call latencies. */
-export async function sequential(count: number, op: (i: number) => Promise<unknown>): Promise<LatencyStats> {
-  const samples = new Float64Array(count);
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await op(i);
-    samples[i] = (performance.now() - started) * 1000;
-  }
-  const sorted = [...samples].sort((a, b) => a - b);
-  const sum = sorted.reduce((a, b) => a + b, 0);
-  return { count, meanUs: sum / count, p50Us: quantile(sorted, 0.5), p99Us: quantile(sorted, 0.99) };
+export async function sequential(
+  count: number,
+  op: (i: number) => Promise<unknown>,
+): Promise<ThroughputStats> {
+  return concurrent(count, 1, op);
 }
 
 /** Runs `op(i)` for i = 0..count-1 with `inFlight` calls outstanding at any time. */
@@ -41,13 +48,26 @@ export async function concurrent(
   inFlight: number,
   op: (i: number) => Promise<unknown>,
 ): Promise<ThroughputStats> {
+  const samples = new Float64Array(count);
   let next = 0;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < count) await op(next++);
+    Array.from({ length: Math.min(inFlight, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        const t = performance.now();
+        await op(i);
+        samples[i] = (performance.now() - t) * 1000;
+      }
     }),
   );
   const seconds = (performance.now() - started) / 1000;
-  return { count, inFlight, seconds, perSecond: count / seconds };
+  return { ...latencyOf(samples), inFlight, seconds, perSecond: count / seconds };
+}
+
+/** The median of numbers (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }

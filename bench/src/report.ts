@@ -1,50 +1,152 @@
 import Table from 'cli-table3';
-import type { LatencyStats, ThroughputStats } from './measure';
+import type { AdapterRow } from './adapters/adapter-row';
+import type { ClaimManyRow } from './claim-many';
+import type { HandoffRow } from './handoff';
 import type { MemoryRow } from './memory';
+import type { RaceResult, StalledOwnerVerdict } from './race';
+import { med, type Series } from './throughput';
 
 const us = (v: number) => (v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0));
-const ratio = (v: number, reference: number) => `${(v / reference).toFixed(2)}×`;
+const int = (v: number) => Math.round(v).toLocaleString('en-US');
+const x = (v: number) => `${v.toFixed(2)}×`;
 /** Colours only on a terminal, so a piped or logged table stays plain text. */
 const style = process.stdout.isTTY ? {} : { style: { head: [], border: [] } };
 
-/** Sequential latency per message, with the p50 ratio against the reference row. */
-export function latencyTable(rows: [string, LatencyStats][], referenceName: string): string {
-  const reference = rows.find(([name]) => name === referenceName)![1];
+/** A throughput/latency table; ratios are medians over rounds against the first row of the same round. */
+export function seriesTable(title: string, series: readonly Series[], ratioHead: string): string {
   const table = new Table({
-    head: ['sequential (1 in flight)', 'messages', 'p50 µs', 'p99 µs', 'mean µs', 'p50 vs reference'],
+    head: [title, 'in flight', 'msg/s', 'p50 µs', 'p99 µs', ratioHead, 'p99 vs ref'],
     ...style,
   });
-  for (const [name, s] of rows) {
-    table.push([name, s.count, us(s.p50Us), us(s.p99Us), us(s.meanUs), ratio(s.p50Us, reference.p50Us)]);
-  }
-  return table.toString();
-}
-
-/** Concurrent throughput, with the ratio against the reference measured with the same client settings. */
-export function throughputTable(rows: [string, boolean, ThroughputStats][], referenceName: string): string {
-  const table = new Table({
-    head: ['concurrent', 'auto-pipelining', 'in flight', 'messages', 'msg/s', 'µs/msg', 'time vs reference'],
-    ...style,
-  });
-  for (const [name, pipelining, s] of rows) {
-    const reference = rows.find(([n, p]) => n === referenceName && p === pipelining)![2];
+  for (const s of series) {
     table.push([
-      name,
-      pipelining ? 'on' : 'off',
-      s.inFlight,
-      s.count,
-      Math.round(s.perSecond).toLocaleString('en-US'),
-      us(1e6 / s.perSecond),
-      ratio(reference.perSecond, s.perSecond),
+      s.name,
+      s.rounds[0]!.inFlight,
+      int(med(s, (t) => t.perSecond)),
+      us(med(s, (t) => t.p50Us)),
+      us(med(s, (t) => t.p99Us)),
+      x(s.ratio),
+      x(s.p99Ratio),
     ]);
   }
   return table.toString();
 }
 
-/** Memory per record (`MEMORY USAGE`), with the ratio against the reference's string key. */
-export function memoryTable(rows: MemoryRow[]): string {
-  const reference = rows[0]!.bytes;
-  const table = new Table({ head: ['memory per record', 'bytes', 'vs reference'], ...style });
-  for (const row of rows) table.push([row.what, row.bytes, ratio(row.bytes, reference)]);
+/** Correctness under contention, per contender. */
+export function raceTable(
+  rows: readonly { name: string; race: RaceResult; stalled: StalledOwnerVerdict }[],
+): string {
+  const table = new Table({
+    head: [
+      'contender',
+      'keys × callers',
+      'handler runs',
+      'keys run twice',
+      'busy',
+      'errors',
+      'duplicate after a stalled owner gets',
+    ],
+    ...style,
+  });
+  for (const { name, race, stalled } of rows) {
+    table.push([
+      name,
+      `${race.keys} × ${race.callers}`,
+      race.runs,
+      race.keysRunTwice,
+      race.busy,
+      race.errors,
+      stalled,
+    ]);
+  }
+  return table.toString();
+}
+
+export function claimManyTable(rows: readonly ClaimManyRow[]): string {
+  const table = new Table({
+    head: ['claimMany', 'calls', 'round trips per call (one node)', 'keys/s', 'p50 µs per call'],
+    ...style,
+  });
+  for (const r of rows)
+    table.push([`${r.batch} keys`, r.calls, r.writesPerCall.toFixed(2), int(r.keysPerSecond), us(r.p50Us)]);
+  return table.toString();
+}
+
+export function adapterTable(rows: readonly AdapterRow[]): string {
+  const table = new Table({
+    head: ['adapter', 'setting', 'messages', 'bare client msg/s', 'with the SDK msg/s', 'SDK ÷ bare'],
+    ...style,
+  });
+  for (const r of rows)
+    table.push([
+      r.broker,
+      r.setting,
+      r.messages,
+      int(r.bareMsgPerSecond),
+      int(r.sdkMsgPerSecond),
+      x(r.ratio),
+    ]);
+  return table.toString();
+}
+
+export function memoryTable(rows: readonly MemoryRow[]): string {
+  const table = new Table({
+    head: [
+      'memory per record',
+      'records',
+      'result bytes',
+      'used_memory B/record',
+      'string key B',
+      'ratio',
+      'MEMORY USAGE B',
+      'string key B',
+      'ratio',
+    ],
+    ...style,
+  });
+  for (const r of rows) {
+    table.push([
+      r.shape,
+      r.records,
+      r.resultBytes,
+      int(r.usedMemoryPerRecord),
+      int(r.referencePerRecord),
+      x(r.usedMemoryPerRecord / r.referencePerRecord),
+      int(r.memoryUsage),
+      int(r.referenceMemoryUsage),
+      x(r.memoryUsage / r.referenceMemoryUsage),
+    ]);
+  }
+  return table.toString();
+}
+
+/** One target of issue 9 and whether this run met it. */
+export interface Target {
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean;
+}
+
+export function targetTable(targets: readonly Target[]): string {
+  const table = new Table({ head: ['target (issue 9)', 'measured', 'met'], ...style });
+  for (const t of targets) table.push([t.target, t.measured, t.met ? 'yes' : 'NO']);
+  return table.toString();
+}
+
+/** Holder's complete → waiting duplicate's settle. */
+export function handoffTable(rows: readonly HandoffRow[]): string {
+  const table = new Table({
+    head: ['duplicate waiting for the holder (conflictWaitMs)', 'samples', 'p50 µs', 'p99 µs', 'mean µs'],
+    ...style,
+  });
+  for (const r of rows) {
+    table.push([
+      r.notifications ? 'outcome notifications (sharded Pub/Sub)' : 'polling only',
+      r.stats.count,
+      us(r.stats.p50Us),
+      us(r.stats.p99Us),
+      us(r.stats.meanUs),
+    ]);
+  }
   return table.toString();
 }

@@ -1,146 +1,421 @@
 /**
- * `npm run bench`: the per-message overhead of `Idempotency.run` on real Redis, against a reference measured
- * in the same run (the minimal two-round-trip dedup `SET NX PX` + `SET PX`, and the bare handler), as
- * sequential latency (p50/p99), concurrent throughput (64 in flight, auto-pipelining off and on) and
- * memory per record. Redis: `REDIS_URL`, else 127.0.0.1:6379. Takes well under a minute.
- *
- * Environment: `BENCH_MESSAGES` (sequential messages per scenario, default 5000),
- * `BENCH_CONCURRENT_MESSAGES` (default 30000), `BENCH_IN_FLIGHT` (default 64).
+ * `npm run bench [-- --quick] [-- --only core peers ...]`: idempotent-consumer measured against references
+ * in the same run on the same Redis (`REDIS_URL`, else 127.0.0.1:6379): the bare scripts sent by EVALSHA,
+ * Powertools' idempotency utility and message-queue-toolkit's deduplication store, the broker clients
+ * without the SDK, and a plain string key for memory. Prints tables and writes `bench/results/latest.json`.
+ * See bench/README.md.
  */
-import { cpus } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname } from 'node:path';
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
-import { concurrent, type LatencyStats, sequential, type ThroughputStats } from './measure';
-import { measureMemory } from './memory';
-import { latencyTable, memoryTable, throughputTable } from './report';
+import type { AdapterRow } from './adapters/adapter-row';
+import { benchKafka } from './adapters/kafka';
+import { benchRabbitmq } from './adapters/rabbitmq';
+import { benchSqs } from './adapters/sqs';
+import { bareScripts } from './bare-scripts';
+import { type ClaimManyRow, measureClaimMany } from './claim-many';
+import type { Contender } from './contender';
+import { type HandoffRow, measureHandoff } from './handoff';
+import { type MemoryRow, measureMemory } from './memory';
+import { type BenchOptions, parseOptions, type Section } from './options';
+import { Ours, ours } from './ours';
+import { messageQueueToolkit } from './peers/message-queue-toolkit';
+import { powertools } from './peers/powertools';
+import { startPrivateRedis } from './private-redis';
+import { type RaceResult, race, type StalledOwnerVerdict, stalledOwner } from './race';
+import { connectRedis, deleteByPrefix, redisUrl } from './redis';
 import {
-  bareHandler,
-  idempotencyDuplicate,
-  idempotencyRun,
-  reference,
-  referenceDuplicate,
-  type Scenario,
-  storeOnly,
-} from './scenarios';
+  adapterTable,
+  claimManyTable,
+  handoffTable,
+  memoryTable,
+  raceTable,
+  seriesTable,
+  type Target,
+  targetTable,
+} from './report';
+import { stalledHeartbeats } from './stalled-store';
+import { bareClaimOnly, measureRounds, type Series } from './throughput';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const SEQUENTIAL = Number(process.env.BENCH_MESSAGES ?? 5_000);
-const CONCURRENT = Number(process.env.BENCH_CONCURRENT_MESSAGES ?? 30_000);
-const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 64);
 const prefix = `bench:${process.pid}:${Date.now().toString(36)}`;
+const out = (text: string) => process.stdout.write(`${text}\n`);
 
-async function connect(enableAutoPipelining: boolean): Promise<Redis> {
-  const redis = new Redis(url, {
-    enableAutoPipelining,
-    lazyConnect: true,
-    connectTimeout: 2_000,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
-  });
-  await redis.connect();
-  await redis.ping();
-  return redis;
+interface Results {
+  core?: {
+    concurrent: Series[];
+    sequential: Series[];
+    duplicates: Series[];
+    sequentialDuplicates: Series[];
+    handoff: HandoffRow[];
+  };
+  peers?: {
+    concurrent: Series[];
+    duplicates: Series[];
+    race: { name: string; race: RaceResult; stalled: StalledOwnerVerdict }[];
+  };
+  claimMany?: ClaimManyRow[];
+  adapters?: { rows: AdapterRow[]; skipped: string[] };
+  memory?: { records: number; rows: MemoryRow[] } | { skipped: string };
 }
 
-async function deleteByPrefix(redis: Redis): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 5_000);
-    cursor = next;
-    if (keys.length > 0) await redis.unlink(...keys);
-  } while (cursor !== '0');
+async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<NonNullable<Results['core']>> {
+  const bare = await bareScripts(plain, `${prefix}:bare`);
+  const barePipelined = await bareScripts(pipelined, `${prefix}:bare-ap`);
+  const run = ours(plain, `${prefix}:ours`);
+  const runPipelined = ours(pipelined, `${prefix}:ours-ap`, 'Idempotency.run, auto-pipelining on');
+  Object.assign(barePipelined, { name: 'bare EVALSHA, auto-pipelining on' });
+  // Warm-up: script cache, connections, JIT.
+  await measureRounds([bare, run, barePipelined, runPipelined], 1, 2_000, o.inFlight, 'warm');
+
+  const concurrent = await measureRounds(
+    [bare, run, barePipelined, runPipelined],
+    o.rounds,
+    o.concurrentMessages,
+    o.inFlight,
+    'conc',
+  );
+  out(seriesTable(`new keys, ${o.inFlight} in flight`, concurrent, 'msg/s vs bare'));
+  const duplicates = await measureRounds(
+    [bareClaimOnly(bare), run],
+    o.rounds,
+    o.concurrentMessages,
+    o.inFlight,
+    'conc',
+  );
+  out(seriesTable(`duplicates, ${o.inFlight} in flight`, duplicates, 'msg/s vs bare'));
+  const sequential = await measureRounds([bare, run], o.rounds, o.sequentialMessages, 1, 'seq');
+  out(seriesTable('new keys, sequential', sequential, 'msg/s vs bare'));
+  const sequentialDuplicates = await measureRounds(
+    [bareClaimOnly(bare), run],
+    o.rounds,
+    o.sequentialMessages,
+    1,
+    'seq',
+  );
+  out(seriesTable('duplicates, sequential', sequentialDuplicates, 'msg/s vs bare'));
+  const handoff = [
+    await measureHandoff(plain, prefix, o.quick ? 30 : 150, true),
+    await measureHandoff(plain, prefix, o.quick ? 30 : 150, false),
+  ];
+  out(handoffTable(handoff));
+  return { concurrent, sequential, duplicates, sequentialDuplicates, handoff };
 }
 
-/** Best of two alternating rounds (lower p50), so a scenario is not judged on one noisy pass. */
-async function latencies(
-  make: (round: string) => Scenario[],
-  count: number,
-): Promise<[string, LatencyStats][]> {
-  const best = new Map<string, LatencyStats>();
-  for (const round of ['a', 'b']) {
-    for (const scenario of make(round)) {
-      const stats = await sequential(count, (i) => scenario.process(i));
-      const prior = best.get(scenario.name);
-      if (!prior || stats.p50Us < prior.p50Us) best.set(scenario.name, stats);
+async function peers(o: BenchOptions, plain: Redis): Promise<NonNullable<Results['peers']>> {
+  // Powertools warns on every call without a Lambda context ("Could not determine remaining time left");
+  // count the warnings instead of flooding the tables.
+  const warn = console.warn;
+  let warnings = 0;
+  console.warn = () => {
+    warnings++;
+  };
+  const opened: Contender[] = [];
+  const open = async <C extends Contender>(c: Promise<C>) => {
+    const contender = await c;
+    opened.push(contender);
+    return contender;
+  };
+  const clients: Redis[] = [];
+  /** Another ioredis connection, so that racing callers do not share one socket. */
+  const connection = async () => {
+    const redis = await connectRedis(false);
+    clients.push(redis);
+    return redis;
+  };
+  try {
+    const contenders = [
+      ours(plain, `${prefix}:p-ours`),
+      await open(powertools(`${prefix}:p-pt`)),
+      await open(powertools(`${prefix}:p-ptc`, { lambdaRemainingMs: 30_000 })),
+      await open(messageQueueToolkit(plain, `${prefix}:p-mqt`)),
+    ];
+    await measureRounds(contenders, 1, 500, o.inFlight, 'warm');
+    const concurrent = await measureRounds(contenders, o.peerRounds, o.peerMessages, o.inFlight, 'conc');
+    out(seriesTable(`peers, new keys, ${o.inFlight} in flight`, concurrent, 'msg/s vs ours'));
+    const duplicates = await measureRounds(contenders, o.peerRounds, o.peerMessages, o.inFlight, 'conc');
+    out(seriesTable(`peers, duplicates, ${o.inFlight} in flight`, duplicates, 'msg/s vs ours'));
+
+    // Races: 4 instances (connections) per contender, 16 callers on each of 200 keys.
+    const lease = 1_000;
+    const raceRows: NonNullable<Results['peers']>['race'] = [];
+    const makers: [string, () => Promise<Contender>, () => Promise<{ owner: Contender; unstall(): void }>][] =
+      [
+        [
+          contenders[0]!.name,
+          async () => ours(await connection(), `${prefix}:r-ours`),
+          async () => {
+            const stalled = stalledHeartbeats(
+              new RedisIdempotencyStore({ redis: plain }, { keyPrefix: `${prefix}:s-ours` }),
+            );
+            return {
+              owner: new Ours('owner', stalled.store, 'bench', { leaseMs: lease }),
+              unstall: stalled.unstall,
+            };
+          },
+        ],
+        [
+          contenders[1]!.name,
+          () => open(powertools(`${prefix}:r-pt`)),
+          async () => ({
+            owner: await open(powertools(`${prefix}:s-pt`, { expiresAfterSeconds: 1 })),
+            unstall() {},
+          }),
+        ],
+        [
+          contenders[2]!.name,
+          () => open(powertools(`${prefix}:r-ptc`, { lambdaRemainingMs: 30_000 })),
+          async () => ({
+            owner: await open(powertools(`${prefix}:s-ptc`, { lambdaRemainingMs: lease })),
+            unstall() {},
+          }),
+        ],
+        [
+          contenders[3]!.name,
+          async () => open(messageQueueToolkit(await connection(), `${prefix}:r-mqt`)),
+          async () => ({
+            owner: await open(
+              messageQueueToolkit(plain, `${prefix}:s-mqt`, {
+                lockTimeoutSeconds: 1,
+                refreshIntervalSeconds: 60,
+              }),
+            ),
+            unstall() {},
+          }),
+        ],
+      ];
+    const takers: Record<number, () => Promise<Contender>> = {
+      0: async () =>
+        new Ours('taker', new RedisIdempotencyStore({ redis: plain }, { keyPrefix: `${prefix}:s-ours` })),
+      1: () => open(powertools(`${prefix}:s-pt`, { expiresAfterSeconds: 1 })),
+      2: () => open(powertools(`${prefix}:s-ptc`, { lambdaRemainingMs: lease })),
+      3: () =>
+        open(
+          messageQueueToolkit(plain, `${prefix}:s-mqt`, {
+            lockTimeoutSeconds: 1,
+            refreshIntervalSeconds: 60,
+          }),
+        ),
+    };
+    const stalls = await Promise.all(
+      makers.map(async ([, , makeOwner], i) => {
+        const { owner, unstall } = await makeOwner();
+        return stalledOwner(owner, await takers[i]!(), 'stalled-key', lease, unstall);
+      }),
+    );
+    for (const [i, [name, make]] of makers.entries()) {
+      const instances = await Promise.all([make(), make(), make(), make()]);
+      raceRows.push({
+        name,
+        race: await race(instances, 'race', o.raceKeys, o.raceCallers),
+        stalled: stalls[i]!,
+      });
+    }
+    out(raceTable(raceRows));
+    if (warnings > 0) out(`(peer libraries printed ${warnings} warnings, suppressed)`);
+    return { concurrent, duplicates, race: raceRows };
+  } finally {
+    console.warn = warn;
+    await Promise.all(opened.map((c) => c.close().catch(() => {})));
+    await Promise.all(clients.map((c) => c.quit().catch(() => {})));
+  }
+}
+
+async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Results['adapters']>> {
+  const idempotency = new Idempotency(
+    { store: new RedisIdempotencyStore({ redis: plain }, { keyPrefix: `${prefix}:adapters` }) },
+    { leaseMs: 30_000, retentionMs: 600_000 },
+  );
+  const rows: AdapterRow[] = [];
+  const skipped: string[] = [];
+  const benches: [string, () => Promise<AdapterRow>][] = [
+    ['RabbitMQ', () => benchRabbitmq(idempotency, o.adapterMessages.rabbitmq)],
+    ['Kafka', () => benchKafka(idempotency, o.adapterMessages.kafka)],
+    ['SQS', () => benchSqs(idempotency, o.adapterMessages.sqs)],
+  ];
+  for (const [name, bench] of benches) {
+    try {
+      rows.push(await bench());
+    } catch (error) {
+      skipped.push(`${name}: ${(error as Error).message}`);
     }
   }
-  return [...best];
+  out(adapterTable(rows));
+  for (const s of skipped) out(`skipped ${s}`);
+  return { rows, skipped };
+}
+
+async function memory(o: BenchOptions): Promise<NonNullable<Results['memory']>> {
+  let server: Awaited<ReturnType<typeof startPrivateRedis>>;
+  try {
+    server = await startPrivateRedis();
+  } catch (error) {
+    const skipped = `memory needs a private redis-server: ${(error as Error).message}`;
+    out(`skipped ${skipped}`);
+    return { skipped };
+  }
+  const saved = process.env.REDIS_URL;
+  process.env.REDIS_URL = server.url;
+  try {
+    const redis = new Redis(server.url);
+    try {
+      const rows = await measureMemory(redis, o.memoryRecords);
+      out(memoryTable(rows));
+      return { records: o.memoryRecords, rows };
+    } finally {
+      redis.disconnect();
+    }
+  } finally {
+    if (saved === undefined) delete process.env.REDIS_URL;
+    else process.env.REDIS_URL = saved;
+    await server.stop();
+  }
+}
+
+function targets(r: Results): Target[] {
+  const t: Target[] = [];
+  const find = (s: Series[] | undefined, name: string) => s?.find((x) => x.name.startsWith(name));
+  const pct = (v: number) => `${(v * 100).toFixed(0)}%`;
+  if (r.core) {
+    const conc = find(r.core.concurrent, 'idempotent-consumer')!;
+    const seq = find(r.core.sequential, 'idempotent-consumer')!;
+    const dup = find(r.core.duplicates, 'idempotent-consumer')!;
+    t.push({ target: 'run ≥ 85% of bare, 50 in flight', measured: pct(conc.ratio), met: conc.ratio >= 0.85 });
+    t.push({ target: 'run ≥ 90% of bare, sequential', measured: pct(seq.ratio), met: seq.ratio >= 0.9 });
+    t.push({
+      target: 'run p99 ≤ 1.2× bare (50 in flight)',
+      measured: `${conc.p99Ratio.toFixed(2)}×`,
+      met: conc.p99Ratio <= 1.2,
+    });
+    t.push({
+      target: 'run p99 ≤ 1.2× bare (sequential)',
+      measured: `${seq.p99Ratio.toFixed(2)}×`,
+      met: seq.p99Ratio <= 1.2,
+    });
+    t.push({ target: 'duplicate ≥ 90% of a bare claim', measured: pct(dup.ratio), met: dup.ratio >= 0.9 });
+  }
+  if (r.peers) {
+    for (const s of r.peers.concurrent.slice(1)) {
+      const times = 1 / s.ratio;
+      const pt = s.name.startsWith('Powertools');
+      t.push({
+        target: pt ? `≥ 2× ${s.name}` : `ahead of ${s.name}`,
+        measured: `${times.toFixed(2)}×`,
+        met: pt ? times >= 2 : times > 1,
+      });
+    }
+    const mine = r.peers.race[0]!;
+    t.push({
+      target: 'race: handler once per key',
+      measured: `${mine.race.runs} runs for ${mine.race.keys} keys`,
+      met: mine.race.runs === mine.race.keys,
+    });
+    t.push({
+      target: "stalled owner: duplicate gets the taker's result",
+      measured: mine.stalled,
+      met: mine.stalled === 'taker',
+    });
+  }
+  if (r.claimMany) {
+    for (const c of r.claimMany) {
+      t.push({
+        target: `claimMany(${c.batch}): one round trip`,
+        measured: c.writesPerCall.toFixed(2),
+        met: c.writesPerCall <= 1,
+      });
+    }
+  }
+  for (const a of r.adapters?.rows ?? []) {
+    t.push({ target: `${a.broker}: SDK ≥ 2/3 of bare`, measured: pct(a.ratio), met: a.ratio >= 2 / 3 });
+  }
+  if (r.memory && 'rows' in r.memory) {
+    const [small, fp] = r.memory.rows;
+    const ratio = (m: MemoryRow) => m.usedMemoryPerRecord / m.referencePerRecord;
+    if (small)
+      t.push({
+        target: 'memory ≤ 1.15× string key',
+        measured: `${ratio(small).toFixed(2)}×`,
+        met: ratio(small) <= 1.15,
+      });
+    if (fp)
+      t.push({
+        target: 'memory ≤ 1.35× with fingerprint',
+        measured: `${ratio(fp).toFixed(2)}×`,
+        met: ratio(fp) <= 1.35,
+      });
+  }
+  return t;
 }
 
 async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
   const started = Date.now();
   let plain: Redis;
   let pipelined: Redis;
   try {
-    plain = await connect(false);
-    pipelined = await connect(true);
+    plain = await connectRedis(false);
+    pipelined = await connectRedis(true);
   } catch (error) {
-    process.stderr.write(`bench: cannot reach Redis at ${url}: ${(error as Error).message}\n`);
+    process.stderr.write(`bench: cannot reach Redis at ${redisUrl}: ${(error as Error).message}\n`);
     process.stderr.write('Start one (redis-server --port 6379) or set REDIS_URL.\n');
     process.exit(1);
   }
-  const info = await plain.info('server');
-  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
-  process.stdout.write(
-    `idempotent-consumer bench: Redis ${version} at ${url}, Node ${process.version}, ${cpus().length} CPUs\n\n`,
+  const version = /redis_version:(\S+)/.exec(await plain.info('server'))?.[1] ?? '?';
+  const machine = {
+    node: process.version,
+    cpus: `${cpus().length} × ${cpus()[0]?.model.trim()}`,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    loadAverage: loadavg().map((l) => Number(l.toFixed(2))),
+    redis: version,
+  };
+  out(
+    `idempotent-consumer bench${o.quick ? ' (quick)' : ''}: Redis ${version} at ${redisUrl}, Node ${process.version}, ` +
+      `${machine.cpus}, load ${machine.loadAverage.join(' ')}\n`,
   );
-
+  const results: Results = {};
+  const sectionSeconds: Record<string, number> = {};
+  const section = async (name: Section, body: () => Promise<void>) => {
+    if (!o.sections.includes(name)) return;
+    const t = Date.now();
+    await body();
+    sectionSeconds[name] = (Date.now() - t) / 1000;
+    out(`(${name}: ${sectionSeconds[name].toFixed(1)} s)\n`);
+  };
   try {
-    // Warm-up: connections, script load (EVAL once, then EVALSHA), JIT.
-    await sequential(500, (i) => reference(plain, prefix, 'warm').process(i));
-    const warm = idempotencyRun(plain, prefix, 'warm');
-    await sequential(500, (i) => warm.process(i));
-
-    const seq = await latencies(
-      (round) => [
-        bareHandler(),
-        reference(plain, prefix, `seq-${round}`),
-        storeOnly(plain, prefix, `seq-${round}`),
-        idempotencyRun(plain, prefix, `seq-${round}`),
-      ],
-      SEQUENTIAL,
-    );
-    const dup = await latencies(
-      (round) => [
-        referenceDuplicate(plain, prefix, `seq-${round}`),
-        idempotencyDuplicate(plain, prefix, `seq-${round}`),
-      ],
-      SEQUENTIAL,
-    );
-
-    const throughput: [string, boolean, ThroughputStats][] = [];
-    for (const pipelining of [false, true]) {
-      const redis = pipelining ? pipelined : plain;
-      for (const make of [reference, storeOnly, idempotencyRun]) {
-        const scenario = make(redis, prefix, `conc-${pipelining}`);
-        throughput.push([
-          scenario.name,
-          pipelining,
-          await concurrent(CONCURRENT, IN_FLIGHT, (i) => scenario.process(i)),
-        ]);
-      }
-    }
-
-    const memory = await measureMemory(plain, prefix);
-
-    const referenceName = reference(plain, prefix, '').name;
-    process.stdout.write(`${latencyTable([...seq, ...dup], referenceName)}\n\n`);
-    process.stdout.write(`${throughputTable(throughput, referenceName)}\n\n`);
-    process.stdout.write(`${memoryTable(memory)}\n\n`);
-
-    const get = (name: string) => seq.find(([n]) => n === name)![1];
-    const run = get(idempotencyRun(plain, prefix, '').name);
-    const ref = get(referenceName);
-    const bare = get(bareHandler().name);
-    process.stdout.write(
-      `Per-message overhead of Idempotency.run: ${(run.meanUs - bare.meanUs).toFixed(1)} µs mean over the bare ` +
-        `handler, ${(run.meanUs - ref.meanUs).toFixed(1)} µs over the two-round-trip reference ` +
-        `(${(run.p50Us / ref.p50Us).toFixed(2)}× its p50).\n` +
-        `Total bench time ${((Date.now() - started) / 1000).toFixed(1)} s.\n`,
-    );
+    await section('core', async () => {
+      results.core = await core(o, plain, pipelined);
+    });
+    await section('peers', async () => {
+      results.peers = await peers(o, plain);
+    });
+    await section('claimMany', async () => {
+      results.claimMany = [
+        await measureClaimMany(plain, prefix, 10, o.quick ? 200 : 1_000),
+        await measureClaimMany(plain, prefix, 100, o.quick ? 30 : 200),
+      ];
+      out(claimManyTable(results.claimMany));
+    });
+    await section('adapters', async () => {
+      results.adapters = await adapters(o, plain);
+    });
+    await section('memory', async () => {
+      results.memory = await memory(o);
+    });
   } finally {
-    await deleteByPrefix(plain);
+    await deleteByPrefix(plain, prefix);
     await Promise.all([plain.quit(), pipelined.quit()]);
   }
+  const t = targets(results);
+  out(targetTable(t));
+  const seconds = (Date.now() - started) / 1000;
+  out(`Total bench time ${seconds.toFixed(1)} s.`);
+  mkdirSync(dirname(o.out), { recursive: true });
+  writeFileSync(
+    o.out,
+    `${JSON.stringify({ date: new Date().toISOString(), quick: o.quick, seconds, sectionSeconds, machine, targets: t, ...results }, null, 2)}\n`,
+  );
+  out(`Wrote ${o.out}.`);
 }
 
 main().catch((error: unknown) => {

@@ -45,10 +45,17 @@ export interface DemoBroker {
 
 /** Counters a consumer process reports; the broker module increments `deliveries` and `deadLettered`. */
 export interface DemoCounters {
+  /** Messages the broker handed to the consumer, redeliveries included. */
   deliveries: number;
+  /** Calls of the handler (`charge`), whatever their end: charged, gateway timeout or killed. */
   handlerRuns: number;
+  /** Handler runs that ended in a (simulated) gateway timeout before anything was charged. */
+  gatewayTimeouts: number;
+  /** Deliveries not run because the key was already completed (SDK only). */
   duplicatesSkipped: number;
+  /** Deliveries not run because another consumer held the key's lease (SDK only). */
   conflicts: number;
+  /** Records released after a handler error, for a later retry (SDK only). */
   retries: number;
   deadLettered: number;
 }

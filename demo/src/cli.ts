@@ -11,6 +11,7 @@ import { BROKERS, type BrokerName, loadBroker } from './brokers';
 import { buildPaymentStream } from './messages';
 import { isEffectivelyOnce, renderReport } from './report';
 import { runScenario, type ScenarioProgress, type ScenarioReport } from './scenario';
+import { SIDE_EFFECTS, type SideEffectKind } from './side-effect-contract';
 
 function integer(min: number) {
   return (value: string) => {
@@ -40,15 +41,48 @@ const program = new Command()
     integer(1000),
     100_000,
   )
+  .addOption(
+    new Option('--redis-url <url>', 'Redis for the idempotency records and the ledger')
+      .env('REDIS_URL')
+      .default('redis://127.0.0.1:6379'),
+  )
+  .addOption(
+    new Option('--amqp-url <url>', 'RabbitMQ (--broker rabbitmq)')
+      .env('AMQP_URL')
+      .default('amqp://guest:guest@127.0.0.1:5672'),
+  )
+  .addOption(
+    new Option(
+      '--kafka-brokers <host:port,...>',
+      'Kafka bootstrap brokers (--broker kafka; default: a mock cluster started through kcat)',
+    ).env('KAFKA_BROKERS'),
+  )
+  .addOption(
+    new Option(
+      '--sqs-endpoint <url>',
+      'SQS endpoint (--broker sqs; default: an embedded fauxqs emulator)',
+    ).env('SQS_ENDPOINT'),
+  )
+  .addOption(
+    new Option(
+      '--side-effect <kind>',
+      'where charges are written (postgres: through the transactional inbox)',
+    )
+      .choices(SIDE_EFFECTS)
+      .default('redis'),
+  )
   .option(
-    '--redis-url <url>',
-    'Redis for the idempotency records and the ledger',
-    process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    '--database-url <url>',
+    'PostgreSQL for --side-effect postgres',
+    process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   )
   .option('--no-baseline', 'skip the run without idempotent-consumer');
 
 interface CliOptions {
   broker: BrokerName;
+  amqpUrl: string;
+  kafkaBrokers: string | undefined;
+  sqsEndpoint: string | undefined;
   payments: number;
   duplicateRatio: number;
   consumers: number;
@@ -57,10 +91,16 @@ interface CliOptions {
   timeoutMs: number;
   redisUrl: string;
   baseline: boolean;
+  sideEffect: SideEffectKind;
+  databaseUrl: string;
 }
 
 async function main(): Promise<number> {
   const opts = program.parse().opts<CliOptions>();
+  // The broker modules and the consumer processes (which inherit the environment) read these.
+  process.env.AMQP_URL = opts.amqpUrl;
+  if (opts.kafkaBrokers) process.env.KAFKA_BROKERS = opts.kafkaBrokers;
+  if (opts.sqsEndpoint) process.env.SQS_ENDPOINT = opts.sqsEndpoint;
   const redis = new Redis(opts.redisUrl, {
     lazyConnect: true,
     maxRetriesPerRequest: 1,
@@ -76,6 +116,14 @@ async function main(): Promise<number> {
         'or pass --redis-url / REDIS_URL.',
     );
     return 2;
+  }
+  if (opts.sideEffect === 'postgres') {
+    const problem = await (await import('./postgres-ledger.js')).postgresPreflight(opts.databaseUrl);
+    if (problem) {
+      console.error(problem);
+      redis.disconnect();
+      return 2;
+    }
   }
   const broker = await loadBroker(opts.broker);
   const problem = await broker.preflight();
@@ -101,7 +149,7 @@ async function main(): Promise<number> {
   };
   const stream = buildPaymentStream(String(Date.now()), opts.payments, opts.duplicateRatio);
   console.log(
-    `Publishing ${opts.payments} payments + ${stream.duplicates} duplicates to ${opts.broker}, ` +
+    `Publishing ${opts.payments} payments + ${stream.duplicates} duplicates to ${opts.broker};\n` +
       `${opts.consumers} consumer processes, lease ${opts.leaseMs} ms, gateway failure rate ${opts.failureRate}`,
   );
   const reports: ScenarioReport[] = [];
@@ -121,6 +169,8 @@ async function main(): Promise<number> {
             timeoutMs: opts.timeoutMs,
             quietMs: 2000,
             redisUrl: opts.redisUrl,
+            sideEffect: opts.sideEffect,
+            databaseUrl: opts.databaseUrl,
           },
           progress,
         ),

@@ -11,7 +11,8 @@ import type { DemoConsumerContext, DemoConsumerModule, PaymentMessage } from './
 import { loadConsumerModule } from './brokers';
 import type { FromConsumer, ToConsumer } from './ipc';
 import { zeroCounters } from './ipc';
-import { recordCharge } from './ledger';
+import { claimVictim } from './ledger';
+import { openChargeWriter } from './side-effect';
 
 const send = (message: FromConsumer) => process.send?.(message);
 const counters = zeroCounters();
@@ -20,8 +21,14 @@ const counters = zeroCounters();
  * The kill is staged so that the only handler this process has open when it dies is the stalled one,
  * before its charge: SIGKILL then shows what a crash mid-handler does to the message (redelivered,
  * reclaimed as ACQUIRED_STALE once the lease lapses, charged once). A crash between a charge and the
- * COMPLETED write is the one window no consumer-side library can close (see the core README); staging
- * keeps the demo about what the SDK promises, and identical for both runs.
+ * COMPLETED write is the one window no consumer-side library can close (docs/design.md); staging keeps the
+ * demo about what the SDK promises, and identical for both runs. With a transactional side effect
+ * (`--side-effect postgres`) that window is closed too, so the kill comes right after the charge's
+ * transaction committed and before COMPLETED reaches Redis.
+ *
+ * Every consumer is armed; the first handler run after arming, in whichever process, claims the victim
+ * role in Redis (`claimVictim`: exactly one wins per run), so a consumer is killed by construction,
+ * whatever the broker's assignment of messages to processes.
  */
 const kill = {
   armed: false,
@@ -38,6 +45,10 @@ class GatewayTimeoutError extends Error {
 
 async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> {
   const redis = new Redis(init.redisUrl, { enableAutoPipelining: true, maxRetriesPerRequest: 1 });
+  const writer = await openChargeWriter(
+    { kind: init.sideEffect, runId: init.runId, sdk: init.mode === 'sdk', databaseUrl: init.databaseUrl },
+    redis,
+  );
   let idempotency: Idempotency | undefined;
   if (init.mode === 'sdk') {
     const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `demo:${init.runId}:idem` });
@@ -62,21 +73,35 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
     idempotency,
     redis,
     counters,
-    async charge(message: PaymentMessage) {
+    async charge(message: PaymentMessage, fencingToken?: number) {
+      if (kill.gate) await kill.gate; // runs held here die with the victim before they start: not counted
       counters.handlerRuns++;
-      if (kill.gate) await kill.gate;
       kill.open++;
+      const afterCommit = init.sideEffect === 'postgres'; // the charge is a database commit
+      let victim = false;
       if (kill.armed) {
-        kill.armed = false;
-        kill.gate = new Promise<never>(() => {});
-        while (kill.open > 1) await sleep(5); // let the other open handlers finish and record their outcome
-        send({ type: 'in-handler', paymentId: message.paymentId, counters });
-        await sleep(60_000); // the orchestrator kills this process here, mid-handler, before the charge
+        kill.armed = false; // one candidate per process
+        if (await claimVictim(redis, init.runId)) {
+          victim = true;
+          kill.gate = new Promise<never>(() => {});
+          while (kill.open > 1) await sleep(5); // let the other open handlers finish and record their outcome
+          if (!afterCommit) {
+            send({ type: 'in-handler', paymentId: message.paymentId, counters, afterCommit });
+            await sleep(600_000); // the orchestrator kills this process here, mid-handler, before the charge
+          }
+        }
       }
       try {
         await sleep(2 + Math.random() * 6); // the payment gateway's latency
-        if (Math.random() < init.failureRate) throw new GatewayTimeoutError('payment gateway timed out');
-        await recordCharge(redis, init.runId, message.paymentId);
+        if (!victim && Math.random() < init.failureRate) {
+          counters.gatewayTimeouts++;
+          throw new GatewayTimeoutError('payment gateway timed out');
+        }
+        await writer.charge(message, fencingToken);
+        if (victim) {
+          send({ type: 'in-handler', paymentId: message.paymentId, counters, afterCommit });
+          await sleep(600_000); // killed here: the charge committed, COMPLETED not yet written
+        }
       } finally {
         if (init.mode === 'naive') kill.open--;
       }
@@ -93,6 +118,7 @@ async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> 
       await consumer.stop().catch(() => {});
       send({ type: 'stopped', counters });
       redis.disconnect();
+      await writer.close().catch(() => {});
       process.disconnect?.();
       setTimeout(() => process.exit(0), 100).unref();
     }

@@ -1,4 +1,5 @@
 import type { DemoCounters, DemoMode } from './broker';
+import type { SideEffectKind } from './side-effect-contract';
 
 /** Orchestrator → consumer process. */
 export type ToConsumer =
@@ -11,8 +12,13 @@ export type ToConsumer =
       redisUrl: string;
       leaseMs: number;
       failureRate: number;
+      sideEffect: SideEffectKind;
+      databaseUrl: string;
     }
-  /** The next handler run announces itself (`in-handler`) and then stalls, so the orchestrator can SIGKILL it. */
+  /**
+   * Sent to every consumer: the next handler run in any of them claims the victim role in Redis (one wins),
+   * announces itself (`in-handler`) and stalls, so the orchestrator can SIGKILL it there.
+   */
   | { type: 'arm-kill' }
   | { type: 'stop' };
 
@@ -20,11 +26,20 @@ export type ToConsumer =
 export type FromConsumer =
   | { type: 'ready' }
   | { type: 'stats'; counters: DemoCounters }
-  | { type: 'in-handler'; paymentId: string; counters: DemoCounters }
+  /** `afterCommit`: the charge is committed (transactional side effect) and COMPLETED is not written yet. */
+  | { type: 'in-handler'; paymentId: string; counters: DemoCounters; afterCommit: boolean }
   | { type: 'stopped'; counters: DemoCounters }
   | { type: 'error'; message: string };
 
 /** Counters all at zero. */
 export function zeroCounters(): DemoCounters {
-  return { deliveries: 0, handlerRuns: 0, duplicatesSkipped: 0, conflicts: 0, retries: 0, deadLettered: 0 };
+  return {
+    deliveries: 0,
+    handlerRuns: 0,
+    gatewayTimeouts: 0,
+    duplicatesSkipped: 0,
+    conflicts: 0,
+    retries: 0,
+    deadLettered: 0,
+  };
 }

@@ -8,9 +8,24 @@ export function ledgerKey(runId: string): string {
   return `demo:${runId}:charges`;
 }
 
-/** Records one charge of a payment. */
+/** How long a run's ledger (and its victim marker) is kept in Redis, in seconds: runs do not pile up. */
+export const LEDGER_TTL_SECONDS = 3600;
+
+/** Records one charge of a payment (and keeps the ledger for {@link LEDGER_TTL_SECONDS}). */
 export async function recordCharge(redis: Redis, runId: string, paymentId: string): Promise<void> {
-  await redis.hincrby(ledgerKey(runId), paymentId, 1);
+  const key = ledgerKey(runId);
+  const results = await redis.multi().hincrby(key, paymentId, 1).expire(key, LEDGER_TTL_SECONDS).exec();
+  const error = results?.find(([e]) => e)?.[0];
+  if (!results || error) throw error ?? new Error(`the ledger write of ${paymentId} was aborted`);
+}
+
+/**
+ * Claims the role of the consumer killed mid-handler for one run: true for exactly one caller per run,
+ * whichever process asks first.
+ */
+export async function claimVictim(redis: Redis, runId: string): Promise<boolean> {
+  const set = await redis.set(`demo:${runId}:victim`, String(process.pid), 'EX', LEDGER_TTL_SECONDS, 'NX');
+  return set === 'OK';
 }
 
 /** What the ledger says after a run. */
@@ -21,6 +36,8 @@ export interface LedgerTotals {
   readonly paymentsCharged: number;
   /** Charges beyond the first of each payment. */
   readonly doubleCharges: number;
+  /** Payments charged more than once. */
+  readonly doubleChargedPayments: number;
 }
 
 /** Reads the ledger's totals. */
@@ -31,6 +48,7 @@ export async function readLedger(redis: Redis, runId: string): Promise<LedgerTot
     chargesRecorded,
     paymentsCharged: counts.length,
     doubleCharges: counts.reduce((a, c) => a + Math.max(0, c - 1), 0),
+    doubleChargedPayments: counts.filter((c) => c > 1).length,
   };
 }
 

@@ -6,8 +6,9 @@ import type { Redis } from 'ioredis';
 import type { DemoBroker, DemoCounters, DemoMode } from './broker';
 import type { FromConsumer, ToConsumer } from './ipc';
 import { zeroCounters } from './ipc';
-import { countCharged, readLedger } from './ledger';
 import type { PaymentStream } from './messages';
+import { openLedgerReader } from './side-effect';
+import type { SideEffectKind } from './side-effect-contract';
 
 /** Settings of one scenario run. */
 export interface ScenarioOptions {
@@ -21,6 +22,10 @@ export interface ScenarioOptions {
   /** Declare the run finished once every payment is charged and nothing changed for this long, in ms. */
   readonly quietMs: number;
   readonly redisUrl: string;
+  /** Where charges are written (`--side-effect`). */
+  readonly sideEffect: SideEffectKind;
+  /** PostgreSQL for `--side-effect postgres`. */
+  readonly databaseUrl: string;
 }
 
 /** What one scenario run measured. */
@@ -31,6 +36,7 @@ export interface ScenarioReport extends DemoCounters {
   readonly chargesRecorded: number;
   readonly chargesExpected: number;
   readonly doubleCharges: number;
+  readonly doubleChargedPayments: number;
   readonly lost: number;
   readonly consumersKilled: number;
   readonly seconds: number;
@@ -50,7 +56,8 @@ export interface ScenarioProgress {
 
 /**
  * Runs the payments scenario once: forks the consumer processes, publishes the stream, SIGKILLs one
- * consumer in the middle of a handler (and starts a replacement), waits until every payment is charged
+ * consumer in the middle of a handler (whichever runs the first handler after a third of the stream is
+ * published; and starts a replacement), waits until every payment is charged
  * and the consumers are quiet, then reads the ledger.
  */
 export async function runScenario(
@@ -63,6 +70,10 @@ export async function runScenario(
   const started = Date.now();
   const runId = `${options.mode}-${started}-${process.pid}`;
   const config = await broker.setup(runId, options.mode);
+  const ledger = await openLedgerReader(
+    { kind: options.sideEffect, runId, sdk: options.mode === 'sdk', databaseUrl: options.databaseUrl },
+    redis,
+  );
   const workers: Worker[] = [];
   const finished: DemoCounters[] = [];
   const spawnWorker = (): Worker => {
@@ -97,6 +108,8 @@ export async function runScenario(
       redisUrl: options.redisUrl,
       leaseMs: options.leaseMs,
       failureRate: options.failureRate,
+      sideEffect: options.sideEffect,
+      databaseUrl: options.databaseUrl,
     };
     child.send(init);
     workers.push(worker);
@@ -107,38 +120,53 @@ export async function runScenario(
     for (let i = 0; i < options.consumers; i++) spawnWorker();
     await Promise.all(workers.map((w) => w.ready));
 
-    // Publish in chunks; arm one consumer to be killed mid-handler once a third is out.
-    const victim = workers[0]!;
+    // Publish in chunks; once a third is out, arm every consumer: the first handler run after that, in
+    // whichever process, becomes the victim (one wins, through Redis), so exactly one consumer is killed.
     let killed = 0;
-    const killedInHandler = new Promise<string>((resolve) => {
-      victim.child.on('message', (message: FromConsumer) => {
-        if (message.type !== 'in-handler') return;
-        victim.counters = message.counters; // its last word: the counters up to the kill
-        resolve(message.paymentId);
-      });
+    let resolveVictim: (v: { worker: Worker; paymentId: string; afterCommit: boolean }) => void = () => {};
+    const victimFound = new Promise<{ worker: Worker; paymentId: string; afterCommit: boolean }>((r) => {
+      resolveVictim = r;
     });
+    const watchForVictim = (worker: Worker) =>
+      worker.child.on('message', (message: FromConsumer) => {
+        if (message.type !== 'in-handler') return;
+        worker.counters = message.counters; // its last word: the counters up to the kill
+        resolveVictim({ worker, paymentId: message.paymentId, afterCommit: message.afterCommit });
+      });
+    workers.forEach(watchForVictim);
     const bar = progress.start(stream.messages.length, `${options.mode}: publishing`);
     const chunk = 100;
+    const armAt = Math.floor(stream.messages.length / 3);
     for (let i = 0; i < stream.messages.length; i += chunk) {
+      if (i <= armAt && armAt < i + chunk) {
+        for (const w of workers) w.child.send({ type: 'arm-kill' } satisfies ToConsumer);
+      }
       await broker.publish(stream.messages.slice(i, i + chunk));
       bar?.update(Math.min(stream.messages.length, i + chunk));
-      if (i <= stream.messages.length / 3 && i + chunk > stream.messages.length / 3) {
-        victim.child.send({ type: 'arm-kill' } satisfies ToConsumer);
-      }
     }
     bar?.stop();
-    const paymentId = await Promise.race([killedInHandler, sleep(30_000).then(() => undefined)]);
-    if (paymentId) {
+    const giveUp = new AbortController();
+    const found = await Promise.race([
+      victimFound,
+      sleep(options.timeoutMs, undefined, { signal: giveUp.signal }).then(
+        () => undefined,
+        () => undefined,
+      ),
+    ]);
+    giveUp.abort();
+    if (found) {
+      const { worker: victim, paymentId, afterCommit } = found;
       finished.push(victim.counters);
       workers.splice(workers.indexOf(victim), 1);
       victim.child.kill('SIGKILL');
       killed++;
       progress.log(
-        `${options.mode}: killed a consumer (SIGKILL) in the middle of the handler of ${paymentId}`,
+        `${options.mode}: SIGKILL to a consumer mid-handler (${paymentId})` +
+          (afterCommit ? ', after its charge committed and before COMPLETED' : ''),
       );
       await spawnWorker().ready;
     } else {
-      progress.log(`${options.mode}: the armed consumer never entered a handler; no consumer was killed`);
+      progress.log(`${options.mode}: no handler ran within ${options.timeoutMs} ms; no consumer was killed`);
     }
 
     // Wait until every payment is charged and the counters stop moving.
@@ -147,7 +175,7 @@ export async function runScenario(
     let lastSnapshot = '';
     let quietSince = Date.now();
     for (;;) {
-      const charged = await countCharged(redis, runId);
+      const charged = await ledger.countCharged();
       charging?.update(charged);
       const snapshot = JSON.stringify([charged, workers.map((w) => w.counters)]);
       if (snapshot !== lastSnapshot) {
@@ -173,7 +201,7 @@ export async function runScenario(
     }
     workers.length = 0;
 
-    const ledger = await readLedger(redis, runId);
+    const totals = await ledger.totals();
     const sum = (k: keyof DemoCounters) => finished.reduce((a, c) => a + c[k], 0);
     return {
       mode: options.mode,
@@ -184,16 +212,19 @@ export async function runScenario(
       duplicatesSkipped: sum('duplicatesSkipped'),
       conflicts: sum('conflicts'),
       retries: sum('retries'),
+      gatewayTimeouts: sum('gatewayTimeouts'),
       deadLettered: sum('deadLettered'),
-      chargesRecorded: ledger.chargesRecorded,
+      chargesRecorded: totals.chargesRecorded,
       chargesExpected: stream.payments,
-      doubleCharges: ledger.doubleCharges,
-      lost: stream.payments - ledger.paymentsCharged,
+      doubleCharges: totals.doubleCharges,
+      doubleChargedPayments: totals.doubleChargedPayments,
+      lost: stream.payments - totals.paymentsCharged,
       consumersKilled: killed,
       seconds: (Date.now() - started) / 1000,
     };
   } finally {
     for (const w of workers) w.child.kill('SIGKILL');
     await broker.teardown().catch(() => {});
+    await ledger.drop().catch(() => {});
   }
 }

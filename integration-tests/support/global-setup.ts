@@ -1,6 +1,7 @@
 import { kafkaProvider } from './providers/kafka';
 import { rabbitmqProvider } from './providers/rabbitmq';
 import { redisProvider } from './providers/redis';
+import { mysqlProvider, postgresProvider } from './providers/sql';
 import { sqsProvider } from './providers/sqs';
 import { type FoundService, publishService, type ServiceName, type ServiceProvider } from './service';
 
@@ -9,6 +10,8 @@ const providers: Record<ServiceName, ServiceProvider> = {
   rabbitmq: rabbitmqProvider,
   kafka: kafkaProvider,
   sqs: sqsProvider,
+  postgres: postgresProvider,
+  mysql: mysqlProvider,
 };
 
 /** Services this run started, stopped by global-teardown.ts. */

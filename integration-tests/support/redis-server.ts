@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Redis from 'ioredis';
 import { freePort, isListening, waitFor } from './net';
 
 /**
@@ -68,4 +69,33 @@ export class RedisServer {
     await this.stop();
     rmSync(this.#dir, { recursive: true, force: true });
   }
+}
+
+/** What {@link usePrivateRedis} gives a suite; read its fields inside tests (they are set in `beforeAll`). */
+export interface PrivateRedis {
+  /** The suite's own server, to stop and restart. */
+  readonly server: RedisServer;
+  /** The client under test: one try per command, reconnecting every 50 ms. */
+  readonly redis: Redis;
+  /** A second client for admin commands (CLIENT PAUSE) that retries until the server answers. */
+  readonly admin: Redis;
+}
+
+/**
+ * Starts a private redis-server for the calling `describe` (in `beforeAll`) with its two clients, and
+ * disposes of them in `afterAll`: outage suites stop, pause or kill it without disturbing other suites.
+ */
+export function usePrivateRedis(): PrivateRedis {
+  const handle = {} as { server: RedisServer; redis: Redis; admin: Redis };
+  beforeAll(async () => {
+    handle.server = await RedisServer.start();
+    handle.redis = new Redis(handle.server.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+    handle.admin = new Redis(handle.server.url, { retryStrategy: () => 50 });
+  });
+  afterAll(async () => {
+    handle.redis?.disconnect();
+    handle.admin?.disconnect();
+    await handle.server?.dispose();
+  });
+  return handle;
 }

@@ -1,5 +1,5 @@
 /**
- * How a suite finds a real service (../shared/SERVICES.md): an explicit URL from the environment, a
+ * How a suite finds a real service (integration-tests/README.md): an explicit URL from the environment, a
  * service already listening on its standard local port, a local program the suite starts itself,
  * testcontainers where a Docker engine answers; otherwise the suite is skipped with the reason.
  *
@@ -8,14 +8,17 @@
  */
 
 /** Services the integration suites use. */
-export type ServiceName = 'redis' | 'rabbitmq' | 'kafka' | 'sqs';
+export type ServiceName = 'redis' | 'rabbitmq' | 'kafka' | 'sqs' | 'postgres' | 'mysql';
 
 /** Where a found service came from. */
 export type ServiceSource = 'env' | 'local' | 'started' | 'testcontainers';
 
 /** A service a provider found or started. */
 export interface FoundService {
-  /** Connection string: `redis://…`, `amqp://…`, `host:port,host:port` (Kafka), `http://…` (SQS). */
+  /**
+   * Connection string: `redis://…`, `amqp://…`, `host:port,host:port` (Kafka), `http://…` (SQS),
+   * `postgres://…`, `mysql://…`.
+   */
   readonly url: string;
   readonly source: ServiceSource;
   /** Stops what the provider started (a no-op for a service it only found). */

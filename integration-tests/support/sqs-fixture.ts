@@ -30,9 +30,27 @@ export class SqsFixture {
     return new Idempotency({ store }, options);
   }
 
-  /** Creates a queue that is deleted after the suite. */
-  async queue(prefix: string, attributes: Record<string, string> = {}, fifo = false) {
-    const q = await createQueue(this.sqs, uniqueQueueName(prefix, fifo), attributes);
+  /**
+   * Creates a queue that is deleted after the suite. Unless `attributes` has a `RedrivePolicy` or
+   * `redrive` is false, the queue gets one to a dead-letter queue of its own with `maxReceiveCount` 1000,
+   * as the adapter's default `deadLetter: 'redrive-policy'` requires (it refuses to start without one) and
+   * as a production queue has; 1000 receives are never reached by these tests.
+   */
+  async queue(
+    prefix: string,
+    attributes: Record<string, string> = {},
+    fifo = false,
+    { redrive = true }: { redrive?: boolean } = {},
+  ): Promise<{ url: string; arn: string }> {
+    let all = attributes;
+    if (redrive && attributes.RedrivePolicy === undefined) {
+      const dlq = await this.queue(`${prefix}-dlq`, {}, fifo, { redrive: false });
+      all = {
+        ...attributes,
+        RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.arn, maxReceiveCount: '1000' }),
+      };
+    }
+    const q = await createQueue(this.sqs, uniqueQueueName(prefix, fifo), all);
     this.#queues.push(q.url);
     return q;
   }

@@ -41,7 +41,11 @@ async function main(): Promise<void> {
         connectionName: `race-${process.pid}-${i}`,
       }),
   );
-  const stores = clients.map((redis) => new RedisIdempotencyStore({ redis }, { keyPrefix: config.prefix }));
+  // A generous command timeout: the suite checks atomicity, and a claim that timed out on our side while
+  // thousands queue on a loaded machine would only be an ambiguous answer, not a finding.
+  const stores = clients.map(
+    (redis) => new RedisIdempotencyStore({ redis }, { keyPrefix: config.prefix, commandTimeoutMs: 30_000 }),
+  );
   const runners = stores.map(
     (store) => new Idempotency({ store }, { leaseMs: 10_000, retentionMs: 600_000 }),
   );

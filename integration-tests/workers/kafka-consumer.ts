@@ -8,12 +8,9 @@ import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
+import { requiredEnv } from './env';
 
-const env = (name: string) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
+const env = requiredEnv;
 
 async function main(): Promise<void> {
   const redis = new Redis(env('IC_REDIS'), { enableAutoPipelining: true });
@@ -41,7 +38,7 @@ async function main(): Promise<void> {
     eachMessage: idempotentEachMessage(
       { idempotency, consumer },
       { groupId, deadLetterTopic: false },
-      async ({ key }) => {
+      async ({ key = '' }) => {
         await redis.hincrby(env('IC_LEDGER'), key, 1);
       },
     ),

@@ -7,12 +7,9 @@ import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
 import { sqsClient } from '../support/sqs-helpers';
+import { requiredEnv } from './env';
 
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
+const env = requiredEnv;
 
 const redis = new Redis(env('REDIS_URL'));
 const store = new RedisIdempotencyStore({ redis }, { keyPrefix: env('KEY_PREFIX') });
@@ -20,7 +17,7 @@ const idempotency = new Idempotency({ store }, { leaseMs: Number(env('LEASE_MS')
 const poller = new IdempotentSqsPoller(
   { idempotency, sqs: sqsClient(env('SQS_ENDPOINT')) },
   { queueUrl: env('QUEUE_URL'), waitTimeSeconds: 1, concurrency: 1 },
-  async (_message, { fencingToken }) => {
+  async ({ fencingToken }) => {
     process.stdout.write(`IN_HANDLER ${fencingToken}\n`);
     await new Promise(() => {}); // hangs until SIGKILL
   },

@@ -21,7 +21,7 @@ export function hasKcat(): boolean {
 const BOOTSTRAP = /(?:bootstrap\.servers=|replaced with )((?:[\d.]+:\d+,?)+)/;
 
 /**
- * Starts librdkafka's mock cluster through kcat (SERVICES.md, "Kafka protocol"):
+ * Starts librdkafka's mock cluster through kcat (integration-tests/README.md, "How a suite finds its service"):
  * `sleep infinity | kcat -P -b unused:9 -t boot -X test.mock.num.brokers=N`, in its own process group,
  * and reads the brokers' addresses from the line librdkafka logs on stderr. The mock creates topics on
  * first use (4 partitions each); `admin.createTopics` fails against it.

@@ -110,12 +110,12 @@ export async function startConsumer(context: DemoConsumerContext): Promise<{ sto
         groupId,
         retryBackoff: { baseMs: 250, factor: 2, maxMs: 2000 },
         maxInlineDelayMs: 2000,
-        onEvent: (event) => {
-          if (event.type === 'dead-lettered') context.counters.deadLettered++;
-        },
       },
       ({ message, fencingToken }) => context.charge(parse(message), fencingToken),
     );
+    eachMessage.events.on('deadLettered', () => {
+      context.counters.deadLettered++;
+    });
     handle = eachMessage;
     close = eachMessage.close;
   } else {

@@ -3,12 +3,8 @@
  * idempotency key); each consumer process consumes it with `@idempotent-consumer/rabbitmq` (`sdk`) or
  * with plain amqplib, acking after the charge (`naive`).
  */
-import {
-  consumerTopology,
-  createIdempotentConsumer,
-  type IdempotentConsumerOptions,
-  resolveConsumerOptions,
-} from '@idempotent-consumer/rabbitmq';
+import { createIdempotentConsumer, type IdempotentConsumerOptions } from '@idempotent-consumer/rabbitmq';
+import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } from 'amqplib';
 import type { DemoBroker, DemoConsumerContext, DemoMode, PaymentMessage } from '../broker';
 
@@ -30,7 +26,7 @@ function consumerOptions(queue: string): IdempotentConsumerOptions {
 
 /** Every queue and exchange of one run: the work queue, its delay tiers, the dead-letter exchange and queue. */
 function runResources(queue: string): { queues: string[]; exchanges: string[] } {
-  const topology = consumerTopology(resolveConsumerOptions(consumerOptions(queue), 1));
+  const topology = consumerTopology(consumerOptions(queue));
   return {
     queues: [
       queue,

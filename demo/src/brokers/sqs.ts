@@ -147,13 +147,13 @@ export async function startConsumer(context: DemoConsumerContext): Promise<{ sto
         visibilityTimeoutSeconds: visibilitySeconds(leaseMs),
         retryBackoff: { baseMs: 250, factor: 2, maxMs: 2000 },
         deadLetter: { queueUrl: deadLetterQueueUrl },
-        storeProbeIntervalMs: 250,
+        storeProbeBackoff: { baseMs: 250, maxMs: 250 },
       },
-      async (message, { fencingToken }) => {
+      async ({ message, fencingToken }) => {
         await context.charge(parse(message), fencingToken);
       },
     );
-    poller.on('received', (messages) => {
+    poller.on('received', ({ messages }) => {
       counters.deliveries += messages.length;
     });
     poller.on('deadLettered', () => counters.deadLettered++);

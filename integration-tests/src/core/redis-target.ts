@@ -31,9 +31,30 @@ export function uniquePrefix(what: string): string {
   return `ic-test:${what}:${process.pid}:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 8)}`;
 }
 
-/** A contract target on a Redis client (standalone or Cluster). */
+/**
+ * A contract target on a Redis client (standalone or Cluster). A record is lost with `DEL`, or with
+ * `PEXPIRE key 1` and a wait until Redis has expired it (what a retention shorter than a stall does).
+ */
 export function redisContractTarget(redis: Redis | Cluster, prefix: string): ContractTarget {
-  return { store: new RedisIdempotencyStore({ redis }, { keyPrefix: prefix }), clock: redisClock(redis) };
+  const store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
+  return {
+    store,
+    clock: redisClock(redis),
+    close: () => store.close(),
+    loseRecord: async (id, how) => {
+      const key = store.recordKey(id);
+      if (how === 'del') {
+        await redis.del(key);
+        return;
+      }
+      await redis.pexpire(key, 1);
+      const deadline = Date.now() + 10_000;
+      while ((await redis.exists(key)) === 1) {
+        if (Date.now() > deadline) throw new Error(`${key} outlived PEXPIRE 1 by 10 s`);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    },
+  };
 }
 
 /** Deletes every key under `prefix` (SCAN + UNLINK), so suites leave the shared Redis as they found it. */

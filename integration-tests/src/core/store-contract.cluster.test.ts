@@ -54,6 +54,26 @@ describeWithRedisCluster(
       expect(perMaster.reduce((a, b) => a + b, 0)).toBe(300);
     });
 
+    it('outcome notifications reach a sharded subscriber on the node that owns the key, for keys on every master', async () => {
+      const store = target.store as RedisIdempotencyStore;
+      const subscriber = redis.duplicate(undefined, { shardedSubscribers: true });
+      subscriber.on('error', () => {});
+      try {
+        const messages: string[] = [];
+        subscriber.on('smessage', (channel: string) => messages.push(channel));
+        const ids = Array.from({ length: 12 }, (_, i) => ({ scope: 'notify', key: `k${i}` }));
+        for (const id of ids) await subscriber.ssubscribe(store.recordKey(id));
+        for (const id of ids) {
+          const claim = await store.claim(id, options);
+          await store.complete(id, claim.fencingToken, { retentionMs: RETENTION_MS });
+        }
+        await waitFor('12 notifications', () => messages.length === 12, 10_000);
+        expect(messages.sort()).toEqual(ids.map((id) => store.recordKey(id)).sort());
+      } finally {
+        subscriber.disconnect();
+      }
+    });
+
     it('CLUSTER FAILOVER: a completed record survives on the promoted replica; claims meanwhile stay correct', async () => {
       const store = new RedisIdempotencyStore(
         { redis },
@@ -124,7 +144,7 @@ describeWithRedisCluster(
       expect(await store.claim(id, options)).toMatchObject({
         outcome: 'DUPLICATE',
         result: 'j"paid"',
-        fencingToken: 1,
+        fencingToken: claim.fencingToken,
       });
       expect(during.length).toBeGreaterThan(0);
       expect(during.filter((o) => o !== 'ACQUIRED' && o !== 'STORE_UNAVAILABLE')).toEqual([]);

@@ -1,5 +1,6 @@
 import { RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
+import { OutcomeNotifications } from '../../../packages/core/src/store/outcome-notifications';
 import {
   type ContractTarget,
   describeStoreContract,
@@ -9,7 +10,7 @@ import {
 import { describeWithServices } from '../../support/service';
 import { deleteByPrefix, redisContractTarget, serverTimeMs, uniquePrefix } from './redis-target';
 
-// The store contract (one row per transition of DESIGN.md's state diagram) on real Redis: the same table
+// The store contract (one row per transition of the state table of docs/design.md#the-record-and-its-states) on real Redis: the same table
 // the unit project runs on MemoryIdempotencyStore, with short leases expired on the server clock.
 describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis', ({ redis: url }) => {
   for (const enableAutoPipelining of [false, true]) {
@@ -56,7 +57,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       const fields = await redis.hgetall(key);
       expect(fields).toEqual({
         s: 'P',
-        t: '1',
+        t: String(claim.fencingToken),
         a: '1',
         e: String((claim as { leaseExpiresAtMs: number }).leaseExpiresAtMs),
         u: expect.stringMatching(/^\d{13}$/),
@@ -65,7 +66,148 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       });
       const now = await serverTimeMs(redis);
       expect(Math.abs(Number(fields.u) - now)).toBeLessThan(1000);
+      // The token is the server clock in microseconds, written with every digit (never '1.7e+15').
+      expect(fields.t).toMatch(/^\d{16}$/);
+      expect(Math.abs(claim.fencingToken / 1000 - now)).toBeLessThan(1000);
+      expect(Number.isSafeInteger(claim.fencingToken)).toBe(true);
       expect(await redis.pttl(key)).toBeGreaterThan(LONG_LEASE_MS + RETENTION_MS - 2000);
+    });
+
+    it('a completed record keeps only s t a u, f when a fingerprint was given, and r when it has a result', async () => {
+      const withAll = { scope: 'spec', key: 'lean-fp' };
+      const bare = { scope: 'spec', key: 'lean-bare' };
+      const a = await store.claim(withAll, { ...options, fingerprint: 'f'.repeat(64) });
+      const b = await store.claim(bare, options);
+      expect(await redis.hgetall(store.recordKey(bare))).not.toHaveProperty('f'); // no empty fingerprint
+      await store.complete(withAll, a.fencingToken, { retentionMs: RETENTION_MS, result: 'j"r"' });
+      await store.complete(bare, b.fencingToken, { retentionMs: RETENTION_MS });
+      const stamp = expect.stringMatching(/^\d{13}$/);
+      expect(await redis.hgetall(store.recordKey(withAll))).toEqual({
+        s: 'C',
+        t: String(a.fencingToken),
+        a: '1',
+        u: stamp,
+        f: 'f'.repeat(64),
+        r: 'j"r"',
+      });
+      expect(await redis.hgetall(store.recordKey(bare))).toEqual({
+        s: 'C',
+        t: String(b.fencingToken),
+        a: '1',
+        u: stamp,
+      });
+      expect(await store.claim(bare, options)).toMatchObject({ outcome: 'DUPLICATE', result: undefined });
+      expect(await store.get(bare)).toMatchObject({ state: 'COMPLETED', result: undefined, createdAtMs: 0 });
+      expect(await store.claim(withAll, options)).toMatchObject({ outcome: 'DUPLICATE', result: 'j"r"' });
+    });
+
+    it('reads records of the earlier layout (h, an empty r and f, c): no result is no result', async () => {
+      const id = { scope: 'spec', key: 'old-layout' };
+      const key = store.recordKey(id);
+      await redis.hset(key, {
+        s: 'C',
+        t: '1700000000000001',
+        a: '1',
+        u: '1700000000000',
+        c: '1700000000000',
+        f: '',
+        h: '0',
+        r: '',
+      });
+      await redis.pexpire(key, RETENTION_MS);
+      expect(await store.claim(id, options)).toMatchObject({ outcome: 'DUPLICATE', result: undefined });
+      expect(await store.get(id)).toMatchObject({ result: undefined, fingerprint: '' });
+      const withResult = { scope: 'spec', key: 'old-layout-result' };
+      await redis.hset(store.recordKey(withResult), {
+        s: 'C',
+        t: '1700000000000001',
+        a: '1',
+        u: '1700000000000',
+        h: '1',
+        r: 'j1',
+      });
+      await redis.pexpire(store.recordKey(withResult), RETENTION_MS);
+      expect(await store.claim(withResult, options)).toMatchObject({ outcome: 'DUPLICATE', result: 'j1' });
+    });
+
+    it('complete, release and fail publish the outcome on the sharded channel named like the record key', async () => {
+      const subscriber = redis.duplicate();
+      try {
+        const messages: [string, string][] = [];
+        subscriber.on('smessage', (channel: string, message: string) => messages.push([channel, message]));
+        const ids = ['pub-c', 'pub-r', 'pub-f'].map((key) => ({ scope: 'spec', key }));
+        await subscriber.ssubscribe(...ids.map((id) => store.recordKey(id)));
+        const tokens = await Promise.all(
+          ids.map(async (id) => (await store.claim(id, options)).fencingToken),
+        );
+        await store.complete(ids[0]!, tokens[0]!, { retentionMs: RETENTION_MS });
+        await store.release(ids[1]!, tokens[1]!, { retentionMs: RETENTION_MS });
+        await store.fail(ids[2]!, tokens[2]!, { retentionMs: RETENTION_MS, error: 'E' });
+        const deadline = Date.now() + 10_000;
+        while (messages.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+        expect(messages).toEqual([
+          [store.recordKey(ids[0]!), 'C'],
+          [store.recordKey(ids[1]!), 'R'],
+          [store.recordKey(ids[2]!), 'F'],
+        ]);
+      } finally {
+        subscriber.disconnect();
+      }
+    });
+
+    it('a client with its own keyPrefix: notifications still reach the wait (the prefix is taken off)', async () => {
+      const prefixed = new Redis(url, { keyPrefix: `${prefix}-client:` });
+      const notifications = new OutcomeNotifications(prefixed, { subscribeTimeoutMs: 10_000, idleMs: 1000 });
+      try {
+        const channel = 'spec:prefixed-client';
+        let woken!: () => void;
+        const wake = new Promise<void>((resolve) => {
+          woken = resolve;
+        });
+        const stop = await notifications.listen(channel, () => woken());
+        // What complete.lua publishes when called through the prefixed client: the prefixed key.
+        await redis.spublish(`${prefix}-client:${channel}`, 'C');
+        await wake; // never resolves (the test times out) when the lookup misses the prefixed name
+        stop();
+      } finally {
+        notifications.close();
+        prefixed.disconnect();
+      }
+    });
+
+    it('a store on a client with keyPrefix: waits settle through the notification, with the result', async () => {
+      const prefixed = new Redis(url, { keyPrefix: `${prefix}-client:` });
+      const prefixedStore = new RedisIdempotencyStore({ redis: prefixed }, { keyPrefix: prefix });
+      try {
+        const id = { scope: 'spec', key: 'prefixed-wait' };
+        const held = await prefixedStore.claim(id, options);
+        const waiting = prefixedStore.waitForOutcome(id, options, { timeoutMs: 20_000 });
+        setTimeout(
+          () =>
+            void prefixedStore.complete(id, held.fencingToken, { retentionMs: RETENTION_MS, result: 'j3' }),
+          50,
+        );
+        expect(await waiting).toMatchObject({ outcome: 'DUPLICATE', result: 'j3' });
+      } finally {
+        prefixedStore.close();
+        await deleteByPrefix(redis, `${prefix}-client:`);
+        prefixed.disconnect();
+      }
+    });
+
+    it('outcomeNotifications: false waits by polling alone, with the same answers', async () => {
+      const polling = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix: prefix, outcomeNotifications: false },
+      );
+      const id = { scope: 'spec', key: 'polling-only' };
+      const held = await polling.claim(id, options);
+      const waiting = polling.waitForOutcome(id, options, { timeoutMs: 20_000 });
+      setTimeout(
+        () => void polling.complete(id, held.fencingToken, { retentionMs: RETENTION_MS, result: 'j2' }),
+        100,
+      );
+      expect(await waiting).toMatchObject({ outcome: 'DUPLICATE', result: 'j2' });
     });
 
     it('falls back to EVAL after SCRIPT FLUSH, for single calls and for the claimMany pipeline', async () => {
@@ -97,7 +239,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(r.outcome).toBe('ACQUIRED');
       const names = Object.keys(redis).filter((n) => n.startsWith('idem_') && !n.endsWith('Buffer'));
       expect(names.sort()).toEqual(
-        ['claim', 'complete', 'extend', 'fail', 'release'].map((n) =>
+        ['claim', 'complete', 'extend', 'fail', 'markDeadLettered', 'release', 'start'].map((n) =>
           expect.stringMatching(new RegExp(`^idem_${n}_[0-9a-f]{8}$`)),
         ),
       );

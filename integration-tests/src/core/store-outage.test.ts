@@ -1,26 +1,16 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import Redis from 'ioredis';
-import { RedisServer } from '../../support/redis-server';
+import { usePrivateRedis } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 
 // Outages on a private redis-server this suite starts (so pausing or killing it disturbs no other suite).
 describeWithServices(['redis'], 'store outage on a private redis-server', () => {
-  let server: RedisServer;
-  let redis: Redis;
-  let admin: Redis;
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    redis = new Redis(server.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
-    admin = new Redis(server.url, { retryStrategy: () => 50 });
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    admin.disconnect();
-    await server.dispose();
-  });
+  const redisHandle = usePrivateRedis();
 
   const make = (options: ConstructorParameters<typeof Idempotency>[1] = {}) => {
-    const store = new RedisIdempotencyStore({ redis }, { keyPrefix: 'outage', commandTimeoutMs: 300 });
+    const store = new RedisIdempotencyStore(
+      { redis: redisHandle.redis },
+      { keyPrefix: 'outage', commandTimeoutMs: 300 },
+    );
     const idempotency = new Idempotency({ store }, { leaseMs: 5_000, ...options });
     const events: string[] = [];
     for (const name of ['storeError', 'failOpen', 'completed', 'leaseLost'] as const) {
@@ -32,7 +22,7 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
   };
 
   it('Redis down: run fails closed with StoreUnavailableError and runs nothing; fail-open runs unprotected', async () => {
-    await server.stop();
+    await redisHandle.server.stop();
     try {
       const closed = make();
       const handler = jest.fn(() => 'ran');
@@ -51,7 +41,7 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
       expect(result).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed', result: 'ran' });
       expect(open.events).toEqual(['storeError:claim', 'failOpen']);
     } finally {
-      await server.restart();
+      await redisHandle.server.restart();
     }
     await expect(make().idempotency.run({ scope: 'o', key: 'up-again' }, () => 1)).resolves.toMatchObject({
       outcome: 'ACQUIRED',
@@ -65,7 +55,7 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     const result = await idempotency.run(id, async () => {
       // Every client is paused for 800 ms: the complete times out after 300 ms, stays queued on the
       // connection, and Redis runs it when the pause ends; the retry then finds COMPLETED with our token.
-      await admin.client('PAUSE', 800, 'ALL');
+      await redisHandle.admin.client('PAUSE', 800, 'ALL');
       return 'charged';
     });
     expect(result).toMatchObject({
@@ -76,7 +66,11 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     });
     expect(events).toContain('storeError:complete');
     expect(events).not.toContain('leaseLost');
-    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', fencingToken: 1, result: 'j"charged"' });
+    expect(await store.get(id)).toMatchObject({
+      state: 'COMPLETED',
+      fencingToken: (result as { fencingToken: number }).fencingToken,
+      result: 'j"charged"',
+    });
     expect(await idempotency.run(id, () => 'again')).toMatchObject({
       outcome: 'DUPLICATE',
       result: 'charged',
@@ -87,8 +81,8 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     const { idempotency, store } = make();
     const id = { scope: 'o', key: 'restart' };
     const result = await idempotency.run(id, async () => {
-      await server.stop();
-      await server.restart();
+      await redisHandle.server.stop();
+      await redisHandle.server.restart();
       return 'done';
     });
     expect(result).toMatchObject({ status: 'lease-lost', handlerCompleted: true, result: 'done' });

@@ -1,7 +1,7 @@
 import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { idempotentEachMessage, type KafkaIdempotencyEvent } from '@idempotent-consumer/kafka';
+import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
-import type { Consumer, Kafka, Producer } from 'kafkajs';
+import { type Consumer, Kafka, logLevel, type Producer } from 'kafkajs';
 import {
   connectProducer,
   header,
@@ -12,6 +12,7 @@ import {
 } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
+import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(
   ['redis', 'kafka'],
@@ -65,7 +66,7 @@ describeWithServices(
       for (const m of messages) await producer.send({ topic, messages: [{ ...m, key: `${Math.random()}` }] });
       const make = (consumer: Consumer) =>
         idempotentEachMessage({ idempotency, consumer, producer }, { groupId }, ({ key }) => {
-          runs.set(key, (runs.get(key) ?? 0) + 1);
+          runs.set(String(key), (runs.get(String(key)) ?? 0) + 1);
         });
       consumers.push(
         await startConsumer(kafka, groupId, topic, (consumer) => {
@@ -86,7 +87,7 @@ describeWithServices(
       const idempotency = runner(3);
       const attemptsAt: number[] = [];
       const okRuns: string[] = [];
-      const events: KafkaIdempotencyEvent[] = [];
+      const events: RecordedEvent[] = [];
       await producer.send({
         topic,
         messages: [
@@ -95,20 +96,19 @@ describeWithServices(
         ],
       });
       const make = (consumer: Consumer) =>
-        idempotentEachMessage(
-          { idempotency, consumer, producer },
-          {
-            groupId,
-            retryBackoff: { baseMs: 200, factor: 2, jitter: 'none' },
-            onEvent: (e) => events.push(e),
-          },
-          ({ key, attempt }) => {
-            if (key === 'bad-1') {
-              attemptsAt.push(performance.now());
-              throw new Error(`gateway timeout on attempt ${attempt}`);
-            }
-            okRuns.push(key);
-          },
+        recordEvents(
+          idempotentEachMessage(
+            { idempotency, consumer, producer },
+            { groupId, retryBackoff: { baseMs: 200, factor: 2, jitter: 'none' } },
+            ({ key, attempt }) => {
+              if (key === 'bad-1') {
+                attemptsAt.push(performance.now());
+                throw new Error(`gateway timeout on attempt ${attempt}`);
+              }
+              okRuns.push(String(key));
+            },
+          ),
+          events,
         );
       consumers.push(
         await startConsumer(kafka, groupId, topic, (consumer) => {
@@ -133,7 +133,9 @@ describeWithServices(
       expect(header(letter!.headers, 'x-original-partition')).toBe('0');
       expect(header(letter!.headers, 'x-original-offset')).toBe('0');
       expect(header(letter!.headers, 'idempotency-key')).toBe('bad-1');
-      expect(events.filter((e) => e.type === 'waiting' && e.reason === 'retry')).toHaveLength(2);
+      expect(
+        events.filter((e) => e.type === 'retryScheduled' && e.reason === 'handler-error' && !e.paused),
+      ).toHaveLength(2);
       const record = await idempotency.store.get({ scope: `${groupId}/${topic}`, key: 'bad-1' });
       expect(record).toMatchObject({ state: 'FAILED', attempt: 3 });
     }, 60_000);
@@ -142,7 +144,7 @@ describeWithServices(
       const topic = uniqueName('pause');
       const groupId = uniqueName('g');
       const idempotency = runner(2);
-      const events: KafkaIdempotencyEvent[] = [];
+      const events: RecordedEvent[] = [];
       const runs: string[] = [];
       await producer.send({
         topic,
@@ -153,19 +155,17 @@ describeWithServices(
         ],
       });
       const make = (consumer: Consumer) =>
-        idempotentEachMessage(
-          { idempotency, consumer, producer },
-          {
-            groupId,
-            maxInlineDelayMs: 0,
-            retryBackoff: { baseMs: 300, jitter: 'none' },
-            onEvent: (e) => events.push(e),
-          },
-          ({ key, attempt }) => {
-            runs.push(`${key}#${attempt}`);
-            if (key === 'flaky-1' && attempt === 1) throw new TypeError('flaky dependency'); // must not stop KafkaJS
-            if (key === 'fatal-1') throw new NonRetryableError('card declined');
-          },
+        recordEvents(
+          idempotentEachMessage(
+            { idempotency, consumer, producer },
+            { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 300, jitter: 'none' } },
+            ({ key, attempt }) => {
+              runs.push(`${key}#${attempt}`);
+              if (key === 'flaky-1' && attempt === 1) throw new TypeError('flaky dependency'); // must not stop KafkaJS
+              if (key === 'fatal-1') throw new NonRetryableError('card declined');
+            },
+          ),
+          events,
         );
       consumers.push(
         await startConsumer(kafka, groupId, topic, (consumer) => {
@@ -176,21 +176,19 @@ describeWithServices(
       );
       await waitFor(
         'all three settled',
-        () => runs.includes('fatal-1#1') && events.some((e) => e.type === 'dead-lettered'),
+        () => runs.includes('fatal-1#1') && events.some((e) => e.type === 'deadLettered'),
         30_000,
       );
       expect(runs).toEqual(['flaky-1#1', 'flaky-1#2', 'next-1#1', 'fatal-1#1']);
       expect(events).toContainEqual(
         expect.objectContaining({
-          type: 'paused',
-          topic,
-          partition: 1,
-          offset: '0',
-          reason: 'retry',
+          type: 'retryScheduled',
+          source: { topic, partition: 1, offset: '0' },
+          reason: 'handler-error',
+          paused: true,
           delayMs: 300,
         }),
       );
-      expect(events).toContainEqual(expect.objectContaining({ type: 'resumed', topic, partition: 1 }));
       const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('non-retryable');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('ACQUIRED');
@@ -227,6 +225,116 @@ describeWithServices(
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('payload-mismatch');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('PAYLOAD_MISMATCH');
       expect(header(letter!.headers, 'x-original-offset')).toBe('1');
+    }, 60_000);
+
+    it('missingKey: process runs UNPROTECTED with no key, retries a bounded number of times, then dead-letters', async () => {
+      const topic = uniqueName('unprotected');
+      const groupId = uniqueName('g');
+      const idempotency = runner(3);
+      const runs: unknown[] = [];
+      const events: RecordedEvent[] = [];
+      await producer.send({
+        topic,
+        messages: [
+          { partition: 0, value: 'no-key' },
+          { partition: 0, value: 'next', headers: { 'idempotency-key': 'next-1' } },
+        ],
+      });
+      const make = (consumer: Consumer) =>
+        recordEvents(
+          idempotentEachMessage(
+            { idempotency, consumer, producer },
+            {
+              groupId,
+              idempotencyKey: (m) => m.headers?.['idempotency-key']?.toString(),
+              missingKey: 'process',
+              retryBackoff: { baseMs: 50, jitter: 'none' },
+            },
+            ({ key, outcome, attempt, fencingToken, message }) => {
+              runs.push({ key, outcome, attempt, fencingToken });
+              if (message.value!.toString() === 'no-key') throw new Error('downstream 503');
+            },
+          ),
+          events,
+        );
+      consumers.push(
+        await startConsumer(kafka, groupId, topic, (consumer) => {
+          const eachMessage = make(consumer);
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      await waitFor(
+        'the keyed message after it',
+        () => runs.some((r) => (r as { key: unknown }).key === 'next-1'),
+        30_000,
+      );
+      expect(runs.slice(0, 3)).toEqual(
+        [1, 2, 3].map((attempt) => ({
+          key: undefined,
+          outcome: 'UNPROTECTED',
+          attempt,
+          fencingToken: 0,
+        })),
+      );
+      expect(runs[3]).toMatchObject({ key: 'next-1', outcome: 'ACQUIRED', attempt: 1 });
+      expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('attempts-exhausted');
+      expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('UNPROTECTED');
+      expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('3');
+      expect(events).toContainEqual(expect.objectContaining({ type: 'missingKey', action: 'process' }));
+      expect(events).toContainEqual(
+        expect.objectContaining({
+          type: 'settled',
+          action: 'dead-letter',
+          outcome: 'UNPROTECTED',
+          key: undefined,
+        }),
+      );
+    }, 60_000);
+
+    it('an expected pause is not logged by KafkaJS as an ERROR with a stack', async () => {
+      const topic = uniqueName('quiet-pause');
+      const groupId = uniqueName('g');
+      const idempotency = runner(2);
+      const errors: string[] = [];
+      const logged = new Kafka({
+        clientId: 'ic-quiet',
+        brokers: brokers.split(','),
+        logLevel: logLevel.ERROR,
+        retry: { retries: 8 },
+        logCreator:
+          () =>
+          ({ level, log }) => {
+            if (level === logLevel.ERROR) errors.push(`${log.message} ${String(log.stack ?? '')}`);
+          },
+      });
+      const runs: string[] = [];
+      const events: RecordedEvent[] = [];
+      await producer.send({
+        topic,
+        messages: [{ partition: 0, value: 'flaky', headers: { 'idempotency-key': 'q-1' } }],
+      });
+      consumers.push(
+        await startConsumer(logged, groupId, topic, (consumer) => {
+          const eachMessage = recordEvents(
+            idempotentEachMessage(
+              { idempotency, consumer, producer },
+              { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 200, jitter: 'none' } },
+              ({ key, attempt }) => {
+                runs.push(`${key}#${attempt}`);
+                if (attempt === 1) throw new Error('flaky dependency');
+              },
+            ),
+            events,
+          );
+          closers.push(eachMessage.close);
+          return { eachMessage };
+        }),
+      );
+      await waitFor('the retry after the pause', () => runs.includes('q-1#2'), 30_000);
+      expect(events).toContainEqual(expect.objectContaining({ type: 'retryScheduled', paused: true }));
+      expect(errors.filter((e) => e.includes('eachMessage'))).toEqual([]);
     }, 60_000);
   },
 );

@@ -1,12 +1,18 @@
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer } from 'kafkajs';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import {
+  connectProducer,
+  joinDespiteMock,
+  kafkaClient,
+  startConsumer,
+  uniqueName,
+} from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
+import { startWorker } from '../../support/worker-process';
 
 const WORKER = join(__dirname, '../../workers/kafka-consumer.ts');
 
@@ -32,34 +38,21 @@ describeWithServices(
             headers: { 'idempotency-key': `pay-${i}` },
           })),
         });
-        const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-          env: {
-            ...process.env,
-            IC_REDIS: redisUrl,
-            IC_PREFIX: prefix,
-            IC_BROKERS: brokers,
-            IC_GROUP: groupId,
-            IC_TOPIC: topic,
-            IC_LEDGER: ledger,
-          },
-          stdio: ['ignore', 'pipe', 'pipe'],
+        const worker = startWorker(WORKER, {
+          IC_REDIS: redisUrl,
+          IC_PREFIX: prefix,
+          IC_BROKERS: brokers,
+          IC_GROUP: groupId,
+          IC_TOPIC: topic,
+          IC_LEDGER: ledger,
         });
-        let out = '';
-        let err = '';
-        child.stdout!.on('data', (d: Buffer) => {
-          out += d.toString();
-        });
-        child.stderr!.on('data', (d: Buffer) => {
-          err += d.toString();
-        });
-        const exited = new Promise((resolve) => child.once('exit', resolve));
         await waitFor(
-          `the worker to complete all ${total} (stderr: ${err.slice(0, 300)})`,
-          () => out.split('completed ').length - 1 >= total,
+          `the worker to complete all ${total} (stderr: ${worker.stderr().slice(0, 300)})`,
+          () => worker.stdout().split('completed ').length - 1 >= total,
           40_000,
         );
-        child.kill('SIGKILL');
-        await exited;
+        worker.child.kill('SIGKILL');
+        await worker.exited;
 
         // Nothing was committed: the group's offsets are all unset.
         const admin = kafka.admin();
@@ -75,15 +68,18 @@ describeWithServices(
         const outcomes: string[] = [];
         idempotency.on('outcome', ({ outcome }) => outcomes.push(outcome));
         let runs = 0;
-        consumer = await startConsumer(kafka, groupId, topic, (c) => ({
-          eachMessage: idempotentEachMessage(
-            { idempotency, consumer: c },
-            { groupId, deadLetterTopic: false },
-            () => {
-              runs++;
-            },
-          ),
-        }));
+        // The dead worker is still a member until its session times out; the mock may stop a joiner then.
+        consumer = await joinDespiteMock('kafka kill', () =>
+          startConsumer(kafka, groupId, topic, (c) => ({
+            eachMessage: idempotentEachMessage(
+              { idempotency, consumer: c },
+              { groupId, deadLetterTopic: false },
+              () => {
+                runs++;
+              },
+            ),
+          })),
+        );
         await waitFor('every replayed message', () => outcomes.length >= total, 30_000);
         expect(outcomes).toEqual(Array(total).fill('DUPLICATE'));
         expect(runs).toBe(0);

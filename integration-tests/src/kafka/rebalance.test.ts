@@ -3,7 +3,14 @@ import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer } from 'kafkajs';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import {
+  connectProducer,
+  joinDespiteMock,
+  kafkaClient,
+  startConsumer,
+  uniqueName,
+  watchGroup,
+} from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 
@@ -25,7 +32,7 @@ describeWithServices(
       const byConsumer = new Map<string, number>();
       const charge =
         (who: string) =>
-        async ({ key }: { key: string }) => {
+        async ({ key = '' }: { key?: string | undefined }) => {
           await sleep(5); // the payment gateway
           charges.set(key, (charges.get(key) ?? 0) + 1);
           byConsumer.set(who, (byConsumer.get(who) ?? 0) + 1);
@@ -37,15 +44,19 @@ describeWithServices(
         // Commit rarely, so a rebalance hands uncommitted (already charged) messages to another member.
         const extra = { autoCommitInterval: 2000 };
         const options = { groupId, deadLetterTopic: false } as const;
+        const groups = new Map<string, ReturnType<typeof watchGroup>>();
         for (const who of ['a', 'b']) {
           consumers.push(
             await startConsumer(
               kafka,
               groupId,
               topic,
-              (c) => ({
-                eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, charge(who)),
-              }),
+              (c) => {
+                groups.set(who, watchGroup(c));
+                return {
+                  eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, charge(who)),
+                };
+              },
               extra,
             ),
           );
@@ -60,14 +71,22 @@ describeWithServices(
           }
         })();
         await waitFor('a third of the payments', () => charges.size >= total / 3, 30_000);
+        const joinsBefore = [...groups.values()].map((g) => g.joins());
         consumers.push(
-          await startConsumer(
-            kafka,
-            groupId,
-            topic,
-            (c) => ({ eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, charge('c')) }),
-            extra,
+          await joinDespiteMock('kafka rebalance', () =>
+            startConsumer(
+              kafka,
+              groupId,
+              topic,
+              (c) => ({ eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, charge('c')) }),
+              extra,
+            ),
           ),
+        );
+        // The join is a real rebalance: a and b joined the new generation too, and neither stopped (a member
+        // the mock stopped would leave its partitions to the others and the test would pass by accident).
+        await waitFor('a and b to rejoin', () =>
+          [...groups.values()].every((g, i) => g.joins() > joinsBefore[i]!),
         );
         await producing;
         await waitFor(`all ${total} payments`, () => charges.size >= total, 45_000);
@@ -75,6 +94,7 @@ describeWithServices(
         expect(charges.size).toBe(total);
         expect([...charges.entries()].filter(([, n]) => n !== 1)).toEqual([]);
         expect(byConsumer.get('c') ?? 0).toBeGreaterThan(0); // the third member took partitions over
+        expect([...groups.values()].map((g) => g.crashes())).toEqual([[], []]);
       } finally {
         await producing?.catch(() => {});
         await Promise.all(consumers.map((c) => c.disconnect()));

@@ -1,16 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import {
-  idempotentEachBatch,
-  idempotentEachMessage,
-  type KafkaIdempotencyEvent,
-} from '@idempotent-consumer/kafka';
+import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer } from 'kafkajs';
 import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
+import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({ kafka: brokers }) => {
   let server: RedisServer;
@@ -40,7 +37,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
         { store },
         { leaseMs: 3000, retentionMs: 600_000, writeAttempts: 2 },
       );
-      const events: KafkaIdempotencyEvent[] = [];
+      const events: RecordedEvent[] = [];
       const trace: string[] = [];
       for (const name of ['outcome', 'completed', 'released', 'failed', 'leaseLost', 'storeError'] as const) {
         idempotency.on(name, (e: object) =>
@@ -54,10 +51,9 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
         groupId,
         deadLetterTopic: false as const,
         maxInlineDelayMs: 1000,
-        storeProbeIntervalMs: 200,
-        onEvent: (e: KafkaIdempotencyEvent) => events.push(e),
+        storeProbeBackoff: { baseMs: 200, maxMs: 200 },
       };
-      const handler = async ({ key }: { key: string }) => {
+      const handler = async ({ key = '' }: { key?: string | undefined }) => {
         await sleep(5);
         charges.set(key, (charges.get(key) ?? 0) + 1);
         trace.push(`${Date.now() % 100000} CHARGE ${key}`);
@@ -68,8 +64,18 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
       try {
         consumer = await startConsumer(kafka, groupId, topic, (c) =>
           wrapper === 'eachMessage'
-            ? { eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, handler) }
-            : { eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, handler) },
+            ? {
+                eachMessage: recordEvents(
+                  idempotentEachMessage({ idempotency, consumer: c }, options, handler),
+                  events,
+                ),
+              }
+            : {
+                eachBatch: recordEvents(
+                  idempotentEachBatch({ idempotency, consumer: c }, options, handler),
+                  events,
+                ),
+              },
         );
         producing = (async () => {
           for (let i = 0; i < total; i++) {
@@ -85,7 +91,10 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
         // The next claim (or a write after a handler, retried for a few seconds) meets the outage.
         await waitFor(
           'the wrapper to see the outage',
-          () => events.some((e) => 'reason' in e && e.reason === 'store-unavailable'),
+          () =>
+            events.some(
+              (e) => e.type === 'storeUnavailable' || (e.type === 'storeError' && e.operation === 'complete'),
+            ),
           20_000,
         );
         const chargedWhilePaused = charges.size;
@@ -105,7 +114,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
                 (t) => twice.some(([k]) => t.includes(`${k}"`) || t.endsWith(k)) || t.includes('storeError'),
               )
               .slice(0, 80)
-              .join('\n')}\n${JSON.stringify(events.filter((e) => e.type !== 'waiting'))}\n`,
+              .join('\n')}\n${JSON.stringify(events.filter((e) => e.type !== 'settled'))}\n`,
           );
         expect(twice).toEqual([]);
       } finally {

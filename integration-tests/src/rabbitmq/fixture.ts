@@ -7,9 +7,10 @@ import {
 import {
   createIdempotentConsumer,
   type IdempotentConsumer,
+  type IdempotentConsumerDependencies,
   type IdempotentConsumerEvents,
   type IdempotentConsumerOptions,
-  type RabbitHandler,
+  type RabbitMqHandler,
 } from '@idempotent-consumer/rabbitmq';
 import { type Channel, type ChannelModel, connect, type GetMessage, type Options } from 'amqplib';
 import Redis from 'ioredis';
@@ -36,19 +37,26 @@ export type EventLog = { [K in keyof IdempotentConsumerEvents]: IdempotentConsum
 
 const EVENT_NAMES: (keyof IdempotentConsumerEvents)[] = [
   'delivery',
-  'acked',
-  'retried',
+  'settled',
+  'retryScheduled',
   'deadLettered',
-  'requeued',
   'missingKey',
-  'paused',
-  'resumed',
-  'storeProbeFailed',
-  'publishFailed',
-  'settleFailed',
+  'leaseLost',
+  'storeUnavailable',
+  'storeRecovered',
+  'brokerError',
+  'started',
+  'stopped',
   'channelClosed',
+  'reconnected',
   'cancelled',
 ];
+
+/** The `settled` events whose decision was `ack`. */
+export const acks = (log: EventLog) => log.settled.filter((e) => e.decision.action === 'ack');
+
+/** The `settled` events whose decision was `requeue`. */
+export const requeues = (log: EventLog) => log.settled.filter((e) => e.decision.action === 'requeue');
 
 /** Records every event of a consumer. */
 export function recordEvents(consumer: IdempotentConsumer<unknown>): EventLog {
@@ -96,14 +104,18 @@ export class RabbitFixture {
     );
   }
 
-  /** Creates, records and starts a consumer on the work queue with {@link FAST} settings. */
+  /**
+   * Creates, records and starts a consumer on the work queue with {@link FAST} settings, on the fixture's
+   * connection unless `dependencies` say otherwise.
+   */
   async consumer<T>(
     idempotency: Idempotency,
     options: Partial<IdempotentConsumerOptions>,
-    handler: RabbitHandler<T>,
+    handler: RabbitMqHandler<T>,
+    dependencies: Omit<IdempotentConsumerDependencies, 'idempotency'> = { connection: this.connection },
   ): Promise<{ consumer: IdempotentConsumer<T>; events: EventLog }> {
     const consumer = createIdempotentConsumer<T>(
-      { idempotency, connection: this.connection },
+      { idempotency, ...dependencies },
       { ...FAST, queue: this.queue, ...options },
       handler,
     );

@@ -1,10 +1,14 @@
 import { decodeResult, NonRetryableError } from '@idempotent-consumer/core';
-import { HEADERS, type RabbitHandlerContext } from '@idempotent-consumer/rabbitmq';
+import {
+  DEAD_LETTER_HEADERS,
+  type RabbitMqHandlerContext,
+  RETRY_HEADERS,
+} from '@idempotent-consumer/rabbitmq';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
-import { RabbitFixture } from './fixture';
+import { acks, RabbitFixture } from './fixture';
 
-/** One test per row of the RabbitMQ column of DESIGN.md, "Outcome → broker action". */
+/** One test per row of the RabbitMQ column of docs/design.md#outcome-to-broker-action. */
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broker action', (urls) => {
   // Per-project `testTimeout` is not applied by jest (it is a global option), so set it here.
   jest.setTimeout(20_000);
@@ -16,18 +20,23 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
 
   it('ACQUIRED: runs the handler, records COMPLETED, then acks', async () => {
     const idempotency = fx.idempotency();
-    const seen: RabbitHandlerContext[] = [];
+    const seen: RabbitMqHandlerContext[] = [];
     const { consumer, events } = await fx.consumer(idempotency, {}, async (ctx) => {
       seen.push(ctx);
       // COMPLETED must be written before the ack: while the handler runs, the message is unacked.
       return { charged: JSON.parse(ctx.message.content.toString()).amount };
     });
     fx.publish({ amount: 42 }, { messageId: 'pay-1' });
-    await waitFor('the ack', () => events.acked.length === 1);
+    await waitFor('the ack', () => acks(events).length === 1);
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatchObject({ key: 'pay-1', attempt: 1, outcome: 'ACQUIRED', fencingToken: 1 });
+    expect(seen[0]).toMatchObject({ key: 'pay-1', attempt: 1, outcome: 'ACQUIRED' });
+    expect(Number.isSafeInteger(seen[0]!.fencingToken)).toBe(true);
     expect(seen[0]!.signal).toBeInstanceOf(AbortSignal);
-    expect(events.acked[0]).toMatchObject({ reason: 'completed', outcome: 'ACQUIRED', key: 'pay-1' });
+    expect(acks(events)[0]).toMatchObject({
+      decision: { reason: 'completed' },
+      outcome: 'ACQUIRED',
+      key: 'pay-1',
+    });
     const record = await idempotency.store.get({ scope: fx.queue, key: 'pay-1' });
     expect(record?.state).toBe('COMPLETED');
     expect(decodeResult(record?.result)).toEqual({ charged: 42 });
@@ -43,10 +52,10 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     fx.publish({ amount: 1 }, { messageId: 'dup-1' });
     // The header is the fallback key source.
     fx.publish({ amount: 1 }, { headers: { 'idempotency-key': 'dup-1' } });
-    await waitFor('three acks', () => events.acked.length === 3);
+    await waitFor('three acks', () => acks(events).length === 3);
     expect(runs).toBe(1);
-    expect(events.acked.map((e) => e.reason)).toEqual(['completed', 'duplicate', 'duplicate']);
-    expect(events.retried).toHaveLength(0);
+    expect(acks(events).map((e) => e.decision.reason)).toEqual(['completed', 'duplicate', 'duplicate']);
+    expect(events.retryScheduled).toHaveLength(0);
     expect(events.deadLettered).toHaveLength(0);
   });
 
@@ -55,48 +64,58 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     // Another worker holds the key with a 700 ms lease and then dies (never completes).
     const holder = await idempotency.claim({ scope: fx.queue, key: 'busy-1' }, { leaseMs: 700 });
     expect(holder.outcome).toBe('ACQUIRED');
-    const seen: RabbitHandlerContext[] = [];
+    const seen: RabbitMqHandlerContext[] = [];
     const started = Date.now();
-    const { events } = await fx.consumer(idempotency, { fingerprintPayload: false }, (ctx) => {
+    // No wait for the holder's outcome: the delay-tier path itself is under test (conflict-wait.test.ts
+    // covers the wait).
+    const { events } = await fx.consumer(idempotency, { fingerprint: false, conflictWaitMs: 0 }, (ctx) => {
       seen.push(ctx);
     });
     fx.publish({ amount: 5 }, { messageId: 'busy-1' });
-    await waitFor('the completion', () => events.acked.length === 1, 10_000);
+    await waitFor('the completion', () => acks(events).length === 1, 10_000);
     const elapsed = Date.now() - started;
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatchObject({ outcome: 'ACQUIRED_STALE', fencingToken: 2, attempt: 2 });
+    expect(seen[0]).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 2 });
+    expect(seen[0]!.fencingToken).toBeGreaterThan(holder.fencingToken);
     // Delay tiers are 100/300/1000 ms: a ~700 ms remaining lease rounds up to the 1000 ms tier, once.
-    expect(events.retried.length).toBeGreaterThanOrEqual(1);
-    expect(events.retried.length).toBeLessThanOrEqual(2);
-    expect(events.retried[0]).toMatchObject({ reason: 'conflict', outcome: 'CONFLICT', delayMs: 1000 });
-    expect(events.retried[0]!.wantedDelayMs).toBeGreaterThan(300);
-    expect(events.retried[0]!.wantedDelayMs).toBeLessThanOrEqual(700);
+    expect(events.retryScheduled.length).toBeGreaterThanOrEqual(1);
+    expect(events.retryScheduled.length).toBeLessThanOrEqual(2);
+    expect(events.retryScheduled[0]).toMatchObject({
+      reason: 'conflict',
+      outcome: 'CONFLICT',
+      delayMs: 1000,
+    });
+    expect(events.retryScheduled[0]!.wantedDelayMs).toBeGreaterThan(300);
+    expect(events.retryScheduled[0]!.wantedDelayMs).toBeLessThanOrEqual(700);
     expect(elapsed).toBeGreaterThanOrEqual(700);
   });
 
   it('handler threw (retryable): released, delayed by the backoff, then succeeds', async () => {
     const attempts: { attempt: number; header: unknown }[] = [];
     const { events } = await fx.consumer(fx.idempotency(), {}, (ctx) => {
-      attempts.push({ attempt: ctx.attempt, header: ctx.message.properties.headers?.[HEADERS.attempt] });
+      attempts.push({
+        attempt: ctx.attempt,
+        header: ctx.message.properties.headers?.[RETRY_HEADERS.attempt],
+      });
       if (ctx.attempt === 1) throw new Error('payment provider timed out');
       return 'ok';
     });
     fx.publish({ amount: 7 }, { messageId: 'flaky-1' });
-    await waitFor('the ack', () => events.acked.length === 1);
+    await waitFor('the ack', () => acks(events).length === 1);
     expect(attempts).toEqual([
       { attempt: 1, header: undefined },
       { attempt: 2, header: 1 },
     ]);
-    expect(events.retried).toHaveLength(1);
-    expect(events.retried[0]).toMatchObject({
+    expect(events.retryScheduled).toHaveLength(1);
+    expect(events.retryScheduled[0]).toMatchObject({
       reason: 'handler-error',
       attempt: 1,
       wantedDelayMs: 100,
       delayMs: 100,
       delayQueue: `${fx.queue}.delay.100ms`,
     });
-    expect(events.retried[0]!.error).toContain('payment provider timed out');
-    expect(events.acked[0]).toMatchObject({ reason: 'completed', outcome: 'ACQUIRED' });
+    expect(events.retryScheduled[0]!.error).toContain('payment provider timed out');
+    expect(acks(events)[0]).toMatchObject({ decision: { reason: 'completed' }, outcome: 'ACQUIRED' });
   });
 
   it('attempts exhausted: the record FAILS and the message goes to the dead-letter exchange with headers', async () => {
@@ -109,15 +128,15 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     fx.publish({ amount: 9 }, { messageId: 'doomed-1', persistent: true });
     const [dead] = await fx.deadLetters(1);
     expect(runs).toBe(3);
-    expect(events.retried.map((e) => e.attempt)).toEqual([1, 2]);
+    expect(events.retryScheduled.map((e) => e.attempt)).toEqual([1, 2]);
     const headers = dead!.properties.headers!;
-    expect(headers[HEADERS.deadLetterReason]).toBe('attempts-exhausted');
-    expect(headers[HEADERS.attempt]).toBe(3);
-    expect(headers[HEADERS.outcome]).toBe('ACQUIRED');
-    expect(headers[HEADERS.error]).toBe('Error: still down (3)');
-    expect(headers[HEADERS.originalQueue]).toBe(fx.queue);
-    expect(headers[HEADERS.key]).toBe('doomed-1');
-    expect(headers[HEADERS.scope]).toBe(fx.queue);
+    expect(headers[DEAD_LETTER_HEADERS.reason]).toBe('attempts-exhausted');
+    expect(headers[DEAD_LETTER_HEADERS.attempt]).toBe(3);
+    expect(headers[DEAD_LETTER_HEADERS.outcome]).toBe('ACQUIRED');
+    expect(headers[DEAD_LETTER_HEADERS.error]).toBe('Error: still down (3)');
+    expect(headers[DEAD_LETTER_HEADERS.originalQueue]).toBe(fx.queue);
+    expect(headers[DEAD_LETTER_HEADERS.key]).toBe('doomed-1');
+    expect(headers[DEAD_LETTER_HEADERS.scope]).toBe(fx.queue);
     expect(dead!.properties.messageId).toBe('doomed-1');
     expect(dead!.properties.deliveryMode).toBe(2);
     expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 9 });
@@ -128,7 +147,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     // A later redelivery of the same key meets the FAILED record and is dead-lettered without running.
     fx.publish({ amount: 9 }, { messageId: 'doomed-1' });
     const [again] = await fx.deadLetters(1);
-    expect(again!.properties.headers![HEADERS.deadLetterReason]).toBe('failed-record');
+    expect(again!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('failed-record');
     expect(runs).toBe(3);
   });
 
@@ -141,9 +160,11 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     fx.publish({ amount: 3 }, { messageId: 'declined-1' });
     const [dead] = await fx.deadLetters(1);
     expect(runs).toBe(1);
-    expect(events.retried).toHaveLength(0);
-    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('non-retryable');
-    expect(dead!.properties.headers![HEADERS.error]).toBe('NonRetryableError [NON_RETRYABLE]: card declined');
+    expect(events.retryScheduled).toHaveLength(0);
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('non-retryable');
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.error]).toBe(
+      'NonRetryableError [NON_RETRYABLE]: card declined',
+    );
   });
 
   it('PAYLOAD_MISMATCH: the same key with another payload is dead-lettered and never run', async () => {
@@ -155,38 +176,38 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     fx.publish({ amount: 99_999 }, { messageId: 'pay-9' });
     const [dead] = await fx.deadLetters(1);
     expect(bodies).toEqual([{ amount: 10 }]);
-    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('payload-mismatch');
-    expect(dead!.properties.headers![HEADERS.outcome]).toBe('PAYLOAD_MISMATCH');
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('payload-mismatch');
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.outcome]).toBe('PAYLOAD_MISMATCH');
     expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 99_999 });
-    await waitFor('both settled', () => events.acked.length + events.deadLettered.length === 2);
+    await waitFor('both settled', () => acks(events).length + events.deadLettered.length === 2);
   });
 
-  it('missing key, policy reject: dead-lettered with its reason, never run', async () => {
+  it('missing key, policy dead-letter: dead-lettered with its reason, never run', async () => {
     let runs = 0;
-    const { events } = await fx.consumer(fx.idempotency(), { missingKey: 'reject' }, () => {
+    const { events } = await fx.consumer(fx.idempotency(), { missingKey: 'dead-letter' }, () => {
       runs += 1;
     });
     fx.publish({ amount: 1 });
     const [dead] = await fx.deadLetters(1);
     expect(runs).toBe(0);
-    expect(dead!.properties.headers![HEADERS.deadLetterReason]).toBe('missing-key');
-    expect(dead!.properties.headers![HEADERS.outcome]).toBe('NONE');
-    expect(dead!.properties.headers![HEADERS.key]).toBeUndefined();
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('missing-key');
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.outcome]).toBe('NONE');
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.key]).toBeUndefined();
     await waitFor('the missingKey event', () => events.missingKey.length === 1);
-    expect(events.missingKey[0]).toMatchObject({ action: 'rejected', key: undefined });
+    expect(events.missingKey[0]).toMatchObject({ action: 'dead-letter', key: undefined });
   });
 
   it('missing key, policy process: runs without idempotency and says so', async () => {
-    const seen: RabbitHandlerContext[] = [];
+    const seen: RabbitMqHandlerContext[] = [];
     const { events } = await fx.consumer(fx.idempotency(), { missingKey: 'process' }, (ctx) => {
       seen.push(ctx);
     });
     fx.publish({ amount: 1 });
-    await waitFor('the ack', () => events.acked.length === 1);
+    await waitFor('the ack', () => acks(events).length === 1);
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatchObject({ key: undefined, fencingToken: 0, outcome: 'UNPROTECTED', attempt: 1 });
-    expect(events.missingKey).toEqual([expect.objectContaining({ action: 'processed' })]);
-    expect(events.acked[0]).toMatchObject({ reason: 'unprotected', outcome: 'UNPROTECTED' });
+    expect(seen[0]).toMatchObject({ key: '', fencingToken: 0, outcome: 'UNPROTECTED', attempt: 1 });
+    expect(events.missingKey).toEqual([expect.objectContaining({ action: 'process' })]);
+    expect(acks(events)[0]).toMatchObject({ decision: { reason: 'unprotected' }, outcome: 'UNPROTECTED' });
     expect(await fx.redis.keys(`${fx.prefix}:*`)).toEqual([]);
   });
 

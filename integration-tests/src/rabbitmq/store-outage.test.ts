@@ -3,7 +3,7 @@ import Redis from 'ioredis';
 import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
-import { pause, RabbitFixture, uniqueName } from './fixture';
+import { acks, pause, RabbitFixture, requeues, uniqueName } from './fixture';
 
 const MESSAGES = 30;
 
@@ -41,34 +41,33 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
     const handlerRan = new Set<string>();
     const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
-      handlerRan.add(key!);
+      handlerRan.add(key);
       await pause(40);
-      await fx.redis.hincrby(effectsKey, key!, 1);
+      await fx.redis.hincrby(effectsKey, key, 1);
     });
     for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
 
-    await waitFor('a few acks', () => events.acked.length >= 5);
+    await waitFor('a few acks', () => acks(events).length >= 5);
     await server.stop();
-    await waitFor('the consumer to pause', () => events.paused.length >= 1);
+    await waitFor('the consumer to pause', () => events.storeUnavailable.length >= 1);
     expect(consumer.state).toBe('paused');
-    await waitFor('a failed store probe', () => events.storeProbeFailed.length >= 1);
     await waitFor('the in-flight claims to be requeued', () =>
-      events.requeued.some((e) => e.reason === 'store-unavailable'),
+      requeues(events).some((e) => e.decision.reason === 'store-unavailable'),
     );
 
     // While the store is down, hold an interval and watch that nothing new runs or is acked blindly.
     const ranBefore = handlerRan.size;
-    const ackedBefore = events.acked.length;
+    const ackedBefore = acks(events).length;
     await pause(1200);
     expect(handlerRan.size).toBe(ranBefore);
-    for (const e of events.acked.slice(ackedBefore)) expect(handlerRan.has(e.key!)).toBe(true);
+    for (const e of acks(events).slice(ackedBefore)) expect(handlerRan.has(e.key!)).toBe(true);
     // Every message not acked is still in RabbitMQ (ready, or unacked in flight).
-    expect(await fx.depth()).toBeGreaterThanOrEqual(MESSAGES - events.acked.length - consumer.inFlight);
-    expect(events.retried).toHaveLength(0);
+    expect(await fx.depth()).toBeGreaterThanOrEqual(MESSAGES - acks(events).length - consumer.inFlight);
+    expect(events.retryScheduled).toHaveLength(0);
     expect(events.deadLettered).toHaveLength(0);
 
     await server.restart();
-    await waitFor('the consumer to resume', () => events.resumed.length >= 1, 10_000);
+    await waitFor('the consumer to resume', () => events.storeRecovered.length >= 1, 10_000);
     await waitFor(
       'every message to be handled',
       async () => Object.keys(await fx.redis.hgetall(effectsKey)).length === MESSAGES,
@@ -76,7 +75,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     );
     await waitFor(
       'every message to be acked',
-      () => new Set(events.acked.map((e) => e.key)).size === MESSAGES,
+      () => new Set(acks(events).map((e) => e.key)).size === MESSAGES,
     );
     const effects = await fx.redis.hgetall(effectsKey);
     expect(Object.values(effects).every((count) => count === '1')).toBe(true);

@@ -1,5 +1,5 @@
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
+import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
+import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
 import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
@@ -43,36 +43,45 @@ describeWithServices(
         },
         { leaseMs: 2000, writeAttempts: 2 },
       );
-      const processed: ProcessedMessage<unknown>[] = [];
+      const processed: SqsEvents['settled'][0][] = [];
+      const downErrors: unknown[] = [];
       const events: string[] = [];
       const poller = new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
-        { queueUrl: q.url, waitTimeSeconds: 1, concurrency: 4, storeProbeIntervalMs: 100 },
-        async (_m, { key }) => {
+        {
+          queueUrl: q.url,
+          waitTimeSeconds: 1,
+          concurrency: 4,
+          storeProbeBackoff: { baseMs: 100, maxMs: 100 },
+        },
+        async ({ key }) => {
           await fx.effect(counter, key);
         },
       );
-      poller.on('processed', (p) => processed.push(p));
-      poller.on('storeUnavailable', () => events.push('down'));
+      poller.on('settled', (p) => processed.push(p));
+      poller.on('storeUnavailable', ({ error }) => {
+        events.push('down');
+        downErrors.push(error);
+      });
       poller.on('storeRecovered', () => events.push('up'));
       let deletesWhileDown = 0;
-      poller.on('deleted', () => {
-        if (events.at(-1) === 'down') deletesWhileDown += 1;
+      poller.on('settled', ({ action }) => {
+        if (action === 'delete' && events.at(-1) === 'down') deletesWhileDown += 1;
       });
       poller.start();
       try {
         for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `before-${i}`, { key: `before-${i}` });
-        await waitFor(
-          '3 deleted',
-          () => processed.filter((p) => p.disposition.action === 'delete').length === 3,
-        );
+        await waitFor('3 deleted', () => processed.filter((p) => p.action === 'delete').length === 3);
 
         await server.stop();
         for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `during-${i}`, { key: `during-${i}` });
         await waitFor('polling paused', () => poller.paused);
-        const left = processed.filter((p) => p.disposition.reason === 'store-unavailable');
+        const left = processed.filter((p) => p.reason === 'store-unavailable');
         expect(left.length).toBeGreaterThan(0);
         expect(left.every((p) => p.handler === 'not-run')).toBe(true);
+        // The batch claim met the store down: the event and every left message carry the store's error.
+        expect(downErrors).toEqual([expect.any(StoreUnavailableError)]);
+        expect(left.every((p) => p.error instanceof StoreUnavailableError)).toBe(true);
         // Paused: no receive happens, so the messages stay on the queue.
         const seenWhilePaused = processed.length;
         await new Promise((r) => setTimeout(r, 1500));

@@ -1,12 +1,15 @@
 import { ChangeMessageVisibilityCommand, type Message } from '@aws-sdk/client-sqs';
 import { NonRetryableError } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type ProcessedMessage, queueNameFromUrl } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsEvents, type SqsHandlerContext } from '@idempotent-consumer/sqs';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
+
+type Settled = SqsEvents['settled'][0];
+const queueNameFromUrl = (url: string) => url.slice(url.lastIndexOf('/') + 1);
 
 describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real Redis', ({ redis, sqs }) => {
   let fx: SqsFixture;
@@ -28,29 +31,26 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const q = await fx.queue('dups');
     const counter = fx.counter('dups');
     const idempotency = fx.idempotency({ leaseMs: 3000 });
-    const processed: ProcessedMessage<unknown>[] = [];
+    const processed: Settled[] = [];
     const poller = track(
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, concurrency: 8, waitTimeSeconds: 1 },
-        async (message, { key }) => {
+        async ({ message, key }) => {
           await new Promise((r) => setTimeout(r, 50));
           await fx.effect(counter, key);
           return { charged: message.Body };
         },
       ),
     );
-    poller.on('processed', (p) => processed.push(p));
+    poller.on('settled', (p) => processed.push(p));
     // Two operations, each sent four times under its own key (different MessageIds, same body).
     for (let i = 0; i < 4; i++) {
       await sendMessage(fx.sqs, q.url, 'pay-a', { key: 'a' });
       await sendMessage(fx.sqs, q.url, 'pay-b', { key: 'b' });
     }
     poller.start();
-    await waitFor(
-      '8 messages deleted',
-      () => processed.filter((p) => p.disposition.action === 'delete').length === 8,
-    );
+    await waitFor('8 messages deleted', () => processed.filter((p) => p.action === 'delete').length === 8);
     expect(await fx.effects(counter)).toEqual({ a: 1, b: 1 });
     expect(processed.filter((p) => p.handler === 'completed')).toHaveLength(2);
     const duplicates = processed.filter((p) => p.outcome === 'DUPLICATE');
@@ -68,7 +68,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       releaseHandler = r;
     });
     let inHandler = false;
-    const handler = async (_m: Message, { key }: { key: string }) => {
+    const handler = async ({ key }: SqsHandlerContext) => {
       inHandler = true;
       await handlerGate;
       await fx.effect(counter, key);
@@ -77,11 +77,11 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const a = track(new IdempotentSqsPoller({ idempotency, sqs: fx.sqs }, options, handler));
     const b = track(new IdempotentSqsPoller({ idempotency, sqs: fx.sqs }, options, handler));
     let receipt: string | undefined;
-    a.on('received', (ms) => {
-      receipt = ms[0]!.ReceiptHandle;
+    a.on('received', ({ messages }) => {
+      receipt = messages[0]!.ReceiptHandle;
     });
-    const bProcessed: ProcessedMessage<unknown>[] = [];
-    b.on('processed', (p) => bProcessed.push(p));
+    const bProcessed: Settled[] = [];
+    b.on('settled', (p) => bProcessed.push(p));
     await sendMessage(fx.sqs, q.url, 'once', { key: 'k' });
     a.start();
     await waitFor('poller A in the handler', () => inHandler);
@@ -92,7 +92,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     b.start();
     await waitFor('poller B saw a CONFLICT', () => bProcessed.some((p) => p.outcome === 'CONFLICT'));
     const conflict = bProcessed.find((p) => p.outcome === 'CONFLICT')!;
-    expect(conflict.disposition).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
+    expect(conflict).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
     expect(conflict.handler).toBe('not-run');
     releaseHandler();
     // A completes; its delete may carry a stale receipt handle, so the message may come back once more to
@@ -106,7 +106,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const q = await fx.queue('exhaust');
     const idempotency = fx.idempotency({ leaseMs: 2000, maxAttempts: 3 });
     let runs = 0;
-    const dead: ProcessedMessage<unknown>[] = [];
+    const dead: SqsEvents['deadLettered'][0][] = [];
     const poller = track(
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
@@ -128,8 +128,10 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     await waitFor('dead-lettered', () => dead.length === 1, 20_000);
     expect(runs).toBe(3);
     expect(dead[0]).toMatchObject({
-      deadLetterReason: 'attempts-exhausted',
-      disposition: { reason: 'dead-lettered' },
+      reason: 'attempts-exhausted',
+      via: 'copy',
+      destination: dlq.url,
+      attempt: 3,
     });
     const record = await idempotency.store.get({ scope: queueNameFromUrl(q.url), key: 'doomed' });
     expect(record).toMatchObject({ state: 'FAILED', attempt: 3 });
@@ -153,12 +155,12 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const q = await fx.queue('nonretry');
     const idempotency = fx.idempotency({ leaseMs: 2000 });
     const runs: string[] = [];
-    const dead: ProcessedMessage<unknown>[] = [];
+    const dead: SqsEvents['deadLettered'][0][] = [];
     const poller = track(
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, waitTimeSeconds: 1, concurrency: 1, deadLetter: { queueUrl: dlq.url } },
-        async (message) => {
+        async ({ message }) => {
           runs.push(message.Body!);
           if (message.Body === 'declined') throw new NonRetryableError('card declined');
         },
@@ -172,7 +174,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     await sendMessage(fx.sqs, q.url, 'second body, same key', { key: 'same' });
     await waitFor('two dead-lettered', () => dead.length === 2);
     expect(runs.sort()).toEqual(['declined', 'first']);
-    expect(dead.map((d) => d.deadLetterReason).sort()).toEqual(['non-retryable', 'payload-mismatch']);
+    expect(dead.map((d) => d.reason).sort()).toEqual(['non-retryable', 'payload-mismatch']);
     const copies = await receiveAll(fx.sqs, dlq.url);
     expect(copies.length).toBe(2);
     const fields = copies.map((c) =>
@@ -228,7 +230,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, waitTimeSeconds: 1, concurrency: 4, retryBackoff: { baseMs: 0 } },
-        async (message) => {
+        async ({ message }) => {
           const [group, n] = message.Body!.split(':') as [string, string];
           if (group === 'g1' && n === '2' && !failedOnce) {
             failedOnce = true;
@@ -264,7 +266,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       },
     );
     const deleted: unknown[] = [];
-    poller.on('deleted', (p) => deleted.push(p));
+    poller.on('settled', (p) => p.action === 'delete' && deleted.push(p));
     await sendMessage(fx.sqs, q.url, 'slow', { key: 'slow' });
     poller.start();
     await waitFor('in handler', () => inHandler);

@@ -1,9 +1,8 @@
-import type { Message } from '@aws-sdk/client-sqs';
 import {
-  idempotentHandleMessage,
-  idempotentHandleMessageBatch,
-  type ProcessedMessage,
-  SQS_CONSUMER_ATTRIBUTES,
+  createSqsConsumerWiring,
+  type SqsConsumerWiring,
+  type SqsEvents,
+  type SqsHandlerContext,
 } from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
 import { waitFor } from '../../support/net';
@@ -14,6 +13,15 @@ import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 // sqs-consumer 15 declares `engines.node >= 22` but runs on Node 20 (its CommonJS build is used here), so
 // these tests drive the wrappers through a real Consumer.
 jest.setTimeout(60_000);
+
+type Settled = SqsEvents['settled'][0];
+
+/** Collects every `settled` event of a wiring. */
+function settledOf<T>(wiring: SqsConsumerWiring<T>): Settled[] {
+  const all: Settled[] = [];
+  wiring.events.on('settled', (e) => all.push(e as Settled));
+  return all;
+}
 
 describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consumer', ({ redis, sqs }) => {
   let fx: SqsFixture;
@@ -41,7 +49,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
   afterAll(() => fx.close());
 
   function consumer(options: Parameters<typeof Consumer.create>[0]): Consumer {
-    const c = Consumer.create({ sqs: fx.sqs, waitTimeSeconds: 1, ...SQS_CONSUMER_ATTRIBUTES, ...options });
+    const c = Consumer.create({ sqs: fx.sqs, waitTimeSeconds: 1, ...options });
     // Receive errors (the aborted long poll at stop) are expected; the wrappers themselves never throw.
     c.on('error', () => {});
     c.on('processing_error', (error) => processingErrors.push(error));
@@ -53,21 +61,23 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     const q = await fx.queue('c-dups');
     const counter = fx.counter('c-dups');
     const idempotency = fx.idempotency({ leaseMs: 3000 });
-    const processed: ProcessedMessage<unknown>[] = [];
-    const handleMessage = idempotentHandleMessage(
+    const wiring = createSqsConsumerWiring(
       { idempotency, sqs: fx.sqs },
-      { queueUrl: q.url, onProcessed: (p) => processed.push(p) },
-      async (_m, { key }) => {
+      { queueUrl: q.url },
+      async ({ key }) => {
         await fx.effect(counter, key);
       },
     );
+    const processed = settledOf(wiring);
+    // The spread carries exactly the Consumer options the wiring sets; events and the check stay behind.
+    expect(Object.keys(wiring).sort()).toEqual([
+      'handleMessage',
+      'messageAttributeNames',
+      'messageSystemAttributeNames',
+      'preReceiveMessageCallback',
+    ]);
     for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, 'same', { key: 'k1' });
-    consumer({
-      queueUrl: q.url,
-      handleMessage,
-      preReceiveMessageCallback: handleMessage.waitForStore,
-      batchSize: 10,
-    }).start();
+    consumer({ ...wiring, queueUrl: q.url, batchSize: 10 }).start();
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ k1: 1 });
     expect(processed.filter((p) => p.handler === 'completed')).toHaveLength(1);
@@ -80,56 +90,59 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     const q = await fx.queue('c-lapse');
     const counter = fx.counter('c-lapse');
     const idempotency = fx.idempotency({ leaseMs: 6000 });
-    const processed: ProcessedMessage<unknown>[] = [];
-    const handler = async (_m: Message, { key }: { key: string }) => {
+    const processed: Settled[] = [];
+    const handler = async ({ key }: SqsHandlerContext) => {
       await new Promise((r) => setTimeout(r, 2500));
       await fx.effect(counter, key);
     };
-    const make = () =>
-      idempotentHandleMessage(
+    const make = () => {
+      const wiring = createSqsConsumerWiring(
         { idempotency, sqs: fx.sqs },
-        { queueUrl: q.url, onProcessed: (p) => processed.push(p) },
+        // No wait for the holder's outcome: the CONFLICT path itself is under test (conflict-wait.test.ts
+        // covers the wait).
+        { queueUrl: q.url, conflictWaitMs: 0 },
         handler,
       );
+      wiring.events.on('settled', (p) => processed.push(p));
+      return wiring;
+    };
     await sendMessage(fx.sqs, q.url, 'slow', { key: 'slow' });
-    consumer({ queueUrl: q.url, handleMessage: make(), visibilityTimeout: 1 }).start();
-    consumer({ queueUrl: q.url, handleMessage: make(), visibilityTimeout: 1 }).start();
+    consumer({ ...make(), queueUrl: q.url, visibilityTimeout: 1 }).start();
+    consumer({ ...make(), queueUrl: q.url, visibilityTimeout: 1 }).start();
     await waitFor('a CONFLICT', () => processed.some((p) => p.outcome === 'CONFLICT'), 10_000);
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ slow: 1 });
     const conflict = processed.find((p) => p.outcome === 'CONFLICT')!;
-    expect(conflict.disposition).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
+    expect(conflict).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
   });
 
   it('handleMessage: handler errors are retried with a visibility backoff, then dead-lettered', async () => {
     const dlq = await fx.queue('c-dlq');
     const q = await fx.queue('c-retry');
     const idempotency = fx.idempotency({ leaseMs: 2000, maxAttempts: 2 });
-    const processed: ProcessedMessage<unknown>[] = [];
     let runs = 0;
-    const handleMessage = idempotentHandleMessage(
+    const wiring = createSqsConsumerWiring(
       { idempotency, sqs: fx.sqs },
-      {
-        queueUrl: q.url,
-        retryBackoff: { baseMs: 1000, jitter: 'none' },
-        deadLetter: { queueUrl: dlq.url },
-        onProcessed: (p) => processed.push(p),
-      },
+      { queueUrl: q.url, retryBackoff: { baseMs: 1000, jitter: 'none' }, deadLetter: { queueUrl: dlq.url } },
       async () => {
         runs += 1;
         throw new Error('flaky');
       },
     );
+    const processed = settledOf(wiring);
+    const retries: SqsEvents['retryScheduled'][0][] = [];
+    wiring.events.on('retryScheduled', (e) => retries.push(e));
     await sendMessage(fx.sqs, q.url, 'flaky', { key: 'f' });
     const started = Date.now();
-    consumer({ queueUrl: q.url, handleMessage }).start();
-    await waitFor('dead-lettered', () => processed.some((p) => p.deadLetterReason !== undefined), 15_000);
+    consumer({ ...wiring, queueUrl: q.url }).start();
+    await waitFor('dead-lettered', () => processed.some((p) => p.action === 'dead-letter'), 15_000);
     expect(runs).toBe(2);
-    expect(processed[0]!.disposition).toEqual({
+    expect(processed[0]!.decision).toEqual({
       action: 'change-visibility',
       reason: 'retry',
       visibilityTimeoutSeconds: 1,
     });
+    expect(retries).toEqual([expect.objectContaining({ reason: 'retry', delayMs: 1000, attempt: 1 })]);
     // The retry waited for the backoff's visibility timeout (1 s from ApproximateReceiveCount 1).
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     expect((await receiveAll(fx.sqs, dlq.url))[0]!.Body).toBe('flaky');
@@ -146,17 +159,19 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       claimManyCalls += 1;
       return claimMany(...args);
     };
-    const processed: ProcessedMessage<unknown>[] = [];
-    const handleMessageBatch = idempotentHandleMessageBatch(
+    const wiring = createSqsConsumerWiring(
       { idempotency, sqs: fx.sqs },
-      { queueUrl: q.url, retryBackoff: { baseMs: 0 }, onProcessed: (p) => processed.push(p) },
-      async (message, { key }) => {
+      { queueUrl: q.url, retryBackoff: { baseMs: 0 }, batch: true },
+      async ({ message, key }) => {
         if (message.Body === 'fails-once' && (await fx.effect(counter, 'fails-once-attempts')) === 1) {
           throw new Error('once');
         }
         await fx.effect(counter, key);
       },
     );
+    const processed = settledOf(wiring);
+    expect(Object.keys(wiring)).toContain('handleMessageBatch');
+    expect(Object.keys(wiring)).not.toContain('handleMessage');
     for (const [body, key] of [
       ['a', 'a'],
       ['b', 'b'],
@@ -165,10 +180,10 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     ]) {
       await sendMessage(fx.sqs, q.url, body!, { key });
     }
-    consumer({ queueUrl: q.url, handleMessageBatch, batchSize: 10 }).start();
+    consumer({ ...wiring, queueUrl: q.url, batchSize: 10 }).start();
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ a: 1, b: 1, x: 1, 'fails-once-attempts': 2 });
     expect(claimManyCalls).toBeGreaterThanOrEqual(1);
-    expect(processed.some((p) => p.disposition.reason === 'retry')).toBe(true);
+    expect(processed.some((p) => p.reason === 'retry')).toBe(true);
   });
 });

@@ -3,7 +3,7 @@ import { freePort } from '../net';
 import type { ServiceProvider } from '../service';
 
 /**
- * Kafka (SERVICES.md): KAFKA_BROKERS (comma-separated `host:port`), else librdkafka's mock cluster started
+ * Kafka (integration-tests/README.md): KAFKA_BROKERS (comma-separated `host:port`), else librdkafka's mock cluster started
  * through kcat, else Apache Kafka in a container through testcontainers when a Docker engine answers,
  * else skipped with the reason. The URL is the comma-separated broker list.
  */

@@ -68,7 +68,7 @@ async function startContainer(): Promise<FoundService | { skip: string }> {
 }
 
 /**
- * RabbitMQ (../SERVICES.md): AMQP_URL, else guest/guest on 127.0.0.1:5672, else `rabbitmq-server -detached`
+ * RabbitMQ (../README.md): AMQP_URL, else guest/guest on 127.0.0.1:5672, else `rabbitmq-server -detached`
  * when the program exists (waiting up to ~30 s), else a testcontainers container when Docker answers, else
  * skipped with the reason.
  */

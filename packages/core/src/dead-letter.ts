@@ -5,7 +5,7 @@ import type { ClaimReply } from './store/idempotency-store';
  * Why a message was dead-lettered: one vocabulary for every adapter (Kafka dead-letter topic, RabbitMQ
  * dead-letter exchange, SQS dead-letter queue), written in the {@link DEAD_LETTER_FIELDS}`.reason` field.
  * - `attempts-exhausted`: the handler threw a retryable error on the last allowed attempt (`maxAttempts`);
- *   the record is FAILED (DESIGN.md, "Failure policy");
+ *   the record is FAILED (docs/design.md#failure-policy);
  * - `non-retryable`: the handler threw an error that `isRetryable` refused (e.g. `NonRetryableError`); the
  *   record is FAILED;
  * - `result-too-large`: the handler returned a result above the stored-result size cap with the `fail`
@@ -47,7 +47,7 @@ export const DEAD_LETTER_FIELDS = {
   attempt: 'x-idempotency-attempt',
   /** The idempotency key, when the message had one. */
   key: 'x-idempotency-key',
-  /** The idempotency scope of the consumer (DESIGN.md, "Keys"). */
+  /** The idempotency scope of the consumer (docs/design.md#record-keys). */
   scope: 'x-idempotency-scope',
 } as const;
 
@@ -56,7 +56,7 @@ export const NO_CLAIM_OUTCOME = 'NONE';
 
 /**
  * Derives why a result is dead-lettered, from the runner's {@link RunResult} (or a store's
- * {@link ClaimReply}, for adapters that claim and execute apart). DESIGN.md, "Outcome → broker action":
+ * {@link ClaimReply}, for adapters that claim and execute apart). docs/design.md#outcome-to-broker-action:
  * - a `failed` execution (the record is FAILED now): its `reason`, `attempts-exhausted`, `non-retryable`
  *   or `result-too-large`;
  * - PAYLOAD_MISMATCH: `payload-mismatch`; FAILED (an earlier attempt failed the record): `failed-record`.

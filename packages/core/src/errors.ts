@@ -14,14 +14,20 @@ export type IdempotencyErrorCode =
   | 'INVALID_IDEMPOTENCY_KEY'
   | 'MISSING_IDEMPOTENCY_KEY'
   | 'INVALID_OPTION'
+  | 'INVALID_PAYLOAD'
   | 'STORE_UNAVAILABLE'
   | 'UNEXPECTED_STORE_REPLY'
   | 'LEASE_LOST'
+  | 'HANDLER_TIMEOUT'
   | 'RESULT_TOO_LARGE'
   | 'NON_RETRYABLE'
   | 'TOPOLOGY_MISMATCH'
   | 'PARTITION_PAUSED'
-  | 'SQS_OPERATION_FAILED';
+  | 'SQS_OPERATION_FAILED'
+  | 'IDEMPOTENCY_CONFLICT'
+  | 'PAYLOAD_MISMATCH'
+  | 'RECORD_FAILED'
+  | 'REPLICATION_TIMEOUT';
 
 /** Options shared by every error constructor. */
 export interface IdempotencyErrorOptions {
@@ -65,7 +71,7 @@ export class InvalidKeyError extends IdempotencyError {
 
 /**
  * A message or request carries no idempotency key and the missing-key policy is `reject`. Not retryable:
- * the adapters dead-letter such messages (DESIGN.md, "Key sources").
+ * the adapters dead-letter such messages (docs/design.md#key-sources).
  */
 export class MissingKeyError extends IdempotencyError {
   override readonly name = 'MissingKeyError' as const;
@@ -81,9 +87,20 @@ export class InvalidOptionError extends IdempotencyError {
 }
 
 /**
+ * A payload cannot be fingerprinted (it holds a `bigint`, a function or symbol, a non-finite number, a
+ * cycle, or a getter or `toJSON` that throws), or a precomputed `fingerprint` is not 64 hex characters.
+ * Thrown before anything is written. Not retryable: the same payload fails the same way.
+ */
+export class InvalidPayloadError extends IdempotencyError {
+  override readonly name = 'InvalidPayloadError' as const;
+  readonly code = 'INVALID_PAYLOAD' as const;
+  readonly retryable = false;
+}
+
+/**
  * The idempotency store did not answer (connection refused or closed, command timed out, cluster down).
  * Retryable. The default policy is to fail closed: nothing is acked, committed or deleted while the store
- * is unavailable (DESIGN.md, "store unavailable").
+ * is unavailable (docs/design.md#when-redis-does-not-answer).
  */
 export class StoreUnavailableError extends IdempotencyError {
   override readonly name = 'StoreUnavailableError' as const;
@@ -105,6 +122,17 @@ export class UnexpectedReplyError extends IdempotencyError {
 export class LeaseLostError extends IdempotencyError {
   override readonly name = 'LeaseLostError' as const;
   readonly code = 'LEASE_LOST' as const;
+  readonly retryable = true;
+}
+
+/**
+ * A handler ran longer than `handlerTimeoutMs`. Not thrown: the handler's `signal` aborts with it and the
+ * run resolves `released` (or `failed` with `attempts-exhausted` at the last attempt) with this error.
+ * Retryable. A handler that ignores its signal may still finish later: make handlers honour it.
+ */
+export class HandlerTimeoutError extends IdempotencyError {
+  override readonly name = 'HandlerTimeoutError' as const;
+  readonly code = 'HANDLER_TIMEOUT' as const;
   readonly retryable = true;
 }
 
@@ -140,4 +168,75 @@ export class TopologyMismatchError extends IdempotencyError {
   override readonly name = 'TopologyMismatchError' as const;
   readonly code = 'TOPOLOGY_MISMATCH' as const;
   readonly retryable = false;
+}
+
+/**
+ * Thrown by a function wrapped with `makeIdempotent` when another call holds a live claim on the same
+ * idempotency key (claim outcome `CONFLICT`, Powertools' "already in progress"). Retryable: call again after
+ * `retryAfterMs`; by then the other call has completed (a `DUPLICATE`, its result replayed) or lost its lease.
+ */
+export class IdempotencyConflictError extends IdempotencyError {
+  override readonly name = 'IdempotencyConflictError' as const;
+  readonly code = 'IDEMPOTENCY_CONFLICT' as const;
+  readonly retryable = true;
+  /** The holder's remaining lease in milliseconds, on the store's clock; 0 when unknown. */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, options?: IdempotencyErrorOptions & { retryAfterMs?: number }) {
+    super(message, options);
+    this.retryAfterMs = options?.retryAfterMs ?? 0;
+  }
+}
+
+/**
+ * Thrown by a function wrapped with `makeIdempotent` when its idempotency key was first used with another
+ * payload (claim outcome `PAYLOAD_MISMATCH`): a caller bug, the function did not run. Not retryable.
+ */
+export class PayloadMismatchError extends IdempotencyError {
+  override readonly name = 'PayloadMismatchError' as const;
+  readonly code = 'PAYLOAD_MISMATCH' as const;
+  readonly retryable = false;
+}
+
+/**
+ * Thrown by a function wrapped with `makeIdempotent` when the record of its idempotency key is FAILED from an
+ * earlier call (claim outcome `FAILED`): the function does not run again for this key until the record
+ * expires or an operator releases it. Not retryable.
+ */
+export class RecordFailedError extends IdempotencyError {
+  override readonly name = 'RecordFailedError' as const;
+  readonly code = 'RECORD_FAILED' as const;
+  readonly retryable = false;
+  /** The error recorded when the record failed (`Name [CODE]: message`); '' when unknown. */
+  readonly recordedError: string;
+
+  constructor(message: string, options?: IdempotencyErrorOptions & { recordedError?: string }) {
+    super(message, options);
+    this.recordedError = options?.recordedError ?? '';
+  }
+}
+
+/**
+ * A write was applied on the Redis primary, but fewer replicas than `waitForReplicas.replicas` acknowledged
+ * it within `waitForReplicas.timeoutMs` (`RedisIdempotencyStore`, `WAIT`). The write stands on the primary;
+ * a failover before the replicas catch up may lose it. Retryable: the replicas may catch up. The store call
+ * (claim, complete, release, fail) rejects with it, so nothing is acked on its strength.
+ */
+export class ReplicationTimeoutError extends IdempotencyError {
+  override readonly name = 'ReplicationTimeoutError' as const;
+  readonly code = 'REPLICATION_TIMEOUT' as const;
+  readonly retryable = true;
+  /** Replicas that acknowledged the write in time. */
+  readonly acknowledgedReplicas: number;
+  /** Replicas that had to. */
+  readonly requiredReplicas: number;
+
+  constructor(
+    message: string,
+    options?: IdempotencyErrorOptions & { acknowledgedReplicas?: number; requiredReplicas?: number },
+  ) {
+    super(message, options);
+    this.acknowledgedReplicas = options?.acknowledgedReplicas ?? 0;
+    this.requiredReplicas = options?.requiredReplicas ?? 0;
+  }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { InvalidPayloadError } from './errors';
 
 /**
  * What a fingerprint is computed from: raw message bytes (`Buffer`, `Uint8Array`, `string` taken as UTF-8),
@@ -11,21 +12,80 @@ export type Payload = Uint8Array | string | JsonValue;
 /** A JSON value, as accepted by {@link fingerprint}. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
+/** A fingerprint as stored: 64 hex characters (SHA-256). */
+const FINGERPRINT = /^[0-9a-f]{64}$/;
+
 /**
  * SHA-256 of a payload as 64 lowercase hex characters. The record stores it at claim; a later claim of the
- * same key with another fingerprint returns `PAYLOAD_MISMATCH` (DESIGN.md, "Fingerprint").
+ * same key with another fingerprint returns `PAYLOAD_MISMATCH` (docs/design.md#fingerprints).
  *
- * @throws TypeError when a JSON value cannot be canonicalized (for example it contains `undefined` at the
- *   top level or a `bigint`).
+ * A JSON value must be what JSON can carry: `bigint`, functions, symbols, `NaN`/`Infinity` and cycles are
+ * refused (they would be dropped or changed silently), as is anything whose getter or `toJSON` throws.
+ * Properties whose value is `undefined` are left out, as `JSON.stringify` does.
+ *
+ * @throws {@link InvalidPayloadError} when the payload cannot be fingerprinted; the cause says why.
  */
 export function fingerprint(payload: Payload): string {
   const hash = createHash('sha256');
-  if (payload instanceof Uint8Array) hash.update(payload);
-  else if (typeof payload === 'string') hash.update(payload, 'utf8');
-  else {
-    const json = canonicalize(payload);
-    if (json === undefined) throw new TypeError('The payload cannot be serialized as canonical JSON');
-    hash.update(json, 'utf8');
+  try {
+    if (typeof payload === 'string') hash.update(payload, 'utf8');
+    else if (payload instanceof Uint8Array) hash.update(payload);
+    else {
+      checkJson(payload, '$', []);
+      const json = canonicalize(payload);
+      if (json === undefined)
+        throw new InvalidPayloadError('The payload cannot be serialized as canonical JSON');
+      hash.update(json, 'utf8');
+    }
+  } catch (cause) {
+    if (cause instanceof InvalidPayloadError) throw cause;
+    throw new InvalidPayloadError(`The payload cannot be fingerprinted: ${describeCause(cause)}`, { cause });
   }
   return hash.digest('hex');
+}
+
+/**
+ * Checks a precomputed fingerprint: 64 hex characters (either case; returned in lowercase).
+ * @throws {@link InvalidPayloadError} otherwise (the message shows at most its first 20 characters).
+ */
+export function checkFingerprint(value: unknown): string {
+  const lower = typeof value === 'string' ? value.toLowerCase() : undefined;
+  if (lower === undefined || !FINGERPRINT.test(lower)) {
+    const shown =
+      typeof value === 'string'
+        ? `${JSON.stringify(value.slice(0, 20))} (${value.length} characters)`
+        : typeof value;
+    throw new InvalidPayloadError(`fingerprint must be 64 hex characters (SHA-256), got ${shown}`);
+  }
+  return lower;
+}
+
+/** Walks a JSON value (after `toJSON`), refusing what JSON would drop or change. */
+function checkJson(value: unknown, path: string, ancestors: object[]): void {
+  const bad = (what: string): never => {
+    throw new InvalidPayloadError(`The payload cannot be fingerprinted: ${what} at ${path}`);
+  };
+  if (typeof value === 'bigint') bad('a bigint');
+  if (typeof value === 'function') bad('a function');
+  if (typeof value === 'symbol') bad('a symbol');
+  if (typeof value === 'number' && !Number.isFinite(value)) bad(String(value));
+  if (typeof value !== 'object' || value === null) return;
+  if (ancestors.includes(value)) bad('a circular reference');
+  const inner = [...ancestors, value];
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    checkJson(toJSON.call(value), path, inner);
+  } else if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) checkJson(v, `${path}[${i}]`, inner);
+  } else {
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) checkJson(v, `${path}.${k}`, inner);
+  }
+}
+
+function describeCause(cause: unknown): string {
+  try {
+    return cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+  } catch {
+    return 'an unprintable error';
+  }
 }

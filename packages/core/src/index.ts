@@ -1,5 +1,5 @@
 /**
- * `@idempotent-consumer/core`: the idempotency state machine (DESIGN.md), its stores and its runner.
+ * `@idempotent-consumer/core`: the idempotency state machine (docs/design.md), its stores and its runner.
  * @packageDocumentation
  */
 export { type BackoffOptions, computeBackoffMs } from './backoff';
@@ -10,8 +10,21 @@ export {
   NO_CLAIM_OUTCOME,
 } from './dead-letter';
 export * from './errors';
-export { fingerprint, type JsonValue, type Payload } from './fingerprint';
-export { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from './keys';
+export { checkFingerprint, fingerprint, type JsonValue, type Payload } from './fingerprint';
+export {
+  buildRecordKey,
+  buildScopeScanPattern,
+  DEFAULT_KEY_PREFIX,
+  DEFAULT_MAX_KEY_BYTES,
+  parseRecordKey,
+  type RecordId,
+} from './keys';
+export {
+  getIdempotencyContext,
+  type IdempotentFunction,
+  type MakeIdempotentOptions,
+  makeIdempotent,
+} from './make-idempotent';
 export type { EventSubject, IdempotencyEvents } from './runner/events';
 export {
   describeError,
@@ -21,6 +34,7 @@ export {
   type RunOptions,
   type RunRequest,
 } from './runner/idempotency';
+export { consoleLogger, type IdempotencyLogger } from './runner/logger';
 export {
   defaultIsRetryable,
   type IdempotencyOptions,
@@ -30,6 +44,13 @@ export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } fr
 export type * from './runner/run-result';
 export type * from './store/idempotency-store';
 export { MemoryIdempotencyStore, type MemoryIdempotencyStoreOptions } from './store/memory-store';
+export {
+  type AdminPurgeReply,
+  type AdminReleaseReply,
+  RedisIdempotencyAdmin,
+  type RedisIdempotencyAdminOptions,
+} from './store/redis-admin';
 export type { RedisClient } from './store/redis-client';
 export { RedisIdempotencyStore, type RedisIdempotencyStoreOptions } from './store/redis-store';
+export type { WaitForReplicasOptions } from './store/replica-wait';
 export { SCRIPT_NUMBER_OF_KEYS } from './store/scripts';

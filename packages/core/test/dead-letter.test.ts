@@ -83,6 +83,7 @@ describe('deadLetterReasonOf', () => {
       deadLetterReasonOf({
         outcome: 'ACQUIRED',
         status: 'lease-lost',
+        handlerStarted: true,
         handlerCompleted: false,
         result: undefined,
         error: new Error('x'),

@@ -2,6 +2,8 @@ import { UnexpectedReplyError } from '../src';
 import {
   decodeClaimReply,
   decodeExtendReply,
+  decodeMarkDeadLetteredReply,
+  decodeStartReply,
   decodeState,
   decodeWriteReply,
 } from '../src/store/decode-reply';
@@ -9,18 +11,26 @@ import {
 describe('decodeClaimReply', () => {
   it.each([
     [
-      ['ACQUIRED', 1, 1, 1_700_000_030_000, 1_700_000_000_000],
+      ['ACQUIRED', 1_700_000_000_000_000, 1, 1_700_000_030_000, 1_700_000_000_000, 1],
       {
         outcome: 'ACQUIRED',
-        fencingToken: 1,
+        fencingToken: 1_700_000_000_000_000,
         attempt: 1,
         leaseExpiresAtMs: 1_700_000_030_000,
         serverTimeMs: 1_700_000_000_000,
+        started: true,
       },
     ],
     [
-      ['ACQUIRED_STALE', '2', '2', '5', '4'],
-      { outcome: 'ACQUIRED_STALE', fencingToken: 2, attempt: 2, leaseExpiresAtMs: 5, serverTimeMs: 4 },
+      ['ACQUIRED_STALE', '2', '2', '5', '4', '0'],
+      {
+        outcome: 'ACQUIRED_STALE',
+        fencingToken: 2,
+        attempt: 2,
+        leaseExpiresAtMs: 5,
+        serverTimeMs: 4,
+        started: false,
+      },
     ],
     [
       ['DUPLICATE', 1, 1, 1, 'j1', 9],
@@ -40,8 +50,14 @@ describe('decodeClaimReply', () => {
       { outcome: 'PAYLOAD_MISMATCH', fencingToken: 1, attempt: 1, state: 'COMPLETED' },
     ],
     [
-      ['FAILED', 1, 5, 'ATTEMPTS_EXHAUSTED: 5 of 5 attempts used'],
-      { outcome: 'FAILED', fencingToken: 1, attempt: 5, error: 'ATTEMPTS_EXHAUSTED: 5 of 5 attempts used' },
+      ['FAILED', 1, 5, 'ATTEMPTS_EXHAUSTED: 5 of 5 attempts used', 1],
+      {
+        outcome: 'FAILED',
+        fencingToken: 1,
+        attempt: 5,
+        error: 'ATTEMPTS_EXHAUSTED: 5 of 5 attempts used',
+        deadLettered: true,
+      },
     ],
   ])('decodes %j', (raw, decoded) => {
     expect(decodeClaimReply(raw)).toEqual(decoded);
@@ -53,8 +69,10 @@ describe('decodeClaimReply', () => {
     ['empty array', []],
     ['unknown outcome', ['MAYBE', 1, 1, 1, 1]],
     ['lower-case outcome', ['acquired', 1, 1, 1, 1]],
-    ['too short', ['ACQUIRED', 1, 1, 1]],
-    ['too long', ['ACQUIRED', 1, 1, 1, 1, 1]],
+    ['too short', ['ACQUIRED', 1, 1, 1, 1]],
+    ['too long', ['ACQUIRED', 1, 1, 1, 1, 1, 1]],
+    ['started 2', ['ACQUIRED', 1, 1, 1, 1, 2]],
+    ['FAILED without deadLettered', ['FAILED', 1, 1, 'x']],
     ['non-integer token', ['ACQUIRED', 1.5, 1, 1, 1]],
     ['string token with junk', ['ACQUIRED', '1x', 1, 1, 1]],
     ['null token', ['CONFLICT', null, 1, 1]],
@@ -62,7 +80,7 @@ describe('decodeClaimReply', () => {
     ['hasResult 2', ['DUPLICATE', 1, 1, 2, 'j1', 1]],
     ['result not a string', ['DUPLICATE', 1, 1, 1, 42, 1]],
     ['unknown state letter', ['PAYLOAD_MISMATCH', 1, 1, 'X']],
-    ['error not a string', ['FAILED', 1, 1, 7]],
+    ['error not a string', ['FAILED', 1, 1, 7, 0]],
     ['a write reply', ['OK', 1]],
   ])('rejects %s with UnexpectedReplyError', (_, raw) => {
     expect(() => decodeClaimReply(raw)).toThrow(UnexpectedReplyError);
@@ -84,6 +102,16 @@ describe('decodeWriteReply / decodeExtendReply / decodeState', () => {
     });
     expect(decodeExtendReply(['OK', 10, 5])).toEqual({ ok: true, leaseExpiresAtMs: 10, serverTimeMs: 5 });
     expect(decodeExtendReply(['LEASE_LOST', 1, 'C'])).toMatchObject({ ok: false, state: 'COMPLETED' });
+    expect(decodeStartReply(['OK', 3, 10, 5])).toEqual({
+      ok: true,
+      attempt: 3,
+      leaseExpiresAtMs: 10,
+      serverTimeMs: 5,
+    });
+    expect(decodeStartReply(['LEASE_LOST', 9, 'P'])).toMatchObject({ ok: false, currentFencingToken: 9 });
+    expect(decodeMarkDeadLetteredReply(['OK', 1])).toEqual({ ok: true, first: true });
+    expect(decodeMarkDeadLetteredReply(['OK', 0])).toEqual({ ok: true, first: false });
+    expect(decodeMarkDeadLetteredReply(['LEASE_LOST', 1, 'F'])).toMatchObject({ state: 'FAILED' });
   });
 
   it.each([
@@ -94,6 +122,8 @@ describe('decodeWriteReply / decodeExtendReply / decodeState', () => {
     ['extend OK too short', () => decodeExtendReply(['OK', 1])],
     ['extend string', () => decodeExtendReply('OK')],
     ['state number', () => decodeState(1)],
+    ['start OK too short', () => decodeStartReply(['OK', 1, 2])],
+    ['mark OK with 2', () => decodeMarkDeadLetteredReply(['OK', 2])],
   ])('rejects %s', (_, call) => {
     expect(call).toThrow(UnexpectedReplyError);
   });

@@ -1,4 +1,4 @@
-import { computeBackoffMs, fingerprint } from '../src';
+import { checkFingerprint, computeBackoffMs, fingerprint, InvalidPayloadError } from '../src';
 
 describe('fingerprint', () => {
   it('is the SHA-256 hex of raw bytes; a string is taken as UTF-8', () => {
@@ -15,8 +15,59 @@ describe('fingerprint', () => {
     expect(fingerprint(null)).toBe(fingerprint('null'));
   });
 
-  it('throws a TypeError for values without canonical JSON', () => {
-    expect(() => fingerprint(undefined as unknown as null)).toThrow(TypeError);
+  it.each<[string, unknown]>([
+    ['undefined', undefined],
+    ['a bigint', { amount: 10n }],
+    [
+      'a circular reference',
+      (() => {
+        const o: Record<string, unknown> = {};
+        o.self = o;
+        return o;
+      })(),
+    ],
+    ['NaN', { amount: Number.NaN }],
+    ['Infinity', [1, Number.POSITIVE_INFINITY]],
+    ['a function', { f: () => 1 }],
+    ['a symbol', { s: Symbol('x') }],
+    [
+      'a getter that throws',
+      Object.defineProperty({}, 'x', {
+        enumerable: true,
+        get: () => {
+          throw new Error('no');
+        },
+      }),
+    ],
+    [
+      'a toJSON that throws',
+      {
+        toJSON: () => {
+          throw new Error('no');
+        },
+      },
+    ],
+  ])('refuses %s with InvalidPayloadError (INVALID_PAYLOAD)', (_, payload) => {
+    expect(() => fingerprint(payload as never)).toThrow(InvalidPayloadError);
+    try {
+      fingerprint(payload as never);
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'INVALID_PAYLOAD', retryable: false });
+    }
+  });
+
+  it('a shared (not circular) object and undefined properties are fine; Dates go through toJSON', () => {
+    const shared = { a: 1 };
+    expect(fingerprint({ x: shared, y: shared })).toBe(fingerprint({ x: { a: 1 }, y: { a: 1 } }));
+    expect(fingerprint({ a: 1, b: undefined } as never)).toBe(fingerprint({ a: 1 }));
+    expect(fingerprint({ at: new Date(0) } as never)).toBe(fingerprint({ at: '1970-01-01T00:00:00.000Z' }));
+  });
+
+  it('checkFingerprint: 64 hex characters, lowercased; anything else is INVALID_PAYLOAD', () => {
+    expect(checkFingerprint('A'.repeat(64))).toBe('a'.repeat(64));
+    for (const bad of ['', 'a'.repeat(63), 'g'.repeat(64), 'a'.repeat(100_000), 42]) {
+      expect(() => checkFingerprint(bad)).toThrow(InvalidPayloadError);
+    }
   });
 });
 

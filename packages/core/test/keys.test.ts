@@ -1,4 +1,10 @@
-import { buildRecordKey, DEFAULT_MAX_KEY_BYTES, InvalidKeyError } from '../src';
+import {
+  buildRecordKey,
+  buildScopeScanPattern,
+  DEFAULT_MAX_KEY_BYTES,
+  InvalidKeyError,
+  parseRecordKey,
+} from '../src';
 
 describe('buildRecordKey', () => {
   it('never maps two different (scope, key) pairs to one Redis key', () => {
@@ -54,5 +60,36 @@ describe('buildRecordKey', () => {
     expect(() => buildRecordKey('idem', undefined as unknown as { scope: string; key: string })).toThrow(
       InvalidKeyError,
     );
+  });
+});
+
+describe('buildScopeScanPattern / parseRecordKey', () => {
+  it('the pattern is the scope key prefix plus *, matching what buildRecordKey builds', () => {
+    expect(buildScopeScanPattern('idem', 'orders')).toBe('idem:6:orders:*');
+    const key = buildRecordKey('idem', { scope: 'orders', key: 'o:1' });
+    expect(key.startsWith(buildScopeScanPattern('idem', 'orders').slice(0, -1))).toBe(true);
+  });
+
+  it('escapes the glob characters of the prefix and scope', () => {
+    expect(buildScopeScanPattern('p*', 'a?[b]\\c')).toBe('p\\*:7:a\\?\\[b\\]\\\\c:*');
+  });
+
+  it('parses a record key of the scope back to its id, and refuses other scopes and prefixes', () => {
+    const key = buildRecordKey('idem', { scope: 'orders', key: 'a:b:c' });
+    expect(parseRecordKey('idem', 'orders', key)).toEqual({ scope: 'orders', key: 'a:b:c' });
+    // 'orders:x' as scope has another length, so its keys never parse as scope 'orders'.
+    expect(
+      parseRecordKey('idem', 'orders', buildRecordKey('idem', { scope: 'orders:x', key: 'k' })),
+    ).toBeUndefined();
+    expect(
+      parseRecordKey('idem', 'orders', buildRecordKey('other', { scope: 'orders', key: 'k' })),
+    ).toBeUndefined();
+    expect(parseRecordKey('idem', 'orders', 'idem:6:orders:')).toBeUndefined();
+  });
+
+  it('rejects a bad prefix or scope with InvalidKeyError', () => {
+    expect(() => buildScopeScanPattern('', 'orders')).toThrow(InvalidKeyError);
+    expect(() => buildScopeScanPattern('idem', '')).toThrow(InvalidKeyError);
+    expect(() => parseRecordKey('idem', 'x'.repeat(513), 'k')).toThrow(InvalidKeyError);
   });
 });

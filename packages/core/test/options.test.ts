@@ -4,6 +4,7 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
   MemoryIdempotencyStore,
+  NonRetryableError,
   RedisIdempotencyStore,
 } from '../src';
 
@@ -57,6 +58,8 @@ describe('option validation', () => {
     ['maxAttempts 0', { maxAttempts: 0 }],
     ['maxAttempts 1.5', { maxAttempts: 1.5 }],
     ['leaseMs -1', { leaseMs: -1 }],
+    ['signal that is not an AbortSignal', { signal: { aborted: false } as unknown as AbortSignal }],
+    ['signal null', { signal: null as unknown as AbortSignal }],
   ])('rejects a per-call override %s before claiming anything', async (_, overrides) => {
     const s = new MemoryIdempotencyStore();
     const idempotency = new Idempotency({ store: s });
@@ -66,6 +69,21 @@ describe('option validation', () => {
     });
     expect(handler).not.toHaveBeenCalled();
     expect(s.size).toBe(0);
+  });
+
+  it('resolves isRetryable to a predicate that never throws: one that throws counts as retryable', () => {
+    const idempotency = new Idempotency(
+      { store: new MemoryIdempotencyStore(), logger: false },
+      {
+        isRetryable: () => {
+          throw new TypeError('a bug in the predicate');
+        },
+      },
+    );
+    // The adapters read this resolved predicate for their own decisions (unprotected runs).
+    expect(idempotency.options.isRetryable(new Error('handler failed'))).toBe(true);
+    const plain = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
+    expect(plain.options.isRetryable(new NonRetryableError('declined'))).toBe(false);
   });
 
   it('RedisIdempotencyStore checks its options and its client', () => {

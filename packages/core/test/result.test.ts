@@ -19,6 +19,40 @@ function setup(options: IdempotencyOptions = {}) {
   return { store, idempotency, events: recordEvents(idempotency) };
 }
 
+/**
+ * `n` random CJK characters (3 UTF-8 bytes each) from 256 code points: 8 bits each, so deflate
+ * plus base64 is longer in characters than the text, and shorter in bytes.
+ */
+function cjk(n: number): string {
+  const bytes = randomBytes(2 * n);
+  let text = '';
+  for (let i = 0; i < n; i++) text += String.fromCharCode(0x4e00 + (bytes.readUInt16LE(2 * i) % 256));
+  return text;
+}
+
+describe('compression is chosen by comparing bytes, not UTF-16 lengths', () => {
+  it('30,000 CJK characters (90 KB) compress under the 64 KB cap instead of being omitted', () => {
+    const value = cjk(30_000);
+    const rawBytes = Buffer.byteLength(JSON.stringify(value));
+    expect(rawBytes).toBeGreaterThan(65_536);
+    const encoded = encodeResult(value, codec);
+    expect(encoded).toMatchObject({ kind: 'stored' });
+    const stored = (encoded as { value: string }).value;
+    expect(stored.startsWith('z')).toBe(true);
+    // The compressed form is longer in characters than the raw JSON, and shorter in bytes.
+    expect(stored.length).toBeGreaterThan(value.length);
+    expect(Buffer.byteLength(stored)).toBeLessThan(rawBytes);
+    expect(decodeResult(stored)).toBe(value);
+  });
+
+  it('20,000 CJK characters (60 KB) are stored compressed, not raw', () => {
+    const value = cjk(20_000);
+    const stored = (encodeResult(value, codec) as { value: string }).value;
+    expect(stored.startsWith('z')).toBe(true);
+    expect(Buffer.byteLength(stored)).toBeLessThan(Buffer.byteLength(JSON.stringify(value)));
+  });
+});
+
 describe('result size cap and compression', () => {
   it("onResultTooLarge 'omit' (default): completes without a result and emits resultOmitted", async () => {
     const { idempotency, store, events } = setup({ maxResultBytes: 100, compressAboveBytes: Infinity });

@@ -8,16 +8,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const unavailable = () => new StoreUnavailableError('Redis did not answer');
 
 describe('Idempotency runner: heartbeat and lease loss', () => {
-  it('the heartbeat keeps a 100 ms lease for a 500 ms handler: every rival claim is CONFLICT', async () => {
+  // A 1500 ms lease beats every 500 ms: on a loaded machine (two Jest workers on two cores) a timer may run
+  // late by a good part of a second, and the lease must outlast that.
+  it('the heartbeat keeps a 1500 ms lease for a 3 s handler: every rival claim is CONFLICT', async () => {
     const store = new MemoryIdempotencyStore();
-    const idempotency = new Idempotency({ store }, { leaseMs: 100, retentionMs: 60_000 });
-    const rival = new Idempotency({ store }, { leaseMs: 100, retentionMs: 60_000 });
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1_500, retentionMs: 60_000 });
+    const rival = new Idempotency({ store, logger: false }, { leaseMs: 1_500, retentionMs: 60_000 });
     const extends_: number[] = [];
     let running = true;
     const run = idempotency.run(
       request,
       async ({ signal }) => {
-        await sleep(500);
+        await sleep(3000);
         running = false;
         return signal.aborted;
       },
@@ -36,9 +38,32 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
       recorded: true,
     });
     expect([...rivalOutcomes]).toEqual(['CONFLICT']);
-    // ~500 ms / 33 ms per beat; at least one beat per lease.
-    expect(extends_.length).toBeGreaterThanOrEqual(5);
+    // ~3000 ms / 500 ms per beat; at least one beat per lease.
+    expect(extends_.length).toBeGreaterThanOrEqual(3);
     expect(extends_).toEqual([...extends_].sort((a, b) => a - b));
+  });
+
+  it('a handler that reads signal only after the claim was lost gets it already aborted', async () => {
+    let offset = 0;
+    const store = new MemoryIdempotencyStore({ now: () => Date.now() + offset });
+    const a = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const b = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+    const lost = new Promise<void>((resolve) => a.once('leaseLost', () => resolve()));
+    let started!: () => void;
+    const isRunning = new Promise<void>((r) => (started = r));
+    const first = a.run(request, async (context) => {
+      started();
+      await lost; // the keeper created no AbortController so far: nobody read signal
+      return { aborted: context.signal.aborted, reason: context.signal.reason };
+    });
+    await isRunning;
+    offset = 1_000; // a's lease has expired on the store's clock
+    expect(await b.run(request, () => 'b')).toMatchObject({ outcome: 'ACQUIRED_STALE', status: 'completed' });
+    const r = await first;
+    expect(r).toMatchObject({ status: 'lease-lost', handlerCompleted: true });
+    const value = (r as { result: { aborted: boolean; reason: unknown } }).result;
+    expect(value.aborted).toBe(true);
+    expect(value.reason).toBeInstanceOf(LeaseLostError);
   });
 
   it('the signal aborts with LeaseLostError when another worker took over after the lease expired', async () => {
@@ -63,20 +88,21 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     await isRunning;
     offset += 1_000; // the store's clock jumps past A's lease (a stalled worker, a GC pause)
     const second = await b.run(request, () => 'b');
-    expect(second).toMatchObject({
-      outcome: 'ACQUIRED_STALE',
-      status: 'completed',
-      fencingToken: 2,
-      attempt: 2,
-    });
+    expect(second).toMatchObject({ outcome: 'ACQUIRED_STALE', status: 'completed', attempt: 2 });
+    const [firstToken, secondToken] = [
+      events.find(([n]) => n === 'outcome')![1].fencingToken as number,
+      (second as { fencingToken: number }).fencingToken,
+    ];
+    expect(secondToken).toBeGreaterThan(firstToken);
     const result = await first;
     expect(abortedWith).toBeInstanceOf(LeaseLostError);
     expect(abortedWith).toMatchObject({ code: 'LEASE_LOST', retryable: true });
     expect(result).toEqual({
       outcome: 'ACQUIRED',
       status: 'lease-lost',
-      fencingToken: 1,
+      fencingToken: firstToken,
       attempt: 1,
+      handlerStarted: true,
       handlerCompleted: true,
       result: 'finished after the abort',
       error: undefined,
@@ -85,7 +111,11 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
       'heartbeat',
       'write',
     ]);
-    expect(await store.get(request)).toMatchObject({ state: 'COMPLETED', fencingToken: 2, result: 'j"b"' });
+    expect(await store.get(request)).toMatchObject({
+      state: 'COMPLETED',
+      fencingToken: secondToken,
+      result: 'j"b"',
+    });
   });
 
   it('the signal aborts at the local deadline when no extension succeeds, even while one hangs', async () => {

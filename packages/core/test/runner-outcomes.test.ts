@@ -17,6 +17,8 @@ function setup(options: IdempotencyOptions = {}) {
 }
 
 const request = { scope: 'orders', key: 'order-1', payload: { amount: 42, currency: 'EUR' } };
+/** The fencing token of a first claim at the fake clock's start: the clock in microseconds. */
+const T1 = 1_700_000_000_000 * 1000;
 
 describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
   it('ACQUIRED: runs the handler once with the claim context and completes the record', async () => {
@@ -29,13 +31,13 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     expect(result).toEqual({
       outcome: 'ACQUIRED',
       status: 'completed',
-      fencingToken: 1,
+      fencingToken: T1,
       attempt: 1,
       result: { charged: 42 },
       recorded: true,
     });
     expect(contexts).toEqual([
-      { scope: 'orders', key: 'order-1', fencingToken: 1, attempt: 1, outcome: 'ACQUIRED', signal: false },
+      { scope: 'orders', key: 'order-1', fencingToken: T1, attempt: 1, outcome: 'ACQUIRED', signal: false },
     ]);
     expect(await store.get(request)).toMatchObject({
       state: 'COMPLETED',
@@ -48,9 +50,9 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
       key: 'order-1',
       outcome: 'ACQUIRED',
       attempt: 1,
-      fencingToken: 1,
+      fencingToken: T1,
     });
-    expect(events[1]![1]).toMatchObject({ attempt: 1, fencingToken: 1, recorded: true });
+    expect(events[1]![1]).toMatchObject({ attempt: 1, fencingToken: T1, recorded: true });
     expect(events[1]![1].durationMs).toEqual(expect.any(Number));
   });
 
@@ -64,7 +66,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
       outcome: 'DUPLICATE',
       result: { charged: 42, at: [1, 2, 3] },
       hasResult: true,
-      fencingToken: 1,
+      fencingToken: T1,
       attempt: 1,
       completedAtMs: 1_700_000_000_000,
     });
@@ -94,7 +96,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     const handler = jest.fn();
     const second = await idempotency.run(request, handler);
     expect(handler).not.toHaveBeenCalled();
-    expect(second).toEqual({ outcome: 'CONFLICT', retryAfterMs: 6_000, fencingToken: 1, attempt: 1 });
+    expect(second).toEqual({ outcome: 'CONFLICT', retryAfterMs: 6_000, fencingToken: T1, attempt: 1 });
     release();
     expect(await first).toMatchObject({ status: 'completed' });
     expect(events.filter(([n]) => n === 'outcome').map(([, p]) => p.outcome)).toEqual([
@@ -103,7 +105,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     ]);
   });
 
-  it('ACQUIRED_STALE: the previous holder died mid-handler; the next run takes over with token 2', async () => {
+  it('ACQUIRED_STALE: the previous holder died mid-handler; the next run takes over with a greater token', async () => {
     const { idempotency, clock } = setup();
     // A worker that claimed and then died: its lease is never extended.
     const dead = await idempotency.claim(request);
@@ -115,18 +117,20 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
       ctx.attempt,
     ]);
     const result = await idempotency.run(request, handler);
+    const T2 = clock.ms * 1000;
+    expect(T2).toBeGreaterThan(dead.fencingToken);
     expect(result).toMatchObject({
       outcome: 'ACQUIRED_STALE',
       status: 'completed',
-      fencingToken: 2,
+      fencingToken: T2,
       attempt: 2,
-      result: ['ACQUIRED_STALE', 2, 2],
+      result: ['ACQUIRED_STALE', T2, 2],
     });
     // The dead worker's late write is fenced off.
-    expect(await idempotency.store.complete(request, 1, { retentionMs: 1 })).toMatchObject({
+    expect(await idempotency.store.complete(request, dead.fencingToken, { retentionMs: 1 })).toMatchObject({
       ok: false,
       reason: 'LEASE_LOST',
-      currentFencingToken: 2,
+      currentFencingToken: T2,
       state: 'COMPLETED',
     });
   });
@@ -138,7 +142,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     expect(await idempotency.run(reordered, () => 2)).toMatchObject({ outcome: 'DUPLICATE', result: 1 });
     const handler = jest.fn();
     const other = await idempotency.run({ ...request, payload: { amount: 43, currency: 'EUR' } }, handler);
-    expect(other).toEqual({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: 1, attempt: 1 });
+    expect(other).toEqual({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: T1, attempt: 1 });
     expect(handler).not.toHaveBeenCalled();
     // A precomputed fingerprint takes precedence over the payload.
     expect(
@@ -172,7 +176,8 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     expect(await idempotency.run(request, handler)).toEqual({
       outcome: 'FAILED',
       error: 'Error: downstream timeout',
-      fencingToken: 3,
+      deadLettered: false,
+      fencingToken: T1 + 2, // three claims within the same millisecond: the record's token + 1 each time
       attempt: 3,
     });
     expect(handler).not.toHaveBeenCalled();

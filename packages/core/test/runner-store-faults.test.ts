@@ -97,7 +97,10 @@ describe('Idempotency runner: store outages', () => {
       expect(result).toMatchObject({ status, recorded: true });
       expect(store.calls[operation]).toBe(2);
       expect(events.some(([n]) => n === 'leaseLost')).toBe(false);
-      expect(await store.get(request)).toMatchObject({ state, fencingToken: 1 });
+      expect(await store.get(request)).toMatchObject({
+        state,
+        fencingToken: (result as { fencingToken: number }).fencingToken,
+      });
     },
   );
 
@@ -125,6 +128,18 @@ describe('Idempotency runner: store outages', () => {
     store.inject('complete', { kind: 'throw', error: () => new UnexpectedReplyError('bad') }, 5);
     await expect(idempotency.run(request, () => 1)).rejects.toBeInstanceOf(UnexpectedReplyError);
     expect(store.calls.complete).toBe(1);
+  });
+
+  it('the one extend of a claim whose lease ran out before execute is not answered: StoreUnavailableError, nothing runs, also fail-open', async () => {
+    const { store, idempotency } = setup({ leaseMs: 100, storeFailureMode: 'open' });
+    const claim = await idempotency.claim(request);
+    if (claim.outcome !== 'ACQUIRED') throw new Error(claim.outcome);
+    await new Promise((r) => setTimeout(r, 150)); // the claim's lease runs out before execute
+    store.breakAlways('extend', unavailable);
+    const handler = jest.fn();
+    await expect(idempotency.execute(request, claim, handler)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(handler).not.toHaveBeenCalled(); // not run unprotected: the claim may still be ours
+    expect(await store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', attempt: 1 });
   });
 
   it('claimMany fails closed as a whole: StoreUnavailableError, a storeError event', async () => {

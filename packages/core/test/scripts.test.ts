@@ -10,6 +10,15 @@ const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
 const source = (file: string) => readFileSync(join(LUA_DIR, file), 'utf8');
 const header = (lua: string) => lua.slice(0, lua.indexOf(']]') + 2);
 const body = (lua: string) => lua.slice(lua.indexOf(']]') + 2);
+const INCLUDE_DIR = join(LUA_DIR, 'includes');
+const includeFiles = readdirSync(INCLUDE_DIR).filter((f) => f.endsWith('.lua'));
+/** The embedded (include-expanded) source of a script file. */
+const embeddedOf = (file: string) => {
+  const name = file.slice(0, -4).replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+  return (generated as Record<string, { lua: string; sha1: string }>)[`${name}Script`]!;
+};
+const includesOf = (lua: string) =>
+  [...lua.matchAll(/^--- @include "includes\/([\w-]+)"$/gm)].map((m) => m[1]!);
 
 /** ARGV indexes a script's body reads. */
 const argvUsed = (lua: string) => [
@@ -18,11 +27,13 @@ const argvUsed = (lua: string) => [
 
 /** Canned replies per script, in the shape each header documents. */
 const REPLIES: Record<string, unknown> = {
-  claim: ['ACQUIRED', 1, 1, 2000, 1000],
+  claim: ['ACQUIRED', 1, 1, 2000, 1000, 1],
   complete: ['OK', 1000],
   release: ['OK', 1000],
   fail: ['OK', 1000],
   extend: ['OK', 2000, 1000],
+  start: ['OK', 1, 2000, 1000],
+  markDeadLettered: ['OK', 1],
 };
 
 interface Call {
@@ -67,7 +78,17 @@ function fakeClient(isCluster: boolean) {
 
 describe('Lua scripts: one key each, documented headers', () => {
   it('there is one script per operation', () => {
-    expect(luaFiles.sort()).toEqual(['claim.lua', 'complete.lua', 'extend.lua', 'fail.lua', 'release.lua']);
+    expect(luaFiles.sort()).toEqual([
+      'admin-purge.lua',
+      'admin-release.lua',
+      'claim.lua',
+      'complete.lua',
+      'extend.lua',
+      'fail.lua',
+      'mark-dead-lettered.lua',
+      'release.lua',
+      'start.lua',
+    ]);
   });
 
   it.each(luaFiles)(
@@ -101,22 +122,52 @@ describe('Lua scripts: one key each, documented headers', () => {
   it.each(luaFiles)('%s touches only KEYS[1] and reads the clock from the server (TIME)', (file) => {
     const b = body(source(file));
     expect([...b.matchAll(/KEYS\[(\d+)\]/g)].map((m) => m[1])).toEqual(['1']);
-    // Every redis.call targets `key`, apart from TIME.
-    for (const m of b.matchAll(/rcall\('(\w+)'(?:, (\w+))?/g)) {
+    expect(b).not.toMatch(/redis\.call\(/); // the script's own calls go through the `rcall` local
+    // In the embedded script (includes expanded) every call targets `key`, apart from TIME.
+    const embedded = body(embeddedOf(file).lua);
+    for (const m of embedded.matchAll(/(?:rcall|redis\.call)\('(\w+)'(?:, (\w+))?/g)) {
       if (m[1] === 'TIME') continue;
       expect(m[2]).toBe('key');
     }
-    expect(b).not.toMatch(/redis\.call\(/); // all calls go through the `rcall` local
-    if (/now/.test(b)) expect(b).toMatch(/rcall\('TIME'\)/);
+    if (/\bnow\b/.test(b)) expect(b).toMatch(/= serverClock\(\)/);
+    expect(b).not.toMatch(/rcall\('TIME'\)/); // the clock is read in one place: includes/clock.lua
   });
 
-  it('the embedded scripts are the current lua/*.lua files (the generate step ran)', () => {
+  // The operators' scripts (admin-*.lua, the CLI's) are outside the consumer's state machine: they compare
+  // the token an operator saw (0: any) and answer TOKEN_CHANGED, not the fence's LEASE_LOST.
+  const consumerScripts = luaFiles.filter((f) => !f.startsWith('admin-'));
+
+  it.each(consumerScripts.filter((f) => f !== 'claim.lua'))(
+    '%s checks its fencing token with the one shared fence (includes/fence.lua), never inline',
+    (file) => {
+      const lua = source(file);
+      expect(includesOf(lua)).toContain('fence');
+      expect(body(lua)).toMatch(/^local lost = fence\(key, fencingToken, \{/m);
+      expect(body(lua)).not.toMatch(/[=~]= *fencingToken|fencingToken *[=~]=/);
+      expect(body(lua)).not.toMatch(/HMGET', key, 's', 't'/);
+    },
+  );
+
+  it('the fence is written once: only includes/fence.lua compares a token', () => {
+    const fence = readFileSync(join(INCLUDE_DIR, 'fence.lua'), 'utf8');
+    expect(fence).toMatch(/token == fencingToken/);
+    for (const file of consumerScripts) expect(body(source(file))).not.toMatch(/token [=~]= /);
+  });
+
+  it('the embedded scripts are the current lua/*.lua files with their includes expanded once', () => {
     for (const file of luaFiles) {
-      const name = file.slice(0, -4);
-      const embedded = (generated as Record<string, { lua: string; sha1: string }>)[`${name}Script`]!;
-      expect(embedded.lua).toBe(source(file));
-      expect(embedded.sha1).toBe(createHash('sha1').update(source(file)).digest('hex'));
+      const lua = source(file);
+      const embedded = embeddedOf(file);
+      expect(embedded.sha1).toBe(createHash('sha1').update(embedded.lua).digest('hex'));
+      expect(embedded.lua).not.toMatch(/^--- @include/m);
+      for (const line of lua.split('\n'))
+        if (!line.startsWith('--- @include')) expect(embedded.lua).toContain(line);
+      for (const inc of includesOf(lua)) {
+        const text = readFileSync(join(INCLUDE_DIR, `${inc}.lua`), 'utf8').trimEnd();
+        expect(embedded.lua.split(text)).toHaveLength(2); // exactly once
+      }
     }
+    expect(includeFiles.sort()).toEqual(['clock.lua', 'fence.lua', 'notify.lua']);
   });
 });
 
@@ -130,11 +181,13 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       const { client, defined, calls } = fakeClient(isCluster);
       const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'p' });
       expect(SCRIPT_NUMBER_OF_KEYS).toBe(1);
-      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1]);
+      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1, 1, 1]);
       for (const d of defined)
-        expect(d.name).toMatch(/^idem_(claim|complete|release|fail|extend)_[0-9a-f]{8}$/);
+        expect(d.name).toMatch(
+          /^idem_(claim|complete|release|fail|extend|start|markDeadLettered)_[0-9a-f]{8}$/,
+        );
 
-      await store.claim(id, { ...lease, fingerprint: 'f', maxAttempts: 3 });
+      await store.claim(id, { ...lease, fingerprint: 'f'.repeat(64), maxAttempts: 3 });
       await store.claimMany([
         { id, options: lease },
         { id: { scope: 'orders', key: 'o-2' }, options: lease },
@@ -143,10 +196,12 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       await store.release(id, 1, { retentionMs: 5000 });
       await store.fail(id, 1, { retentionMs: 5000, error: 'E' });
       await store.extend(id, 1, lease);
+      await store.start(id, 1, lease);
+      await store.markDeadLettered(id, 1);
 
       const argCount: Record<string, number> = {};
       for (const d of defined) argCount[d.name] = argvUsed(d.lua).length;
-      expect(calls).toHaveLength(7);
+      expect(calls).toHaveLength(9);
       expect(calls.filter((c) => c.pipelined)).toHaveLength(isCluster ? 0 : 2);
       for (const call of calls) {
         const [key, ...argv] = call.args;
@@ -154,7 +209,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         expect(argv).toHaveLength(argCount[call.command]!);
         for (const a of argv) expect(['string', 'number']).toContain(typeof a);
       }
-      expect(calls[0]!.args).toEqual(['p:6:orders:o-1', 1000, 5000, 'f', 3]);
+      expect(calls[0]!.args).toEqual(['p:6:orders:o-1', 1000, 5000, 'f'.repeat(64), 3, '0']);
       expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
     },
   );
@@ -163,7 +218,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
     const { client, defined } = fakeClient(false);
     new RedisIdempotencyStore({ redis: client });
     new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'other' });
-    expect(defined).toHaveLength(5);
+    expect(defined).toHaveLength(7);
   });
 
   it('maps client failures: a refused script is UNEXPECTED_STORE_REPLY, a transient one STORE_UNAVAILABLE', async () => {

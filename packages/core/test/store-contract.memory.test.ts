@@ -13,6 +13,11 @@ const target: ContractTarget = {
       clock = Math.max(clock, atMs + 1);
     },
   },
+  // The memory store has no DEL: its clock passes the record's TTL, so it forgets the record.
+  loseRecord: async (id) => {
+    const rec = await store.get(id);
+    if (rec) clock += rec.ttlMs;
+  },
 };
 
 describeStoreContract(

@@ -1,26 +1,29 @@
-import {
-  type ClaimReply,
-  InvalidOptionError,
-  isIdempotencyError,
-  type RunRequest,
-} from '@idempotent-consumer/core';
+import { type ClaimReply, InvalidOptionError, isIdempotencyError } from '@idempotent-consumer/core';
+import { heartbeatIntervalFor, LeaseKeeperSet } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer } from './errors';
+import type { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
 import {
   BrokerHeartbeatFailure,
-  type Decision,
   type Delivery,
+  idOf,
   type PreparedMessage,
+  type ProcessEnd,
+  sourceOf,
 } from './message-processor';
 import type { KafkaIdempotencyOptions } from './options';
-import { PendingClaims } from './pending-claims';
 import type { EachBatchPayloadLike, KafkaMessageLike } from './types';
 import { buildWrapperParts } from './wrapper-parts';
 
-/** An `eachBatch` function, with `close()` to clear its resume timers when the consumer goes away. */
+/**
+ * An `eachBatch` function, with its `events` and `close()` to clear its resume timers when the consumer
+ * goes away.
+ */
 export interface IdempotentEachBatch {
   (payload: EachBatchPayloadLike): Promise<void>;
+  /** The wrapper's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link KafkaIdempotencyEvents}. */
+  readonly events: KafkaEventEmitter;
   /** Clears pending resume timers and the store watcher. Call it after `consumer.disconnect()`. */
   close(): void;
 }
@@ -50,14 +53,14 @@ export interface IdempotentEachBatch {
  *     async ({ message, fencingToken }) => charge(JSON.parse(message.value!.toString()), fencingToken)),
  * });
  * ```
- * @throws {@link InvalidOptionError} when the options are invalid or a dependency is missing.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when the options are invalid or a dependency is missing.
  */
 export function idempotentEachBatch<T>(
   dependencies: KafkaIdempotencyDependencies,
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachBatch {
-  const { resolved, processor, pauser } = buildWrapperParts(
+  const { resolved, events, processor, pauser, gate, close } = buildWrapperParts(
     'idempotentEachBatch',
     dependencies,
     options,
@@ -84,20 +87,12 @@ export function idempotentEachBatch<T>(
       heartbeat: () => payload.heartbeat(),
       shouldStop,
     });
-    /** Applies a decision that leaves `message` unresolved. */
-    const stop = (message: KafkaMessageLike, decision: Exclude<Decision, { action: 'resolve' }>) => {
-      if (decision.action === 'stop') return;
+    /** Applies an end that leaves `message` unresolved. */
+    const stop = (message: KafkaMessageLike, end: Exclude<ProcessEnd, { action: 'resolve' }>) => {
+      if (end.action === 'stop') return;
       stoppedAt.set(tp, message.offset);
-      if (decision.action === 'pause') {
-        pauser.pauseFor(topic, partition, message.offset, decision.delayMs, decision.reason);
-      } else {
-        pauser.pauseUntil(
-          topic,
-          message.offset,
-          () => idempotency.store.ping(),
-          resolved.storeProbeIntervalMs,
-        );
-      }
+      if (end.delayMs !== undefined) pauser.pauseFor(topic, partition, end.delayMs);
+      else pauser.pauseUntilStoreAnswers(topic, () => !gate.closed);
     };
 
     let index = 0;
@@ -132,27 +127,33 @@ export function idempotentEachBatch<T>(
           replies[k.i] = claimed[j];
         });
       } catch (error) {
-        if (isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE') {
-          const answered = await guard(() => processor.waitForStore(deliveryOf(first)));
+        const unavailable = isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
+        // Fail closed; under the runner's storeFailureMode 'open', each message claims on its own below
+        // and runs unprotected if the store still does not answer.
+        if (unavailable && idempotency.options.storeFailureMode !== 'open') {
+          const answered = await guard(() => processor.awaitStore(deliveryOf(first), error));
           if (answered === 'up') continue;
-          if (answered === 'down') stop(first, { action: 'await-store' });
+          if (answered === 'down') {
+            stop(first, { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error });
+          }
           return;
         }
         // Anything else (an invalid key in the window): each message claims on its own.
-        resolved.onEvent({ type: 'error', operation: 'claimMany', error });
+        events.emit('storeError', { operation: 'claimMany', error, source: sourceOf(deliveryOf(first)) });
       }
 
-      const pending = new PendingClaims(
+      // The claims of the messages waiting their turn: their leases are extended together until each runs.
+      const pending = new LeaseKeeperSet<number>(
         idempotency.store,
         {
           leaseMs,
           retentionMs: idempotency.options.retentionMs,
-          heartbeatIntervalMs: Math.max(
-            1,
-            Math.min(idempotency.options.heartbeatIntervalMs, Math.floor(leaseMs / 3)),
-          ),
+          heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, idempotency.options.heartbeatIntervalMs),
         },
-        (operation, error) => resolved.onEvent({ type: 'error', operation, error }),
+        {
+          onStoreError: ({ operation, error }) =>
+            events.emit('storeError', { operation, error, source: undefined }),
+        },
       );
       replies.forEach((reply, i) => {
         if (reply?.outcome === 'ACQUIRED' || reply?.outcome === 'ACQUIRED_STALE') {
@@ -165,14 +166,18 @@ export function idempotentEachBatch<T>(
         for (const [i, { message, prepared }] of window.entries()) {
           if (shouldStop()) return;
           const reply = pending.has(i) ? await pending.take(i) : replies[i];
-          const decision = await guard(
+          const end = await guard(
             () => processor.process(deliveryOf(message), prepared, reply),
-            (error) => {
-              resolved.onEvent({ type: 'error', operation: 'process', error });
-              return { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs } as const;
+            (error): ProcessEnd => {
+              events.emit('storeError', {
+                operation: 'process',
+                error,
+                source: sourceOf(deliveryOf(message)),
+              });
+              return { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs, error };
             },
           );
-          if (decision.action !== 'resolve') return stop(message, decision);
+          if (end.action !== 'resolve') return stop(message, end);
           payload.resolveOffset(message.offset);
           if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
           await guard(async () => {
@@ -198,16 +203,12 @@ export function idempotentEachBatch<T>(
       const cause = error instanceof BrokerHeartbeatFailure ? error.cause : error;
       if (onOther && !(error instanceof BrokerHeartbeatFailure)) return onOther(error);
       if (!isFatalToConsumer(cause)) throw cause;
-      resolved.onEvent({ type: 'error', operation: 'broker', error: cause });
+      events.emit('brokerError', { operation: 'broker', error: cause, source: undefined });
       throw new Error(`eachBatch stopped on a broker error: ${String((cause as Error)?.message ?? cause)}`, {
         cause,
       });
     }
   }
 
-  return Object.assign(eachBatch, { close: () => pauser.close() });
-}
-
-function idOf(request: RunRequest): { scope: string; key: string } {
-  return { scope: request.scope, key: request.key };
+  return Object.assign(eachBatch, { events, close });
 }

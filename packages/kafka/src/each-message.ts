@@ -1,33 +1,42 @@
-import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { KafkaIdempotencyDependencies } from './dependencies';
-import { isFatalToConsumer, PartitionPausedError } from './errors';
+import { isFatalToConsumer, partitionPausedError } from './errors';
+import type { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
-import { BrokerHeartbeatFailure, type Decision, type Delivery } from './message-processor';
+import { BrokerHeartbeatFailure, type Delivery, type ProcessEnd, sourceOf } from './message-processor';
 import type { KafkaIdempotencyOptions } from './options';
 import type { EachMessagePayloadLike } from './types';
 import { buildWrapperParts } from './wrapper-parts';
 
-/** An `eachMessage` function, with `close()` to clear its resume timers when the consumer goes away. */
+/**
+ * An `eachMessage` function, with its `events` and `close()` to clear its resume timers when the consumer
+ * goes away.
+ */
 export interface IdempotentEachMessage {
   (payload: EachMessagePayloadLike): Promise<void>;
+  /** The wrapper's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link KafkaIdempotencyEvents}. */
+  readonly events: KafkaEventEmitter;
   /** Clears pending resume timers and the store watcher. Call it after `consumer.disconnect()`. */
   close(): void;
 }
 
 /**
  * Wraps a handler into a KafkaJS `eachMessage` that runs it effectively once per idempotency key
- * (DESIGN.md, "Outcome → broker action", Kafka column):
+ * (docs/design.md#outcome-to-broker-action, Kafka column):
  *
  * - ACQUIRED / ACQUIRED_STALE: runs the handler, completes the record, then returns, so KafkaJS resolves
  *   the offset; DUPLICATE: returns without running.
- * - CONFLICT: claims again every `conflictPollIntervalMs` for up to `conflictWaitMs`, heartbeating; still
- *   held: pauses the partition for the holder's remaining lease and leaves the offset unresolved.
+ * - CONFLICT: waits up to `conflictWaitMs` for the holder's outcome, heartbeating (DUPLICATE within
+ *   milliseconds of the holder's complete); still held: pauses the partition for
+ *   `min(remaining lease, maxConflictDelayMs)` and leaves the offset unresolved.
  * - handler error: released, then retried after `computeBackoffMs(attempt, retryBackoff)`: inline up to
  *   `maxInlineDelayMs`, else by pausing the partition; after `maxAttempts` or for a non-retryable error
  *   the record is FAILED and the message goes to the dead-letter topic, then its offset resolves.
  *   PAYLOAD_MISMATCH (and a missing key, by default) go to the dead-letter topic without running.
- * - store unavailable: waits inline up to `maxInlineDelayMs`, then pauses every partition of the topic
- *   until the store answers a ping (fail closed).
+ * - store unavailable: waits inline up to `maxInlineDelayMs` in all (pings included), then pauses every
+ *   partition of the topic until the store answers a ping (fail closed); with the runner's
+ *   `storeFailureMode: 'open'`, runs the handler unprotected instead.
+ * - no key: dead-letters (`missingKey: 'dead-letter'`) or runs the handler unprotected
+ *   (`missingKey: 'process'`, `outcome: 'UNPROTECTED'`, retried up to `maxAttempts` runs).
  *
  * To leave an offset unresolved, `eachMessage` must throw (KafkaJS resolves it on any normal return): the
  * wrapper pauses first, then throws a {@link PartitionPausedError}, never a `TypeError` or a non-retriable
@@ -41,14 +50,15 @@ export interface IdempotentEachMessage {
  *     async ({ message, fencingToken }) => charge(JSON.parse(message.value!.toString()), fencingToken)),
  * });
  * ```
- * @throws {@link InvalidOptionError} when the options are invalid or a dependency is missing.
+ * Listen with `eachMessage.events.on('deadLettered', (e) => ...)` on the returned function.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when the options are invalid or a dependency is missing.
  */
 export function idempotentEachMessage<T>(
   dependencies: KafkaIdempotencyDependencies,
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachMessage {
-  const { resolved, processor, pauser } = buildWrapperParts(
+  const { events, processor, pauser, gate, close, resolved } = buildWrapperParts(
     'idempotentEachMessage',
     dependencies,
     options,
@@ -64,46 +74,47 @@ export function idempotentEachMessage<T>(
       heartbeat: () => payload.heartbeat(),
       shouldStop: () => false,
     };
-    let decision: Decision;
+    const fallbackDelayMs = resolved.retryBackoff.baseMs ?? 1000;
+    let end: ProcessEnd;
     try {
-      decision = await processor.process(delivery, processor.prepare(topic, partition, message));
+      end = await processor.process(delivery, processor.prepare(topic, partition, message));
     } catch (error) {
       if (error instanceof BrokerHeartbeatFailure) {
         if (!isFatalToConsumer(error.cause)) throw error.cause; // a rebalance: KafkaJS rejoins
-        decision = { action: 'pause', reason: 'retry', delayMs: resolved.retryBackoff.baseMs ?? 1000 };
+        events.emit('brokerError', {
+          operation: 'heartbeat',
+          error: error.cause,
+          source: sourceOf(delivery),
+        });
       } else {
-        resolved.onEvent({ type: 'error', operation: 'process', error });
-        decision = { action: 'pause', reason: 'store-error', delayMs: resolved.retryBackoff.baseMs ?? 1000 };
+        events.emit('storeError', { operation: 'process', error, source: sourceOf(delivery) });
       }
+      end = { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs, error };
     }
     const where = `${topic}[${partition}]@${message.offset}`;
-    switch (decision.action) {
+    switch (end.action) {
       case 'resolve':
         return;
       case 'pause':
-        pauser.pauseFor(topic, partition, message.offset, decision.delayMs, decision.reason);
-        throw new PartitionPausedError(
-          `Paused ${topic}[${partition}] for ${decision.delayMs} ms (${decision.reason}); ${where} stays unresolved`,
+        if (end.delayMs === undefined) {
+          pauser.pauseUntilStoreAnswers(topic, () => !gate.closed);
+          throw partitionPausedError(
+            `Paused ${topic} until the idempotency store answers; ${where} stays unresolved`,
+            topic,
+            partition,
+            undefined,
+          );
+        }
+        pauser.pauseFor(topic, partition, end.delayMs);
+        throw partitionPausedError(
+          `Paused ${topic}[${partition}] for ${end.delayMs} ms (${end.reason}); ${where} stays unresolved`,
           topic,
           partition,
-          decision.delayMs,
-        );
-      case 'await-store':
-        pauser.pauseUntil(
-          topic,
-          message.offset,
-          () => dependencies.idempotency.store.ping(),
-          resolved.storeProbeIntervalMs,
-        );
-        throw new PartitionPausedError(
-          `Paused ${topic} until the idempotency store answers; ${where} stays unresolved`,
-          topic,
-          partition,
-          undefined,
+          end.delayMs,
         );
       case 'stop':
-        throw new PartitionPausedError(`Stopped before ${where}; it stays unresolved`, topic, partition, 0);
+        throw partitionPausedError(`Stopped before ${where}; it stays unresolved`, topic, partition, 0);
     }
   };
-  return Object.assign(eachMessage, { close: () => pauser.close() });
+  return Object.assign(eachMessage, { events, close });
 }

@@ -1,4 +1,4 @@
-import { IdempotencyError } from '@idempotent-consumer/core';
+import { IdempotencyError, isIdempotencyError } from '@idempotent-consumer/core';
 
 /**
  * Thrown by the `eachMessage` wrapper, after it paused the partition, to keep KafkaJS from resolving the
@@ -11,6 +11,14 @@ import { IdempotencyError } from '@idempotent-consumer/core';
  * wrapper waits short delays inline (heartbeating) and throws only for longer ones.
  */
 export class PartitionPausedError extends IdempotencyError {
+  /**
+   * True for every error `partitionPausedError` makes, including the variant built on KafkaJS's
+   * `KafkaJSError` (an idempotency error with the code `PARTITION_PAUSED`).
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isIdempotencyError(value) && value.code === ('PARTITION_PAUSED' as string);
+  }
+
   override readonly name = 'PartitionPausedError' as const;
   readonly code = 'PARTITION_PAUSED' as const;
   readonly retryable = true;
@@ -62,4 +70,55 @@ export function isFatalToConsumer(error: unknown): boolean {
   if (typeof e !== 'object' || e === null) return true;
   if (REJOIN_TYPES.has(String(e.type))) return false;
   return FATAL_NAMES.has(String(e.name)) || e.retriable === false;
+}
+
+/** `Symbol.for` brand of the core's errors (`isIdempotencyError`). */
+const BRAND = Symbol.for('idempotent-consumer.error');
+
+type KafkaJsErrorClass = new (message: string, options: { retriable: boolean }) => Error;
+let kafkaJsError: KafkaJsErrorClass | null | undefined;
+
+/**
+ * KafkaJS's `KafkaJSError` when `kafkajs` (an optional peer) can be loaded from here, else `null`.
+ * Loaded lazily, once; the wrappers never need it.
+ */
+function kafkaJsErrorClass(): KafkaJsErrorClass | null {
+  if (kafkaJsError === undefined) {
+    try {
+      // An optional peer, loaded only if installed.
+      kafkaJsError = (require('kafkajs') as { KafkaJSError?: KafkaJsErrorClass }).KafkaJSError ?? null;
+    } catch {
+      kafkaJsError = null;
+    }
+  }
+  return kafkaJsError;
+}
+
+/**
+ * The {@link PartitionPausedError} the `eachMessage` wrapper throws. When `kafkajs` is installed it is
+ * built on KafkaJS's own `KafkaJSError` (retriable), which KafkaJS's runner does not log as
+ * "Error when calling eachMessage" at level ERROR with a stack (it logs only errors that are not
+ * `KafkaJSError`s; KafkaJS `src/consumer/runner.js`, `processEachMessage`): an expected pause is then
+ * quiet, and the wrapper's own `retryScheduled` / `storeUnavailable` event says why. It is still a
+ * `PartitionPausedError` (`instanceof`, `code`, `retryable`, `isIdempotencyError`).
+ */
+export function partitionPausedError(
+  message: string,
+  topic: string,
+  partition: number,
+  delayMs: number | undefined,
+): PartitionPausedError {
+  const Base = kafkaJsErrorClass();
+  if (Base === null) return new PartitionPausedError(message, topic, partition, delayMs);
+  const error = new Base(message, { retriable: true });
+  Object.assign(error, {
+    name: 'PartitionPausedError',
+    code: 'PARTITION_PAUSED',
+    retryable: true,
+    topic,
+    partition,
+    delayMs,
+    [BRAND]: true,
+  });
+  return error as PartitionPausedError;
 }

@@ -1,65 +1,100 @@
-import type { DeadLetterReason } from '@idempotent-consumer/core';
+import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import { TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import type { Decision } from './decide';
 
-/** Why a wrapper paused a partition (or a topic) instead of resolving a message's offset. */
-export type PauseReason =
-  | 'conflict'
-  | 'retry'
-  | 'store-unavailable'
-  | 'store-error'
-  | 'dead-letter-failed'
-  | 'lease-lost';
+/** Where a message was consumed from: its topic, partition and offset. */
+export interface KafkaSource {
+  readonly topic: string;
+  readonly partition: number;
+  /** The message's offset, a decimal string. */
+  readonly offset: string;
+}
 
 /**
- * What a wrapper reports through `onEvent` (for logs and metrics). Idempotency outcomes themselves are
- * events of the `Idempotency` runner (`outcome`, `completed`, `released`, `failed`, …).
+ * What every per-message event is about: the record (`scope`, `key`; `key` is `undefined` for a message
+ * without a usable key), the claim `outcome` and `attempt` when known, and where the message came from.
  */
-export type KafkaIdempotencyEvent =
-  | {
-      /** A message went to the dead-letter topic (or was dropped, when `deadLetterTopic` is `false`). */
-      readonly type: 'dead-lettered';
-      readonly topic: string;
-      readonly partition: number;
-      readonly offset: string;
-      /** `null` when dead-lettering is off and the message was only skipped. */
-      readonly deadLetterTopic: string | null;
-      readonly reason: DeadLetterReason;
-      readonly attempt: number;
-      readonly error: string;
-    }
-  | {
-      /** A retry (handler error, conflict) waits `delayMs` inside the handler call, heartbeating. */
-      readonly type: 'waiting';
-      readonly topic: string;
-      readonly partition: number;
-      readonly offset: string;
-      readonly reason: 'conflict' | 'retry' | 'store-unavailable';
-      readonly delayMs: number;
-    }
-  | {
-      /** A partition (or, for `store-unavailable`, every partition of the topic) was paused. */
-      readonly type: 'paused';
-      readonly topic: string;
-      /** `undefined` when the whole topic was paused. */
-      readonly partition: number | undefined;
-      readonly offset: string;
-      readonly reason: PauseReason;
-      /** `undefined` while waiting for the store. */
-      readonly delayMs: number | undefined;
-    }
-  | {
-      readonly type: 'resumed';
-      readonly topic: string;
-      readonly partition: number | undefined;
-    }
-  | {
-      /** Something failed that the wrapper absorbed (a resume after disconnect, a release that failed). */
-      readonly type: 'error';
-      readonly operation: string;
-      readonly error: unknown;
-    };
+export interface KafkaEventSubject {
+  readonly scope: string;
+  readonly key: string | undefined;
+  /** The claim outcome; `undefined` when no claim was made (missing or invalid key). */
+  readonly outcome: RunOutcome | undefined;
+  /** The record's attempt (1 for the first run); 0 when no claim was made. */
+  readonly attempt: number;
+  readonly source: KafkaSource;
+}
+
+/**
+ * Why a COMPLETED write was refused, read from the record right after: it no longer exists
+ * (`record-vanished`), another claim holds it (`taken-over`), or the read failed (`unknown`).
+ */
+export type LeaseLostReason = 'record-vanished' | 'taken-over' | 'unknown';
+
+/**
+ * The events of {@link KafkaEventEmitter}, by name, with their payloads: the same names the RabbitMQ and
+ * SQS adapters use for the same happenings. Idempotency outcomes themselves are events of the
+ * `Idempotency` runner (`outcome`, `completed`, `released`, `failed`, …).
+ */
+export interface KafkaIdempotencyEvents {
+  /**
+   * A message's offset was let resolve, with the decision taken: `action: 'resolve'` (completed, duplicate,
+   * settled FAILED record, unprotected run, lease lost after the handler completed) or `'dead-letter'`
+   * (sent to the dead-letter topic, or dropped when `deadLetterTopic` is `false`). Exactly one per message
+   * whose offset resolves in this process.
+   */
+  settled: [
+    KafkaEventSubject & Pick<Extract<Decision, { action: 'resolve' | 'dead-letter' }>, 'action' | 'reason'>,
+  ];
+  /**
+   * The message runs again after `delayMs` milliseconds: waited inside the handler call, heartbeating
+   * (`paused: false`), or by pausing its partition and leaving its offset unresolved (`paused: true`).
+   */
+  retryScheduled: [
+    KafkaEventSubject & {
+      reason: 'handler-error' | 'conflict' | 'lease-lost' | 'store-error' | 'dead-letter-failed';
+      delayMs: number;
+      paused: boolean;
+      error: unknown;
+    },
+  ];
+  /** A message went to the dead-letter topic (`destination`), or was dropped (`destination: null`). Once per message. */
+  deadLettered: [KafkaEventSubject & { reason: DeadLetterReason; error: string; destination: string | null }];
+  /** The key extractor found no key; `action` is what `missingKey` did with the message. */
+  missingKey: [KafkaEventSubject & { action: 'dead-letter' | 'process' }];
+  /**
+   * The store did not answer: consumption of `topic` waits (inline, then with every partition of the topic
+   * paused) until a ping answers. `error` is the store's error.
+   */
+  storeUnavailable: [{ topic: string; partition: number | undefined; error: unknown }];
+  /** The store answered again and `topics` were resumed, after `downMs` milliseconds. */
+  storeRecovered: [{ topics: string[]; downMs: number }];
+  /** A store call the wrapper absorbed failed (a release, a dead-letter mark, a completion write). */
+  storeError: [{ operation: string; error: unknown; source: KafkaSource | undefined }];
+  /** A broker request failed: a dead-letter `produce`, `pause`, `resume`, `heartbeat`, `commit`. */
+  brokerError: [{ operation: string; error: unknown; source: KafkaSource | undefined }];
+  /**
+   * The handler's claim was lost (`during: 'write'`: the COMPLETED write was refused). When the handler
+   * had completed, the work is done: the offset resolves and the handler is not run again here.
+   */
+  leaseLost: [
+    KafkaEventSubject & {
+      during: 'write';
+      handlerCompleted: boolean;
+      fencingToken: number;
+      reason: LeaseLostReason;
+    },
+  ];
+}
+
+/**
+ * The typed `EventEmitter` of a wrapper (`idempotentEachMessage(...).events`), the core kit's
+ * `TypedEventEmitter`: a listener that throws cannot change what Kafka sees (it is isolated, the other
+ * listeners still run), and there is no `error` event.
+ */
+export class KafkaEventEmitter extends TypedEventEmitter<KafkaIdempotencyEvents> {}
 
 /**
  * Why a message was dead-lettered, sent as the `x-idempotency-dead-letter-reason` header: the core's
- * vocabulary, shared by every adapter, re-exported so `@idempotent-consumer/kafka` imports keep working.
+ * vocabulary, shared by every adapter.
  */
 export type { DeadLetterReason };

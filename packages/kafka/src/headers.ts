@@ -1,6 +1,6 @@
 import type { KafkaHeaders, KafkaMessageLike } from './types';
 
-/** Header that carries the idempotency key by default (DESIGN.md, "Key sources"). */
+/** Header that carries the idempotency key by default (docs/design.md#key-sources). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /**
@@ -28,7 +28,7 @@ export interface MessageOrigin {
 export type KeyExtractor = (message: KafkaMessageLike, origin: MessageOrigin) => string | undefined;
 
 /**
- * The default key (DESIGN.md, "Key sources"): the `idempotency-key` header, else
+ * The default key (docs/design.md#key-sources): the `idempotency-key` header, else
  * `<topic>/<partition>/<offset>`. The fallback catches redelivery (a replay after a crash or a rebalance)
  * but not a producer that sent the same operation twice: only a producer-set key catches that.
  */

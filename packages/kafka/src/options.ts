@@ -1,11 +1,20 @@
-import { type BackoffOptions, InvalidOptionError } from '@idempotent-consumer/core';
-import type { KafkaIdempotencyEvent } from './events';
+import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
+import {
+  checkBackoffOptions,
+  checkFiniteNonNegative,
+  checkOneOf,
+  DEFAULT_STORE_PROBE_BACKOFF,
+} from '@idempotent-consumer/core/kit';
 import { defaultKeyExtractor, type KeyExtractor } from './headers';
+import type { KafkaMessageLike } from './types';
+
+/** Reads what a message's fingerprint is computed from; `undefined`: no payload check for it. */
+export type FingerprintSource = (message: KafkaMessageLike) => Payload | undefined;
 
 /**
  * Options of {@link idempotentEachMessage} and {@link idempotentEachBatch}. Give `groupId` (for the default
  * scope) or `scope`. Every other field has a default; see each `@defaultValue`.
- * Behaviour: DESIGN.md, "Outcome → broker action", Kafka column.
+ * Behaviour: docs/design.md#outcome-to-broker-action, Kafka column.
  */
 export interface KafkaIdempotencyOptions {
   /**
@@ -18,24 +27,30 @@ export interface KafkaIdempotencyOptions {
    */
   scope?: string | ((topic: string) => string);
   /**
-   * Reads a message's idempotency key. @defaultValue the `idempotency-key` header, else
-   * `<topic>/<partition>/<offset>` ({@link defaultKeyExtractor})
+   * Reads a message's idempotency key; one that throws makes the message an invalid-key dead letter.
+   * @defaultValue the `idempotency-key` header, else `<topic>/<partition>/<offset>` (`defaultKeyExtractor`)
    */
-  key?: KeyExtractor;
+  idempotencyKey?: KeyExtractor;
   /**
-   * When `key` returns `undefined`: `reject` dead-letters the message (reason `missing-key`) without running
-   * the handler; `process` runs the handler without idempotency (a redelivery may run it again).
-   * @defaultValue `'reject'`
+   * When `idempotencyKey` returns `undefined`: `dead-letter` sends the message to the dead-letter topic
+   * (reason `missing-key`) without running the handler; `process` runs the handler without idempotency
+   * (outcome `UNPROTECTED`; a redelivery may run it again; a throw is retried with `retryBackoff` up to
+   * `maxAttempts` runs, then dead-lettered). Either way a `missingKey` event is emitted.
+   * @defaultValue `'dead-letter'`
    */
-  missingKey?: 'reject' | 'process';
+  missingKey?: 'dead-letter' | 'process';
   /**
-   * Whether the message value is fingerprinted (SHA-256), so the same key with another value is a
-   * `PAYLOAD_MISMATCH` and is dead-lettered without running. @defaultValue true
+   * What is fingerprinted (SHA-256) so the same key with another payload is a `PAYLOAD_MISMATCH`, dead-lettered
+   * without running: `true` the message value, `false` nothing, or a function of the message.
+   * @defaultValue true
    */
-  comparePayload?: boolean;
+  fingerprint?: boolean | FingerprintSource;
   /** Overrides the runner's `leaseMs` for these messages, in milliseconds. */
   leaseMs?: number;
-  /** Overrides the runner's `maxAttempts` for these messages. */
+  /**
+   * Overrides the runner's `maxAttempts` for these messages (also the bound on runs of an `UNPROTECTED`
+   * message that keeps throwing).
+   */
   maxAttempts?: number;
   /**
    * Delay before retrying a message whose handler threw a retryable error (by attempt, see
@@ -51,14 +66,24 @@ export interface KafkaIdempotencyOptions {
    */
   maxInlineDelayMs?: number;
   /**
-   * How long a message whose key is held by another worker (CONFLICT) waits for the holder in total,
-   * inline, in milliseconds, before its partition is paused. @defaultValue `maxInlineDelayMs`
+   * How long a message whose key is held by another worker (CONFLICT) waits for the holder's outcome,
+   * inline and heartbeating, in milliseconds, before its partition is paused (the runner's bounded wait,
+   * `Idempotency.waitForOutcome`): the holder's complete answers DUPLICATE within milliseconds, its failure
+   * FAILED (dead-letter), its release lets this message run. 0: no wait. @defaultValue `maxInlineDelayMs`
    */
   conflictWaitMs?: number;
-  /** How often a waiting message claims again (CONFLICT), in milliseconds. @defaultValue 250 */
-  conflictPollIntervalMs?: number;
-  /** How often the store is pinged while it does not answer, in milliseconds. @defaultValue 500 */
-  storeProbeIntervalMs?: number;
+  /**
+   * How long the partition of a message still in CONFLICT after `conflictWaitMs` is paused, at most, in
+   * milliseconds: `min(holder's remaining lease, maxConflictDelayMs)` (at least 100 ms), instead of the
+   * holder's whole remaining lease. @defaultValue 5000
+   */
+  maxConflictDelayMs?: number;
+  /**
+   * How often the store is pinged while it does not answer (consumption paused): the delay before ping
+   * `n` is `computeBackoffMs(n, storeProbeBackoff)`.
+   * @defaultValue `{ baseMs: 250, factor: 2, maxMs: 5000, jitter: 'full' }`
+   */
+  storeProbeBackoff?: BackoffOptions;
   /**
    * How often the consumer's `heartbeat()` is called during inline waits, in milliseconds. KafkaJS only
    * sends one when its own `heartbeatInterval` has passed. @defaultValue 1000
@@ -66,43 +91,34 @@ export interface KafkaIdempotencyOptions {
   brokerHeartbeatIntervalMs?: number;
   /**
    * Where dead letters go: a topic, a function of the source topic, or `false` to only skip such messages
-   * (after the record is FAILED and `onEvent` got a `dead-lettered` event). A `producer` is required unless
-   * this is `false`. @defaultValue `` `${topic}.dlq` ``
+   * (after the record is FAILED and a `deadLettered` event with `destination: null`). A `producer` is
+   * required unless this is `false`. @defaultValue `` `${topic}.dlq` ``
    */
   deadLetterTopic?: string | ((topic: string) => string) | false;
-  /** Receives the wrapper's events; a listener that throws is ignored. */
-  onEvent?: (event: KafkaIdempotencyEvent) => void;
 }
 
 /** {@link KafkaIdempotencyOptions} with defaults applied. */
 export interface ResolvedKafkaOptions {
   readonly scopeOf: (topic: string) => string;
-  readonly key: KeyExtractor;
-  readonly missingKey: 'reject' | 'process';
-  readonly comparePayload: boolean;
+  readonly idempotencyKey: KeyExtractor;
+  readonly missingKey: 'dead-letter' | 'process';
+  readonly fingerprintOf: FingerprintSource | false;
   readonly leaseMs: number | undefined;
   readonly maxAttempts: number | undefined;
   readonly retryBackoff: BackoffOptions;
   readonly maxInlineDelayMs: number;
   readonly conflictWaitMs: number;
-  readonly conflictPollIntervalMs: number;
-  readonly storeProbeIntervalMs: number;
+  readonly maxConflictDelayMs: number;
+  readonly storeProbeBackoff: BackoffOptions;
   readonly brokerHeartbeatIntervalMs: number;
   readonly deadLetterTopicOf: ((topic: string) => string) | false;
-  readonly onEvent: (event: KafkaIdempotencyEvent) => void;
 }
 
-function nonNegative(name: string, value: number | undefined, fallback: number, min = 0): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min) {
-    throw new InvalidOptionError(`${name} must be a finite number >= ${min}, got ${String(v)}`);
-  }
-  return v;
-}
+const messageValue: FingerprintSource = (message) => message.value ?? new Uint8Array(0);
 
 /**
  * Applies defaults and checks ranges.
- * @throws {@link InvalidOptionError} when neither `groupId` nor `scope` is given, an option is out of range,
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when neither `groupId` nor `scope` is given, an option is out of range,
  *   or dead-lettering is on without a producer.
  */
 export function resolveKafkaOptions(
@@ -126,42 +142,39 @@ export function resolveKafkaOptions(
   if (deadLetterTopicOf && !hasProducer) {
     throw new InvalidOptionError('Dead-lettering needs { producer }; pass one or set deadLetterTopic: false');
   }
-  if (
-    options.missingKey !== undefined &&
-    options.missingKey !== 'reject' &&
-    options.missingKey !== 'process'
-  ) {
-    throw new InvalidOptionError(
-      `missingKey must be 'reject' or 'process', got ${String(options.missingKey)}`,
-    );
+  const missingKey = checkOneOf(
+    'missingKey',
+    options.missingKey,
+    ['dead-letter', 'process'] as const,
+    'dead-letter',
+  );
+  const fp = options.fingerprint ?? true;
+  if (typeof fp !== 'boolean' && typeof fp !== 'function') {
+    throw new InvalidOptionError('fingerprint must be a boolean or a function of the message');
   }
-  const maxInlineDelayMs = nonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
-  const onEvent = options.onEvent;
+  const maxInlineDelayMs = checkFiniteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
   return {
     scopeOf,
-    key: options.key ?? defaultKeyExtractor,
-    missingKey: options.missingKey ?? 'reject',
-    comparePayload: options.comparePayload ?? true,
+    idempotencyKey: options.idempotencyKey ?? defaultKeyExtractor,
+    missingKey,
+    fingerprintOf: fp === true ? messageValue : fp,
     leaseMs: options.leaseMs,
     maxAttempts: options.maxAttempts,
-    retryBackoff: { baseMs: 1000, maxMs: 60_000, ...options.retryBackoff },
+    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff),
     maxInlineDelayMs,
-    conflictWaitMs: nonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
-    conflictPollIntervalMs: nonNegative('conflictPollIntervalMs', options.conflictPollIntervalMs, 250, 1),
-    storeProbeIntervalMs: nonNegative('storeProbeIntervalMs', options.storeProbeIntervalMs, 500, 1),
-    brokerHeartbeatIntervalMs: nonNegative(
+    conflictWaitMs: checkFiniteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
+    maxConflictDelayMs: checkFiniteNonNegative('maxConflictDelayMs', options.maxConflictDelayMs, 5000, 1),
+    storeProbeBackoff: checkBackoffOptions(
+      'storeProbeBackoff',
+      options.storeProbeBackoff,
+      DEFAULT_STORE_PROBE_BACKOFF,
+    ),
+    brokerHeartbeatIntervalMs: checkFiniteNonNegative(
       'brokerHeartbeatIntervalMs',
       options.brokerHeartbeatIntervalMs,
       1000,
       1,
     ),
     deadLetterTopicOf,
-    onEvent: (event) => {
-      try {
-        onEvent?.(event);
-      } catch {
-        // A listener's bug must not change what the broker sees.
-      }
-    },
   };
 }

@@ -1,60 +1,62 @@
-import { setTimeout as delay } from 'node:timers/promises';
-import type { KafkaIdempotencyEvent, PauseReason } from './events';
+import type { KafkaEventEmitter } from './events';
 import type { ConsumerLike } from './types';
 
 /**
  * Pauses partitions of a consumer and resumes them later (KafkaJS `consumer.pause` / `consumer.resume`,
  * "Pause & Resume" in its docs): one partition for a backoff, or whole topics until the idempotency store
- * answers again. A paused partition keeps its fetch position, so its unresolved message is fetched again
+ * answers again (the wrapper's `StoreGate` opens). A paused partition keeps its fetch position, so its unresolved message is fetched again
  * after the resume. Timers are unref'd; errors of `pause`/`resume` (a consumer that disconnected meanwhile)
- * are reported as `error` events, never thrown from a timer.
+ * are reported as `brokerError` events, never thrown from a timer.
  */
 export class PartitionPauser {
   readonly #timers = new Map<string, { timer: NodeJS.Timeout; topic: string; partition: number }>();
   readonly #storeWaitTopics = new Set<string>();
-  #probing: Promise<void> | undefined;
   #closed = false;
 
   constructor(
     private readonly consumer: ConsumerLike,
-    private readonly onEvent: (event: KafkaIdempotencyEvent) => void,
+    private readonly events: KafkaEventEmitter,
   ) {}
 
   /** Pauses one partition and resumes it after `delayMs` milliseconds. */
-  pauseFor(topic: string, partition: number, offset: string, delayMs: number, reason: PauseReason): void {
+  pauseFor(topic: string, partition: number, delayMs: number): void {
     const id = `${partition}:${topic}`;
     clearTimeout(this.#timers.get(id)?.timer);
     this.#call('pause', [{ topic, partitions: [partition] }]);
-    this.onEvent({ type: 'paused', topic, partition, offset, reason, delayMs });
     const timer = setTimeout(() => {
       this.#timers.delete(id);
       if (this.#storeWaitTopics.has(topic)) return; // the store watcher resumes the whole topic
-      if (this.#call('resume', [{ topic, partitions: [partition] }])) {
-        this.onEvent({ type: 'resumed', topic, partition });
-      }
+      this.#call('resume', [{ topic, partitions: [partition] }]);
     }, delayMs);
     timer.unref();
     this.#timers.set(id, { timer, topic, partition });
   }
 
   /**
-   * Pauses every partition of `topic` (fail closed: the store does not answer) until `probe` resolves,
-   * tried every `intervalMs`; then resumes the topic, keeping partitions whose own backoff still runs
-   * paused. One watcher serves every topic.
+   * Pauses every partition of `topic` (fail closed: the store does not answer) until
+   * {@link PartitionPauser.resumeStoreTopics} (the store gate opened). When `storeAnswers()` already says
+   * the store answers again (it recovered while the message was being given up on), resumes at once.
    */
-  pauseUntil(topic: string, offset: string, probe: () => Promise<unknown>, intervalMs: number): void {
+  pauseUntilStoreAnswers(topic: string, storeAnswers: () => boolean): void {
     this.#call('pause', [{ topic }]);
-    this.onEvent({
-      type: 'paused',
-      topic,
-      partition: undefined,
-      offset,
-      reason: 'store-unavailable',
-      delayMs: undefined,
-    });
     this.#storeWaitTopics.add(topic);
-    this.#probing ??= this.#watch(probe, intervalMs).finally(() => {
-      this.#probing = undefined;
+    if (storeAnswers()) this.resumeStoreTopics();
+  }
+
+  /**
+   * Resumes every topic paused by {@link PartitionPauser.pauseUntilStoreAnswers}, keeping partitions
+   * whose own backoff still runs paused.
+   * @returns the topics resumed.
+   */
+  resumeStoreTopics(): string[] {
+    if (this.#closed) return [];
+    const topics = [...this.#storeWaitTopics];
+    this.#storeWaitTopics.clear();
+    return topics.filter((topic) => {
+      if (!this.#call('resume', [{ topic }])) return false;
+      const stillPaused = [...this.#timers.values()].filter((t) => t.topic === topic).map((t) => t.partition);
+      if (stillPaused.length > 0) this.#call('pause', [{ topic, partitions: stillPaused }]);
+      return true;
     });
   }
 
@@ -66,36 +68,12 @@ export class PartitionPauser {
     this.#storeWaitTopics.clear();
   }
 
-  async #watch(probe: () => Promise<unknown>, intervalMs: number): Promise<void> {
-    for (;;) {
-      await delay(intervalMs, undefined, { ref: false });
-      if (this.#closed) return;
-      try {
-        await probe();
-      } catch {
-        continue;
-      }
-      if (this.#closed) return;
-      const topics = [...this.#storeWaitTopics];
-      this.#storeWaitTopics.clear();
-      for (const topic of topics) {
-        if (!this.#call('resume', [{ topic }])) continue;
-        const stillPaused = [...this.#timers.values()]
-          .filter((t) => t.topic === topic)
-          .map((t) => t.partition);
-        if (stillPaused.length > 0) this.#call('pause', [{ topic, partitions: stillPaused }]);
-        this.onEvent({ type: 'resumed', topic, partition: undefined });
-      }
-      return;
-    }
-  }
-
   #call(method: 'pause' | 'resume', topics: { topic: string; partitions?: number[] }[]): boolean {
     try {
       this.consumer[method](topics);
       return true;
     } catch (error) {
-      this.onEvent({ type: 'error', operation: method, error });
+      this.events.emit('brokerError', { operation: method, error, source: undefined });
       return false;
     }
   }

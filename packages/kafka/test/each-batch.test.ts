@@ -14,7 +14,7 @@ function setup(options: Record<string, unknown> = {}) {
     { groupId: 'g', maxInlineDelayMs: 0, retryBackoff: { baseMs: 60_000, jitter: 'none' }, ...options },
     ({ key, attempt }) => {
       runs.push(`${key}#${attempt}`);
-      if (failing.has(key)) throw new Error('down');
+      if (failing.has(key ?? '')) throw new Error('down');
     },
   );
   return { store, consumer, producer, runs, failing, eachBatch };
@@ -41,19 +41,21 @@ describe('idempotentEachBatch', () => {
     await t.eachBatch(first);
     expect(first.resolved).toEqual(['0']);
     expect(t.consumer.calls[0]).toEqual({ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] });
-    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ state: 'RELEASED', attempt: 1 });
+    // c never ran: its reservation (core claimMany) is given back without an attempt spent.
+    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
 
     // Redelivered from the stuck offset: b is claimed alone; c is not claimed while b keeps failing.
     const claimMany = jest.spyOn(t.store, 'claimMany');
     await t.eachBatch(batchPayload('pay', 0, [keyed(1, 'b'), keyed(2, 'c')]));
     expect(claimMany.mock.calls[0]![0].map((r) => r.id.key)).toEqual(['b']);
-    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ attempt: 1 });
+    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ attempt: 0 });
 
     // b's last attempt fails: dead-lettered and resolved; c then runs.
     const last = batchPayload('pay', 0, [keyed(1, 'b'), keyed(2, 'c')]);
     await t.eachBatch(last);
     expect(last.resolved).toEqual(['1', '2']);
-    expect(t.runs).toEqual(['a#1', 'b#1', 'b#2', 'b#3', 'c#2']);
+    // c runs as attempt 1: the batches that gave its reservation back spent none.
+    expect(t.runs).toEqual(['a#1', 'b#1', 'b#2', 'b#3', 'c#1']);
     expect(t.producer.sent).toHaveLength(1);
     t.eachBatch.close();
   });
@@ -66,5 +68,26 @@ describe('idempotentEachBatch', () => {
     stale = true;
     await run;
     expect(payload.resolved.length).toBeLessThan(2);
+  });
+
+  it("fails open under the runner's storeFailureMode 'open': each message runs UNPROTECTED with its key", async () => {
+    const store = new MemoryIdempotencyStore();
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    jest.spyOn(store, 'claimMany').mockRejectedValue(new StoreUnavailableError('down'));
+    jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
+    const idempotency = new Idempotency({ store }, { storeFailureMode: 'open' });
+    const seen: string[] = [];
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer() },
+      { groupId: 'g' },
+      ({ key, outcome }) => {
+        seen.push(`${key} ${outcome}`);
+      },
+    );
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await eachBatch(payload);
+    expect(seen).toEqual(['a UNPROTECTED', 'b UNPROTECTED']);
+    expect(payload.resolved).toEqual(['0', '1']);
+    eachBatch.close();
   });
 });

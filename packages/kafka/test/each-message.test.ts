@@ -4,7 +4,7 @@ import {
   MemoryIdempotencyStore,
   NonRetryableError,
 } from '@idempotent-consumer/core';
-import { idempotentEachMessage, type KafkaIdempotencyEvent, PartitionPausedError } from '../src';
+import { idempotentEachMessage, type KafkaIdempotencyEvents, PartitionPausedError } from '../src';
 import { FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
 
 function setup(options: Record<string, unknown> = {}) {
@@ -12,19 +12,24 @@ function setup(options: Record<string, unknown> = {}) {
   const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 2 });
   const consumer = new FakeConsumer();
   const producer = new FakeProducer();
-  const events: KafkaIdempotencyEvent[] = [];
+  const events: { type: keyof KafkaIdempotencyEvents; [field: string]: unknown }[] = [];
   const runs: string[] = [];
-  let fail: (key: string, attempt: number) => Error | undefined = () => undefined;
+  let fail: (key: string | undefined, attempt: number) => Error | undefined = () => undefined;
   const eachMessage = idempotentEachMessage(
     { idempotency, consumer, producer },
-    { groupId: 'g', retryBackoff: { baseMs: 5, jitter: 'none' }, onEvent: (e) => events.push(e), ...options },
-    ({ key, attempt }) => {
-      runs.push(`${key}#${attempt}`);
+    { groupId: 'g', retryBackoff: { baseMs: 5, jitter: 'none' }, ...options },
+    ({ key, attempt, outcome }) => {
+      runs.push(`${key}#${attempt}${outcome === 'UNPROTECTED' ? ' unprotected' : ''}`);
       const error = fail(key, attempt);
       if (error) throw error;
       return key;
     },
   );
+  // The events these tests look at.
+  const names = ['settled', 'retryScheduled', 'missingKey', 'storeUnavailable', 'storeRecovered'] as const;
+  for (const type of names) {
+    eachMessage.events.on(type, (payload: object) => events.push({ type, ...payload }));
+  }
   return {
     store,
     idempotency,
@@ -93,16 +98,43 @@ describe('idempotentEachMessage', () => {
   });
 
   it('waits for a conflicting holder, then pauses without resolving', async () => {
-    const t = setup({ conflictWaitMs: 30, conflictPollIntervalMs: 10 });
+    const t = setup({ conflictWaitMs: 30 });
     await t.store.claim({ scope: 'g/pay', key: 'held' }, { leaseMs: 60_000, retentionMs: 60_000 });
     const error = await t
       .eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'held' })))
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PartitionPausedError);
     expect(t.runs).toEqual([]);
-    expect(t.events.filter((e) => e.type === 'waiting' && e.reason === 'conflict')).toHaveLength(3);
+    // Paused for min(remaining lease 60 s, maxConflictDelayMs 5 s), not for the whole lease.
     expect(t.events).toContainEqual(
-      expect.objectContaining({ type: 'paused', reason: 'conflict', partition: 0 }),
+      expect.objectContaining({
+        type: 'retryScheduled',
+        reason: 'conflict',
+        paused: true,
+        delayMs: 5000,
+        source: { topic: 'pay', partition: 0, offset: '0' },
+      }),
+    );
+    t.eachMessage.close();
+  });
+
+  it('a CONFLICT settles as soon as the holder completes: DUPLICATE, offset resolved, nothing paused', async () => {
+    const t = setup({ conflictWaitMs: 5000 });
+    const held = await t.store.claim(
+      { scope: 'g/pay', key: 'held' },
+      { leaseMs: 60_000, retentionMs: 60_000 },
+    );
+    if (held.outcome !== 'ACQUIRED') throw new Error(held.outcome);
+    const delivered = t.eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'held' })));
+    await new Promise((r) => setTimeout(r, 20));
+    const started = performance.now();
+    await t.store.complete({ scope: 'g/pay', key: 'held' }, held.fencingToken, { retentionMs: 60_000 });
+    await delivered; // resolves: KafkaJS resolves the offset
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(t.runs).toEqual([]);
+    expect(t.events.filter((e) => e.type === 'retryScheduled')).toEqual([]);
+    expect(t.events).toContainEqual(
+      expect.objectContaining({ type: 'settled', action: 'resolve', reason: 'duplicate', key: 'held' }),
     );
     t.eachMessage.close();
   });
@@ -114,7 +146,7 @@ describe('idempotentEachMessage', () => {
     const error = await t.eachMessage(messagePayload('pay', 0, message(0, 'v'))).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PartitionPausedError);
     expect(t.events).toContainEqual(
-      expect.objectContaining({ type: 'paused', reason: 'dead-letter-failed' }),
+      expect.objectContaining({ type: 'retryScheduled', reason: 'dead-letter-failed', paused: true }),
     );
     // Redelivered: the record is FAILED, so it is dead-lettered without running again.
     await t.eachMessage(messagePayload('pay', 0, message(0, 'v')));
@@ -124,7 +156,7 @@ describe('idempotentEachMessage', () => {
   });
 
   it('fails closed when the store does not answer: pauses the topic until a ping succeeds', async () => {
-    const t = setup({ maxInlineDelayMs: 0, storeProbeIntervalMs: 5 });
+    const t = setup({ maxInlineDelayMs: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5 } });
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     let down = true;
     const claim = t.store.claim.bind(t.store);
@@ -141,16 +173,94 @@ describe('idempotentEachMessage', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(t.consumer.calls[1]).toEqual({ method: 'resume', topics: [{ topic: 'pay' }] });
     expect(t.runs).toEqual([]);
+    expect(t.events).toContainEqual(expect.objectContaining({ type: 'storeUnavailable', topic: 'pay' }));
+    expect(t.events).toContainEqual(expect.objectContaining({ type: 'storeRecovered', topics: ['pay'] }));
+  });
+
+  it('counts each ping against maxInlineDelayMs: a hanging ping does not stretch the inline wait', async () => {
+    const t = setup({ maxInlineDelayMs: 200, storeProbeBackoff: { baseMs: 10, maxMs: 10 } });
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    jest.spyOn(t.store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
+    // Each ping hangs for 5 s, like a command timeout of a store that does not answer.
+    jest
+      .spyOn(t.store, 'ping')
+      .mockImplementation(
+        () => new Promise((_, reject) => setTimeout(() => reject(new Error('t')), 5000).unref()),
+      );
+    const started = performance.now();
+    const error = await t.eachMessage(messagePayload('pay', 1, message(0, 'v'))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartitionPausedError);
+    expect(performance.now() - started).toBeLessThan(2000);
+    t.eachMessage.close();
+  });
+
+  it('missingKey: process runs the handler UNPROTECTED with no key, and dead-letters after maxAttempts runs', async () => {
+    const t = setup({ idempotencyKey: () => undefined, missingKey: 'process' });
+    t.failWith(() => new Error('flaky'));
+    await t.eachMessage(messagePayload('pay', 0, message(0, 'v')));
+    expect(t.runs).toEqual(['undefined#1 unprotected', 'undefined#2 unprotected']);
+    expect(t.events).toContainEqual(expect.objectContaining({ type: 'missingKey', action: 'process' }));
+    expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
+      'x-idempotency-dead-letter-reason': 'attempts-exhausted',
+      'x-idempotency-outcome': 'UNPROTECTED',
+      'x-idempotency-attempt': '2',
+    });
+    expect(t.events).toContainEqual(
+      expect.objectContaining({ type: 'settled', action: 'dead-letter', outcome: 'UNPROTECTED' }),
+    );
+  });
+
+  it('missingKey: process counts runs across partition pauses', async () => {
+    const t = setup({
+      idempotencyKey: () => undefined,
+      missingKey: 'process',
+      maxInlineDelayMs: 0,
+      retryBackoff: { baseMs: 60_000, jitter: 'none' },
+    });
+    t.failWith(() => new Error('flaky'));
+    const payload = messagePayload('pay', 0, message(5, 'v'));
+    expect(await t.eachMessage(payload).catch((e: unknown) => e)).toBeInstanceOf(PartitionPausedError);
+    await t.eachMessage(payload);
+    expect(t.runs).toEqual(['undefined#1 unprotected', 'undefined#2 unprotected']);
+    expect(t.producer.sent).toHaveLength(1);
+    t.eachMessage.close();
+  });
+
+  it("fails open under the runner's storeFailureMode 'open': the handler gets the real key, UNPROTECTED", async () => {
+    const store = new MemoryIdempotencyStore();
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
+    const idempotency = new Idempotency({ store }, { storeFailureMode: 'open' });
+    const seen: unknown[] = [];
+    const eachMessage = idempotentEachMessage(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer() },
+      { groupId: 'g' },
+      ({ key, outcome, fencingToken }) => {
+        seen.push({ key, outcome, fencingToken });
+      },
+    );
+    await eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k9' })));
+    expect(seen).toEqual([{ key: 'k9', outcome: 'UNPROTECTED', fencingToken: 0 }]);
   });
 
   it('rejects a missing key by default and dead-letters it', async () => {
-    const t = setup({ key: () => undefined });
+    const t = setup({ idempotencyKey: () => undefined });
     await t.eachMessage(messagePayload('pay', 0, message(0, 'v')));
     expect(t.runs).toEqual([]);
     expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
       'x-idempotency-dead-letter-reason': 'missing-key',
       'x-idempotency-outcome': 'NONE',
     });
+    expect(t.events).toContainEqual(expect.objectContaining({ type: 'missingKey', action: 'dead-letter' }));
+  });
+
+  it('a throwing listener does not change what Kafka sees', async () => {
+    const t = setup();
+    t.eachMessage.events.on('settled', () => {
+      throw new Error('listener bug');
+    });
+    await t.eachMessage(messagePayload('pay', 0, message(0, 'a', { 'idempotency-key': 'k1' })));
+    expect(t.runs).toEqual(['k1#1']);
   });
 
   it('checks its options', () => {

@@ -1,11 +1,7 @@
 import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core';
-import {
-  buildDeadLetter,
-  DEAD_LETTER_HEADERS,
-  defaultKeyExtractor,
-  headerText,
-  isFatalToConsumer,
-} from '../src';
+import { buildDeadLetter, DEAD_LETTER_HEADERS } from '../src/dead-letter';
+import { isFatalToConsumer } from '../src/errors';
+import { defaultKeyExtractor, headerText } from '../src/headers';
 import { message } from './fakes';
 
 describe('headers and keys', () => {

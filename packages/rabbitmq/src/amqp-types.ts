@@ -3,7 +3,7 @@ import type { Channel, ConfirmChannel } from 'amqplib';
 /**
  * The part of an amqplib channel the consumer uses to receive and settle deliveries (and to declare or
  * check its topology on a scratch channel). Typed structurally so that a fake can stand in for it in
- * unit tests; a real `Channel` from amqplib 2.x (`ChannelModel.createChannel()`) satisfies it.
+ * unit tests; a real `Channel` from amqplib 0.10.x (typed by `@types/amqplib`), 1.x or 2.x satisfies it.
  */
 export type ConsumeChannel = Pick<
   Channel,
@@ -32,4 +32,11 @@ export type PublishChannel = Pick<ConfirmChannel, 'on' | 'publish' | 'close'>;
 export interface AmqpConnection {
   createChannel(): Promise<ConsumeChannel>;
   createConfirmChannel(): Promise<PublishChannel>;
+  /**
+   * Connection events (amqplib's `ChannelModel` is an EventEmitter): when present, the consumer listens
+   * to `close` (and `error`) to say why its channels closed when the broker closed the whole connection.
+   */
+  on?(event: 'close' | 'error', listener: (error?: unknown) => void): unknown;
+  /** Removes a listener added with `on` (at `stop()`). */
+  off?(event: 'close' | 'error', listener: (error?: unknown) => void): unknown;
 }

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { TopologyMismatchError } from '@idempotent-consumer/core';
 import type { Message, Options } from 'amqplib';
 import type { PublishChannel } from './amqp-types';
-import { HEADERS } from './headers';
+import { PUBLISH_ID_HEADER } from './headers';
 
 /**
  * Publishes on a confirm channel and resolves only once the broker has confirmed the message
  * (`basic.ack` from publisher confirms), so that the original delivery is acked only after its copy is
  * safely in the broker. Publishes are `mandatory`: RabbitMQ sends `basic.return` before the confirm of a
- * message that routes to no queue, and such a publish rejects with {@link TopologyMismatchError} instead
+ * message that routes to no queue, and such a publish rejects with {@link @idempotent-consumer/core!TopologyMismatchError} instead
  * of silently dropping the message.
  */
 export class ConfirmPublisher {
@@ -17,7 +17,7 @@ export class ConfirmPublisher {
 
   constructor(private readonly channel: PublishChannel) {
     channel.on('return', (message: Message) => {
-      const id = message.properties?.headers?.[HEADERS.publishId];
+      const id = message.properties?.headers?.[PUBLISH_ID_HEADER];
       if (typeof id === 'string') this.#returned.add(id);
     });
     channel.on('error', (error: Error) => {
@@ -30,7 +30,7 @@ export class ConfirmPublisher {
 
   /**
    * Publishes one message and waits for its confirm.
-   * @throws {@link TopologyMismatchError} when the message routed to no queue.
+   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when the message routed to no queue.
    * @throws the channel's error when the broker nacked the message or the channel closed.
    */
   publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
@@ -38,7 +38,7 @@ export class ConfirmPublisher {
     const publishId = randomUUID();
     const headers = {
       ...(options.headers as Record<string, unknown> | undefined),
-      [HEADERS.publishId]: publishId,
+      [PUBLISH_ID_HEADER]: publishId,
     };
     return new Promise<void>((resolve, reject) => {
       const confirmed = (error: unknown) => {

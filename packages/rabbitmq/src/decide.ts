@@ -8,23 +8,30 @@ import {
 } from '@idempotent-consumer/core';
 import { pickDelayTier } from './delay-tiers';
 
-/**
- * Why a message was dead-lettered (header `x-idempotency-dead-letter-reason`): the core's vocabulary,
- * shared by every adapter, re-exported so `@idempotent-consumer/rabbitmq` imports keep working.
- */
-export type { DeadLetterReason };
-
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
 export type RetryReason = 'conflict' | 'handler-error' | 'lease-lost';
 
 /** Why a delivery was acked without being republished. */
 export type AckReason = 'completed' | 'duplicate' | 'lease-lost' | 'unprotected';
 
-/** What the broker sees for one delivery: the RabbitMQ column of DESIGN.md, "Outcome → broker action". */
-export type BrokerAction =
-  | { readonly kind: 'ack'; readonly reason: AckReason }
+/**
+ * Why a delivery was given back to the queue (`nack` with requeue) instead of settled for good: the store
+ * did not answer its claim (`store-unavailable`), it arrived while consumption was paused or stopping, its
+ * republish failed (`publish-failed`), or this adapter failed (`internal-error`).
+ */
+export type RequeueReason = 'store-unavailable' | 'paused' | 'stopping' | 'publish-failed' | 'internal-error';
+
+/**
+ * What the broker sees for one delivery: the RabbitMQ column of docs/design.md#outcome-to-broker-action.
+ * - `ack`: the handler completed, the message is a duplicate, or it ran unprotected;
+ * - `retry`: a copy goes to the delay tier `delayMs` (publisher-confirmed), then the original is acked;
+ * - `dead-letter`: a copy goes to the dead-letter exchange (confirmed), then the original is acked;
+ * - `requeue`: `nack` with requeue; the broker delivers the message again.
+ */
+export type Decision =
+  | { readonly action: 'ack'; readonly reason: AckReason }
   | {
-      readonly kind: 'delay';
+      readonly action: 'retry';
       readonly reason: RetryReason;
       /** The delay tier, in milliseconds. */
       readonly delayMs: number;
@@ -34,45 +41,52 @@ export type BrokerAction =
       readonly error: string | undefined;
     }
   | {
-      readonly kind: 'dead-letter';
+      readonly action: 'dead-letter';
       readonly reason: DeadLetterReason;
       readonly attempt: number;
       readonly error: string;
-    };
+    }
+  | { readonly action: 'requeue'; readonly reason: RequeueReason };
 
-/** What {@link decideAction} needs besides the result. */
+/** What {@link decide} needs besides the result: the consumer's retry settings. */
 export interface DecisionPolicy {
+  /** The delay tiers' TTLs in milliseconds, sorted ascending. */
   readonly delayTiersMs: readonly number[];
   readonly retryBackoff: BackoffOptions;
   /** Most attempts, for unprotected runs (the runner enforces it for protected ones). */
   readonly maxAttempts: number;
-  /** Injectable randomness for the backoff jitter. */
+  /** The longest redelivery delay of a CONFLICT, in milliseconds (`maxConflictDelayMs`). */
+  readonly maxConflictDelayMs: number;
+  /** For unprotected runs: whether an error may be retried (the runner's `isRetryable`). @defaultValue always */
+  readonly isRetryable?: (error: unknown) => boolean;
+  /** Injectable randomness for the backoff jitter. @defaultValue Math.random */
   readonly random?: () => number;
 }
 
-function delay(
+function retry(
   reason: RetryReason,
   wantedDelayMs: number,
   attempt: number,
   error: unknown,
   policy: DecisionPolicy,
-): BrokerAction {
+  capMs?: number,
+): Decision {
   return {
-    kind: 'delay',
+    action: 'retry',
     reason,
     wantedDelayMs,
-    delayMs: pickDelayTier(policy.delayTiersMs, wantedDelayMs),
+    delayMs: pickDelayTier(policy.delayTiersMs, wantedDelayMs, capMs),
     attempt,
     error: error === undefined ? undefined : describeError(error),
   };
 }
 
 /**
- * A dead-letter action for a result the core classifies as dead-lettered ({@link deadLetterReasonOf}:
+ * A dead-letter decision for a result the core classifies as dead-lettered ({@link deadLetterReasonOf}:
  * FAILED now, PAYLOAD_MISMATCH, an earlier FAILED record).
  */
-function deadLetter(result: RunResult<unknown>, attempt: number, error: string): BrokerAction {
-  return { kind: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error };
+function deadLetter(result: RunResult<unknown>, attempt: number, error: string): Decision {
+  return { action: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error };
 }
 
 function backoff(attempt: number, policy: DecisionPolicy): number {
@@ -80,31 +94,36 @@ function backoff(attempt: number, policy: DecisionPolicy): number {
 }
 
 /**
- * Maps a runner result to a broker action (DESIGN.md, "Outcome → broker action", RabbitMQ column):
+ * Maps a runner result to a broker decision (docs/design.md#outcome-to-broker-action, RabbitMQ column).
+ * Pure: no I/O, the same input gives the same decision (given `policy.random`).
  * - ACQUIRED / ACQUIRED_STALE and the handler completed: ack (COMPLETED is already written);
- * - handler threw a retryable error (record RELEASED): delay tier with a backoff on the record's attempt;
+ * - handler threw a retryable error (record RELEASED): retry through a delay tier with a backoff on the
+ *   record's attempt;
  * - record FAILED now (attempts exhausted, non-retryable, result too large): dead-letter;
- * - lease lost: the handler completed, ack (another delivery owns the key now); it threw, delay tier;
- * - DUPLICATE: ack; CONFLICT: delay tier for the holder's remaining lease (rounded up to a tier, bounded
- *   by the longest), never an immediate requeue;
+ * - lease lost: the handler completed, ack (another delivery owns the key now); it threw, retry;
+ * - DUPLICATE: ack; CONFLICT (still held after the runner's `conflictWaitMs` wait for the holder's
+ *   outcome): retry after the holder's remaining lease capped at `maxConflictDelayMs` (rounded up to a
+ *   tier not longer than the cap), never an immediate requeue;
  * - PAYLOAD_MISMATCH and an earlier FAILED record: dead-letter, the handler never ran;
- * - UNPROTECTED (store failure mode `open`, or a missing key processed): completed, ack; threw, a delay
- *   tier, or dead-letter once `maxAttempts` (counted in a header) is reached or the error is not retryable.
+ * - UNPROTECTED (store failure mode `open`, or a missing key processed): completed, ack; threw, retry, or
+ *   dead-letter once `maxAttempts` (counted in a header) is reached or the error is not retryable.
  *
  * @param unprotectedAttempt - for UNPROTECTED results: the attempt number from the message header, + 1.
- * @param isRetryable - for UNPROTECTED results: the runner's `isRetryable`.
  */
-export function decideAction(
-  result: RunResult<unknown>,
-  policy: DecisionPolicy,
-  unprotectedAttempt = 1,
-  isRetryable: (error: unknown) => boolean = () => true,
-): BrokerAction {
+export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unprotectedAttempt = 1): Decision {
   switch (result.outcome) {
     case 'DUPLICATE':
-      return { kind: 'ack', reason: 'duplicate' };
+      return { action: 'ack', reason: 'duplicate' };
     case 'CONFLICT':
-      return delay('conflict', Math.max(1, result.retryAfterMs), result.attempt, undefined, policy);
+      // The runner already waited `conflictWaitMs` for the holder's outcome; it still runs.
+      return retry(
+        'conflict',
+        Math.max(1, Math.min(result.retryAfterMs, policy.maxConflictDelayMs)),
+        result.attempt,
+        undefined,
+        policy,
+        policy.maxConflictDelayMs,
+      );
     case 'PAYLOAD_MISMATCH':
       return deadLetter(
         result,
@@ -114,16 +133,17 @@ export function decideAction(
     case 'FAILED':
       return deadLetter(result, result.attempt, result.error);
     case 'UNPROTECTED': {
-      if (result.status === 'completed') return { kind: 'ack', reason: 'unprotected' };
-      if (!isRetryable(result.error) || unprotectedAttempt >= policy.maxAttempts) {
+      if (result.status === 'completed') return { action: 'ack', reason: 'unprotected' };
+      const retryable = (policy.isRetryable ?? (() => true))(result.error);
+      if (!retryable || unprotectedAttempt >= policy.maxAttempts) {
         return {
-          kind: 'dead-letter',
-          reason: isRetryable(result.error) ? 'attempts-exhausted' : 'non-retryable',
+          action: 'dead-letter',
+          reason: retryable ? 'attempts-exhausted' : 'non-retryable',
           attempt: unprotectedAttempt,
           error: describeError(result.error),
         };
       }
-      return delay(
+      return retry(
         'handler-error',
         backoff(unprotectedAttempt, policy),
         unprotectedAttempt,
@@ -134,9 +154,9 @@ export function decideAction(
     default:
       switch (result.status) {
         case 'completed':
-          return { kind: 'ack', reason: 'completed' };
+          return { action: 'ack', reason: 'completed' };
         case 'released':
-          return delay(
+          return retry(
             'handler-error',
             backoff(result.attempt, policy),
             result.attempt,
@@ -146,8 +166,8 @@ export function decideAction(
         case 'failed':
           return deadLetter(result, result.attempt, describeError(result.error));
         case 'lease-lost':
-          if (result.handlerCompleted) return { kind: 'ack', reason: 'lease-lost' };
-          return delay('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);
+          if (result.handlerCompleted) return { action: 'ack', reason: 'lease-lost' };
+          return retry('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);
       }
   }
 }

@@ -1,77 +1,123 @@
 import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
-import type { AckReason, RetryReason } from './decide';
+import type { CloseReason } from './close-reason';
+import type { Decision, RetryReason } from './decide';
 
-/** Identifies the delivery an event is about. */
-export interface DeliverySubject {
+/** Where a delivery came from on the broker. */
+export interface RabbitMqSource {
   /** The work queue. */
   readonly queue: string;
-  readonly scope: string;
-  /** The idempotency key, `undefined` when the delivery carried none (or the extractor threw). */
-  readonly key: string | undefined;
   /** The delivery tag on the consume channel. */
   readonly deliveryTag: number;
   /** Whether RabbitMQ flagged the delivery as redelivered (it was delivered before and not acked). */
   readonly redelivered: boolean;
 }
 
-/** Why a delivery was requeued (`nack` with requeue) instead of acked. */
-export type RequeueReason = 'store-unavailable' | 'paused' | 'stopping' | 'publish-failed' | 'internal-error';
+/**
+ * The subject of every per-message event, the same fields in every adapter: `scope`, `key`, `outcome`,
+ * `attempt`, and the broker-specific `source`.
+ */
+export interface DeliverySubject {
+  readonly scope: string;
+  /** The idempotency key, `undefined` when the delivery carried none (or the extractor threw). */
+  readonly key: string | undefined;
+  /** The claim outcome, `UNPROTECTED` for a run without a claim, `undefined` when no claim was made. */
+  readonly outcome: RunOutcome | undefined;
+  /** The record's attempt (the header count for an unprotected run), 0 when no claim was made. */
+  readonly attempt: number;
+  readonly source: RabbitMqSource;
+}
 
-/** State of an {@link IdempotentConsumer}. */
-export type ConsumerState = 'idle' | 'starting' | 'running' | 'paused' | 'stopping' | 'stopped' | 'closed';
+/** What a broker request that failed was doing. */
+export type BrokerOperation = 'publish' | 'ack' | 'nack' | 'consume' | 'cancel' | 'connect';
+
+/** State of an idempotent RabbitMQ consumer. */
+export type ConsumerState =
+  | 'idle'
+  | 'starting'
+  | 'running'
+  | 'paused'
+  | 'reconnecting'
+  | 'stopping'
+  | 'stopped'
+  | 'closed';
 
 /**
- * Events of an idempotent RabbitMQ consumer, by name, with their payloads. A listener that throws is
- * isolated: it never changes what the broker sees. There is no `error` event (nothing can crash the process
- * through an unhandled `error` event); failures come as the specific events below.
+ * Events of an idempotent RabbitMQ consumer, by name, with their payloads: the same names for the same
+ * happenings as the Kafka and SQS adapters. A listener that throws is isolated: it never changes what the
+ * broker sees. There is no `error` event (nothing can crash the process through an unhandled `error`
+ * event); failures come as the specific events below.
  */
 export interface IdempotentConsumerEvents {
-  /** A delivery arrived (before its key is read); every delivery ends in exactly one settling event. */
-  delivery: [{ queue: string; deliveryTag: number; redelivered: boolean }];
-  /** A delivery was acked: its handler completed, it was a duplicate, or it ran unprotected. */
-  acked: [DeliverySubject & { reason: AckReason; outcome: RunOutcome | undefined }];
+  /** A delivery arrived (before its key is read). */
+  delivery: [RabbitMqSource];
   /**
-   * A delivery was republished to a delay tier (confirmed), then acked: a CONFLICT, or a retryable handler
-   * error. `delayMs` is the tier, `wantedDelayMs` the remaining lease or backoff before rounding.
+   * A delivery was settled with the decision taken: `ack`, `retry` (a confirmed copy in a delay tier,
+   * then `ack`), `dead-letter` (a confirmed copy in the dead-letter exchange, then `ack`) or `requeue`
+   * (`nack` with requeue). Every delivery ends in exactly one `settled`, or in a `brokerError` of its
+   * `ack`/`nack` (the channel closed: the broker redelivers it).
    */
-  retried: [
+  settled: [DeliverySubject & { decision: Decision }];
+  /** A copy went to a delay tier (confirmed): a CONFLICT, or a retryable handler error. `settled` follows. */
+  retryScheduled: [
     DeliverySubject & {
       reason: RetryReason;
-      outcome: RunOutcome;
-      attempt: number;
+      /** The delay tier, in milliseconds. */
       delayMs: number;
+      /** The remaining lease or backoff before rounding up to a tier, in milliseconds. */
       wantedDelayMs: number;
       delayQueue: string;
       error: string | undefined;
     },
   ];
-  /** A delivery was published to the dead-letter exchange (confirmed), then acked. */
+  /** A copy went to the dead-letter exchange (confirmed), once per message. `settled` follows. */
   deadLettered: [
     DeliverySubject & {
       reason: DeadLetterReason;
-      outcome: RunOutcome | undefined;
-      attempt: number;
       error: string;
-      exchange: string;
-      routingKey: string;
+      destination: { exchange: string; routingKey: string };
     },
   ];
-  /** A delivery was given back to the queue (`nack` with requeue); the broker delivers it again. */
-  requeued: [DeliverySubject & { reason: RequeueReason; error: unknown }];
-  /** A delivery had no idempotency key: `rejected` (dead-lettered) or `processed` without idempotency. */
-  missingKey: [DeliverySubject & { action: 'rejected' | 'processed' }];
-  /** The store did not answer a claim: consumption stopped (`basic.cancel`) until it answers again. */
-  paused: [{ queue: string; error: unknown }];
-  /** The store answered a probe again and consumption resumed; `pausedMs` is how long it was paused. */
-  resumed: [{ queue: string; pausedMs: number }];
-  /** A probe of the store failed while paused; the next comes after a backoff. */
-  storeProbeFailed: [{ queue: string; probe: number; error: unknown }];
-  /** A republish to a delay tier or the dead-letter exchange failed; the delivery is requeued after the delay. */
-  publishFailed: [DeliverySubject & { error: unknown; exchange: string; routingKey: string }];
-  /** `ack`/`nack` threw (the consume channel is closed); the broker redelivers the message. */
-  settleFailed: [DeliverySubject & { error: unknown }];
-  /** A channel the consumer opened closed without `stop()`; `consume` closes the consumer for good. */
-  channelClosed: [{ queue: string; channel: 'consume' | 'publish'; error: unknown }];
+  /** A delivery had no idempotency key: it is dead-lettered or processed without idempotency. */
+  missingKey: [DeliverySubject & { action: 'dead-letter' | 'process' }];
+  /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
+  leaseLost: [
+    DeliverySubject & {
+      /** `start`: lost before the handler started; `heartbeat`: while it ran; `write`: its outcome could not be recorded. */
+      during: 'start' | 'heartbeat' | 'write';
+      handlerCompleted: boolean;
+    },
+  ];
+  /** The store did not answer a claim: consumption paused (`basic.cancel`) until a probe answers. */
+  storeUnavailable: [{ scope: string; queue: string; error: unknown }];
+  /** The store answered a probe again and consumption resumed; `downMs` is how long it was paused. */
+  storeRecovered: [{ scope: string; queue: string; downMs: number }];
+  /**
+   * A broker request failed: a republish (broker nack, channel closed, unroutable), an `ack`/`nack` on a
+   * closed channel, a `basic.consume`, or a reconnect attempt. `subject` is set when it was about one delivery.
+   */
+  brokerError: [{ queue: string; operation: BrokerOperation; error: unknown; subject?: DeliverySubject }];
+  /** Consuming started (`basic.consume` answered). */
+  started: [{ queue: string; consumerTag: string }];
+  /** `stop()` finished: nothing is in flight, the consumer's channels are closed. */
+  stopped: [{ queue: string }];
+  /**
+   * A channel the consumer opened closed without `stop()`. `error`: the channel's error, else the
+   * connection's close error when the broker closed the connection (`undefined` when neither says
+   * anything: the client closed it). `reason`: the broker's reply code and text read from that error
+   * (`undefined` for a socket error or a client close). With a `connect` factory the consumer then
+   * reconnects (`reconnected`); without one it is `closed` for good.
+   */
+  channelClosed: [
+    { queue: string; channel: 'consume' | 'publish'; error: unknown; reason: CloseReason | undefined },
+  ];
+  /** After a lost connection or channel, the consumer consumes again on a new one; `attempts` tries it took. */
+  reconnected: [{ queue: string; attempts: number; downMs: number }];
   /** RabbitMQ cancelled the consumer (the queue was deleted, or a node failed); the consumer is closed. */
   cancelled: [{ queue: string }];
 }
+
+/** @internal How the consumer's parts report: emits one event, never throws. */
+export type Emit = <K extends keyof IdempotentConsumerEvents>(
+  name: K,
+  ...payload: IdempotentConsumerEvents[K]
+) => void;

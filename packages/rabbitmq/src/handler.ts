@@ -1,26 +1,17 @@
+import type { HandlerContext } from '@idempotent-consumer/core';
 import type { ConsumeMessage } from 'amqplib';
 
-/** What a handler receives for one delivery. */
-export interface RabbitHandlerContext {
+/**
+ * What a handler receives for one delivery: the core's `HandlerContext` (`scope`, `key`, `fencingToken`,
+ * `attempt`, `outcome`, `signal`) plus the delivery itself.
+ *
+ * A delivery without an idempotency key run under `missingKey: 'process'` has `outcome: 'UNPROTECTED'`,
+ * `key: ''` (the empty string, which is never a valid key), `fencingToken: 0`, and `attempt` counted in
+ * the `x-idempotency-attempt` header (1 for the first). Check `outcome`, not `key`, to tell such a run.
+ */
+export interface RabbitMqHandlerContext extends HandlerContext {
   /** The delivery itself (content, fields, properties). */
   readonly message: ConsumeMessage;
-  readonly scope: string;
-  /** The idempotency key; `undefined` only when `missingKey: 'process'` ran a delivery without one. */
-  readonly key: string | undefined;
-  /**
-   * The claim's fencing token: it grows with every claim of the key. Make downstream writes conditional
-   * on it. 0 when the handler runs without idempotency (`UNPROTECTED`).
-   */
-  readonly fencingToken: number;
-  /** Which attempt this is, 1 for the first (the record's count; a header count when unprotected). */
-  readonly attempt: number;
-  /**
-   * `ACQUIRED_STALE` when an earlier holder's lease expired mid-handler (its side effect may be partial);
-   * `UNPROTECTED` for a delivery without a key run under `missingKey: 'process'`.
-   */
-  readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' | 'UNPROTECTED';
-  /** Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. */
-  readonly signal: AbortSignal;
 }
 
 /**
@@ -28,4 +19,4 @@ export interface RabbitHandlerContext {
  * duplicates. Throw `NonRetryableError` (from core) for a failure that must be dead-lettered at once; any
  * other error is retried through a delay tier until `maxAttempts`.
  */
-export type RabbitHandler<T> = (context: RabbitHandlerContext) => Promise<T> | T;
+export type RabbitMqHandler<T> = (context: RabbitMqHandlerContext) => Promise<T> | T;

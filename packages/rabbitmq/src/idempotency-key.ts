@@ -5,7 +5,7 @@ import { IDEMPOTENCY_KEY_HEADER } from './headers';
 export type IdempotencyKeyExtractor = (message: ConsumeMessage) => string | undefined;
 
 /**
- * The default key source (DESIGN.md, "Key sources"): the AMQP `message-id` property, else the
+ * The default key source (docs/design.md#key-sources): the AMQP `message-id` property, else the
  * `idempotency-key` header. Numbers are turned into strings; empty strings count as missing.
  */
 export const defaultIdempotencyKey: IdempotencyKeyExtractor = (message) => {

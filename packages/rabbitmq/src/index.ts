@@ -1,43 +1,25 @@
 /**
  * `@idempotent-consumer/rabbitmq`: effectively-once RabbitMQ consumers on amqplib (manual acks), with
- * delay-tier queues for CONFLICT and retries and a dead-letter exchange (DESIGN.md, RabbitMQ column).
+ * delay-tier queues for CONFLICT and retries and a dead-letter exchange (docs/design.md#outcome-to-broker-action, RabbitMQ column).
  * @packageDocumentation
  */
 export type { AmqpConnection, ConsumeChannel, PublishChannel } from './amqp-types';
-export { ConfirmPublisher } from './confirm-publisher';
+export type { CloseReason } from './close-reason';
 export {
   createIdempotentConsumer,
-  IdempotentConsumer,
+  type IdempotentConsumer,
   type IdempotentConsumerDependencies,
 } from './consumer';
-export {
-  type AckReason,
-  type BrokerAction,
-  type DeadLetterReason,
-  type DecisionPolicy,
-  decideAction,
-  type RetryReason,
-} from './decide';
-export { pickDelayTier } from './delay-tiers';
+export type { AckReason, Decision, RequeueReason, RetryReason } from './decide';
 export type {
+  BrokerOperation,
   ConsumerState,
   DeliverySubject,
   IdempotentConsumerEvents,
-  RequeueReason,
+  RabbitMqSource,
 } from './events';
-export type { RabbitHandler, RabbitHandlerContext } from './handler';
-export { attemptFromHeaders, HEADERS, IDEMPOTENCY_KEY_HEADER } from './headers';
-export { defaultIdempotencyKey, type IdempotencyKeyExtractor } from './idempotency-key';
-export {
-  type IdempotentConsumerOptions,
-  RABBITMQ_DEFAULT_ACK_TIMEOUT_MS,
-  type ResolvedConsumerOptions,
-  resolveConsumerOptions,
-} from './options';
-export {
-  type ConsumerTopology,
-  consumerTopology,
-  type DelayTier,
-  delayTierArguments,
-  ensureTopology,
-} from './topology';
+export type { RabbitMqHandler, RabbitMqHandlerContext } from './handler';
+export { DEAD_LETTER_HEADERS, IDEMPOTENCY_KEY_HEADER, RETRY_HEADERS } from './headers';
+export type { IdempotencyKeyExtractor } from './idempotency-key';
+export { type IdempotentConsumerOptions, RABBITMQ_DEFAULT_ACK_TIMEOUT_MS } from './options';
+export type { ConsumerTopology, DelayTier } from './topology';

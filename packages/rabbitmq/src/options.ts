@@ -1,35 +1,51 @@
-import { type BackoffOptions, InvalidOptionError } from '@idempotent-consumer/core';
+import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
+import {
+  checkBackoffOptions,
+  checkFunction,
+  checkNonEmptyString,
+  checkNonNegativeInteger,
+  checkOneOf,
+  checkPositiveInteger,
+  checkRunOverrides,
+  DEFAULT_STORE_PROBE_BACKOFF,
+  type RunOverrides,
+} from '@idempotent-consumer/core/kit';
+import type { ConsumeMessage } from 'amqplib';
 import { defaultIdempotencyKey, type IdempotencyKeyExtractor } from './idempotency-key';
+import { DEFAULT_DELAY_TIERS_MS } from './topology';
 
 /** RabbitMQ's default consumer delivery acknowledgement timeout (`consumer_timeout`): 30 minutes, in ms. */
 export const RABBITMQ_DEFAULT_ACK_TIMEOUT_MS = 1_800_000;
 
 /**
  * Options of an idempotent RabbitMQ consumer. Every field but `queue` has a default; see each
- * `@defaultValue`. Behaviour per claim outcome: DESIGN.md, "Outcome → broker action", RabbitMQ column.
+ * `@defaultValue`. Behaviour per claim outcome: docs/design.md#outcome-to-broker-action, RabbitMQ column.
  */
-export interface IdempotentConsumerOptions {
+export interface IdempotentConsumerOptions extends RunOverrides {
   /** The work queue to consume from. It must exist (the consumer checks it, but does not declare it). */
   queue: string;
-  /** Namespace of the idempotency keys (DESIGN.md, "Vocabulary"). @defaultValue the queue name */
+  /** Namespace of the idempotency keys (docs/design.md#vocabulary). @defaultValue the queue name */
   scope?: string;
   /**
    * Reads the idempotency key of a delivery; `undefined` means the delivery has none (see `missingKey`).
-   * A extractor that throws is treated like an invalid key: the message is dead-lettered.
-   * @defaultValue `properties.messageId`, else the `idempotency-key` header
+   * An extractor that throws is treated as an invalid key: the message is dead-lettered (`invalid-key`).
+   * @defaultValue `properties.messageId`, else the `idempotency-key` header (`IDEMPOTENCY_KEY_HEADER`)
    */
   idempotencyKey?: IdempotencyKeyExtractor;
   /**
-   * What to do with a delivery without an idempotency key: `reject` dead-letters it (reason
-   * `missing-key`); `process` runs the handler without idempotency (no claim, `fencingToken` 0, outcome
-   * `UNPROTECTED`) and emits `missingKey`. Never silent. @defaultValue `'reject'`
+   * What to do with a delivery without an idempotency key: `dead-letter` it (reason `missing-key`), or
+   * `process` it without idempotency (no claim; the handler sees outcome `UNPROTECTED`, `key` `''`,
+   * `fencingToken` 0; retries bounded by `maxAttempts`, counted in a header). Either way a `missingKey`
+   * event is emitted and, once per consumer, a console warning. @defaultValue `'dead-letter'`
    */
-  missingKey?: 'reject' | 'process';
+  missingKey?: 'dead-letter' | 'process';
   /**
-   * Whether the raw content bytes are fingerprinted (SHA-256), so that the same key with another payload
-   * is a `PAYLOAD_MISMATCH` and is dead-lettered without running. @defaultValue true
+   * The payload fingerprinted (SHA-256) with the key, so that the same key with another payload is a
+   * `PAYLOAD_MISMATCH` and is dead-lettered without running: `true` for the raw content bytes, `false`
+   * for no check, or a function choosing the payload (`undefined`: no check for that message), for
+   * example the body without a field that differs between retries of one operation. @defaultValue true
    */
-  fingerprintPayload?: boolean;
+  fingerprint?: boolean | ((message: ConsumeMessage) => Payload | undefined);
   /** Most unacked deliveries on the consume channel (`basic.qos`), handled concurrently. @defaultValue 10 */
   prefetch?: number;
   /**
@@ -62,10 +78,21 @@ export interface IdempotentConsumerOptions {
    * they exist (passive declare). @defaultValue `'assert'`
    */
   topology?: 'assert' | 'check';
-  /** Overrides the runner's `leaseMs` for this consumer, in milliseconds. */
-  leaseMs?: number;
-  /** Overrides the runner's `maxAttempts` for this consumer. */
-  maxAttempts?: number;
+  /**
+   * The longest redelivery delay of a delivery still in CONFLICT after `conflictWaitMs`, in milliseconds:
+   * it goes to the delay tier of `min(holder's remaining lease, maxConflictDelayMs)`, choosing among the
+   * tiers not longer than this cap (the smallest tier when all are longer), instead of waiting out the
+   * holder's whole lease. @defaultValue 5000
+   */
+  maxConflictDelayMs?: number;
+  /**
+   * How long a delivery that meets CONFLICT (another worker holds the key) waits for the holder's outcome,
+   * in milliseconds, before it is redelivered (the runner's bounded wait, `Idempotency.waitForOutcome`):
+   * the holder's complete answers DUPLICATE (ack) within milliseconds, its failure FAILED (dead-letter),
+   * its release lets this delivery run. The delivery holds its prefetch slot meanwhile. 0: no wait.
+   * @defaultValue 5000
+   */
+  readonly conflictWaitMs?: number;
   /**
    * The broker's delivery acknowledgement timeout (`consumer_timeout`), in milliseconds. `leaseMs` must
    * be below it. A handler that runs longer than it has its channel closed by RabbitMQ.
@@ -73,10 +100,17 @@ export interface IdempotentConsumerOptions {
    */
   brokerAckTimeoutMs?: number;
   /**
-   * Delay between store probes while consumption is paused because the store is unavailable.
-   * @defaultValue `{ baseMs: 250, factor: 2, maxMs: 5000, jitter: 'full' }`
+   * Delay between store probes (`store.ping()`) while consumption is paused because the store did not
+   * answer a claim, in milliseconds by probe number. @defaultValue `{ baseMs: 250, factor: 2, maxMs: 5000, jitter: 'full' }`
    */
   storeProbeBackoff?: BackoffOptions;
+  /**
+   * Delay between attempts to consume again after the consume channel or the connection closed, in
+   * milliseconds by attempt number (each attempt: a new connection from `connect` when the connection
+   * closed, the topology, the channels, `basic.consume`). Attempts go on until `stop()`.
+   * @defaultValue `{ baseMs: 500, factor: 2, maxMs: 30000, jitter: 'full' }`
+   */
+  reconnectBackoff?: BackoffOptions;
   /** Consumer tag to register with (`basic.consume`); RabbitMQ generates one when omitted. */
   consumerTag?: string;
 }
@@ -86,8 +120,9 @@ export interface ResolvedConsumerOptions {
   readonly queue: string;
   readonly scope: string;
   readonly idempotencyKey: IdempotencyKeyExtractor;
-  readonly missingKey: 'reject' | 'process';
-  readonly fingerprintPayload: boolean;
+  readonly missingKey: 'dead-letter' | 'process';
+  /** The payload to fingerprint for a message, `undefined` for none. */
+  readonly fingerprint: (message: ConsumeMessage) => Payload | undefined;
   readonly prefetch: number;
   readonly delayTiersMs: readonly number[];
   readonly retryBackoff: BackoffOptions;
@@ -95,24 +130,21 @@ export interface ResolvedConsumerOptions {
   readonly deadLetterExchange: string;
   readonly deadLetterQueue: string | false;
   readonly topology: 'assert' | 'check';
-  readonly leaseMs: number | undefined;
-  readonly maxAttempts: number | undefined;
+  readonly maxConflictDelayMs: number;
+  /** The runner overrides to pass to every run (`conflictWaitMs` always set). */
+  readonly runOverrides: RunOverrides & { readonly conflictWaitMs: number };
   readonly brokerAckTimeoutMs: number;
   readonly storeProbeBackoff: BackoffOptions;
+  readonly reconnectBackoff: BackoffOptions;
   readonly consumerTag: string | undefined;
 }
 
-function positiveInt(name: string, value: number | undefined): void {
-  if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
-    throw new InvalidOptionError(`${name} must be an integer > 0, got ${String(value)}`);
-  }
-}
+/** AMQP short strings (queue and exchange names) hold at most 255 bytes. */
+const AMQP_NAME_BYTES = 255;
 
-function nonEmpty(name: string, value: unknown): void {
-  if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 255) {
-    throw new InvalidOptionError(`${name} must be a non-empty string of at most 255 bytes`);
-  }
-}
+/** The raw content bytes: the default payload of `fingerprint`. */
+const contentOf = (message: ConsumeMessage): Payload => message.content;
+const noPayload = (): undefined => undefined;
 
 /**
  * Applies defaults and checks ranges.
@@ -125,56 +157,76 @@ export function resolveConsumerOptions(
   runnerLeaseMs: number,
 ): ResolvedConsumerOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options are required');
-  nonEmpty('queue', options.queue);
-  const queue = options.queue;
-  const tiers = [...(options.delayTiersMs ?? [1000, 5000, 30_000, 120_000])].sort((a, b) => a - b);
+  const queue = checkNonEmptyString('queue', options.queue, undefined, AMQP_NAME_BYTES);
+  const tiers = [...(options.delayTiersMs ?? DEFAULT_DELAY_TIERS_MS)].sort((a, b) => a - b);
   if (tiers.length === 0) throw new InvalidOptionError('delayTiersMs needs at least one tier');
-  for (const t of tiers) positiveInt('delayTiersMs[]', t);
+  for (const t of tiers) checkPositiveInteger('delayTiersMs[]', t);
   if (new Set(tiers).size !== tiers.length) throw new InvalidOptionError('delayTiersMs has duplicates');
-  positiveInt('prefetch', options.prefetch);
-  positiveInt('leaseMs', options.leaseMs);
-  positiveInt('maxAttempts', options.maxAttempts);
-  positiveInt('brokerAckTimeoutMs', options.brokerAckTimeoutMs);
-  const missingKey = options.missingKey ?? 'reject';
-  if (missingKey !== 'reject' && missingKey !== 'process') {
-    throw new InvalidOptionError(`missingKey must be 'reject' or 'process', got ${String(missingKey)}`);
-  }
-  const topology = options.topology ?? 'assert';
-  if (topology !== 'assert' && topology !== 'check') {
-    throw new InvalidOptionError(`topology must be 'assert' or 'check', got ${String(topology)}`);
-  }
-  const brokerAckTimeoutMs = options.brokerAckTimeoutMs ?? RABBITMQ_DEFAULT_ACK_TIMEOUT_MS;
-  const leaseMs = options.leaseMs ?? runnerLeaseMs;
-  if (leaseMs >= brokerAckTimeoutMs) {
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides(options);
+  const conflictWaitMs = checkNonNegativeInteger('conflictWaitMs', options.conflictWaitMs, 5000);
+  const brokerAckTimeoutMs = checkPositiveInteger(
+    'brokerAckTimeoutMs',
+    options.brokerAckTimeoutMs,
+    RABBITMQ_DEFAULT_ACK_TIMEOUT_MS,
+  );
+  if ((leaseMs ?? runnerLeaseMs) >= brokerAckTimeoutMs) {
     throw new InvalidOptionError(
-      `leaseMs (${leaseMs}) must be below the broker's acknowledgement timeout (${brokerAckTimeoutMs} ms)`,
+      `leaseMs (${leaseMs ?? runnerLeaseMs}) must be below the broker's acknowledgement timeout (${brokerAckTimeoutMs} ms)`,
     );
   }
-  const resolved: ResolvedConsumerOptions = {
+  const fingerprint = options.fingerprint ?? true;
+  if (typeof fingerprint !== 'boolean') checkFunction('fingerprint', fingerprint);
+  const deadLetterQueue = options.deadLetterQueue ?? `${queue}.dlq`;
+  if (deadLetterQueue !== false) {
+    checkNonEmptyString('deadLetterQueue', deadLetterQueue, undefined, AMQP_NAME_BYTES);
+  }
+  return {
     queue,
-    scope: options.scope ?? queue,
-    idempotencyKey: options.idempotencyKey ?? defaultIdempotencyKey,
-    missingKey,
-    fingerprintPayload: options.fingerprintPayload ?? true,
-    prefetch: options.prefetch ?? 10,
+    scope: checkNonEmptyString('scope', options.scope, queue),
+    idempotencyKey: checkFunction('idempotencyKey', options.idempotencyKey, defaultIdempotencyKey),
+    missingKey: checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter'),
+    fingerprint: fingerprint === true ? contentOf : fingerprint === false ? noPayload : fingerprint,
+    prefetch: checkPositiveInteger('prefetch', options.prefetch, 10),
     delayTiersMs: tiers,
-    retryBackoff: options.retryBackoff ?? { baseMs: 1000, factor: 2, maxMs: 120_000, jitter: 'full' },
-    delayQueuePrefix: options.delayQueuePrefix ?? `${queue}.delay`,
-    deadLetterExchange: options.deadLetterExchange ?? `${queue}.dlx`,
-    deadLetterQueue: options.deadLetterQueue ?? `${queue}.dlq`,
-    topology,
-    leaseMs: options.leaseMs,
-    maxAttempts: options.maxAttempts,
+    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, {
+      baseMs: 1000,
+      factor: 2,
+      maxMs: 120_000,
+      jitter: 'full',
+    }),
+    delayQueuePrefix: checkNonEmptyString(
+      'delayQueuePrefix',
+      options.delayQueuePrefix,
+      `${queue}.delay`,
+      AMQP_NAME_BYTES,
+    ),
+    deadLetterExchange: checkNonEmptyString(
+      'deadLetterExchange',
+      options.deadLetterExchange,
+      `${queue}.dlx`,
+      AMQP_NAME_BYTES,
+    ),
+    deadLetterQueue,
+    topology: checkOneOf('topology', options.topology, ['assert', 'check'], 'assert'),
+    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
+    runOverrides: {
+      conflictWaitMs,
+      ...(leaseMs === undefined ? {} : { leaseMs }),
+      ...(maxAttempts === undefined ? {} : { maxAttempts }),
+      ...(handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs }),
+    },
     brokerAckTimeoutMs,
-    storeProbeBackoff: options.storeProbeBackoff ?? { baseMs: 250, factor: 2, maxMs: 5000, jitter: 'full' },
+    storeProbeBackoff: checkBackoffOptions(
+      'storeProbeBackoff',
+      options.storeProbeBackoff,
+      DEFAULT_STORE_PROBE_BACKOFF,
+    ),
+    reconnectBackoff: checkBackoffOptions('reconnectBackoff', options.reconnectBackoff, {
+      baseMs: 500,
+      factor: 2,
+      maxMs: 30_000,
+      jitter: 'full',
+    }),
     consumerTag: options.consumerTag,
   };
-  nonEmpty('scope', resolved.scope);
-  nonEmpty('delayQueuePrefix', resolved.delayQueuePrefix);
-  nonEmpty('deadLetterExchange', resolved.deadLetterExchange);
-  if (resolved.deadLetterQueue !== false) nonEmpty('deadLetterQueue', resolved.deadLetterQueue);
-  if (typeof resolved.idempotencyKey !== 'function') {
-    throw new InvalidOptionError('idempotencyKey must be a function');
-  }
-  return resolved;
 }

@@ -1,6 +1,8 @@
-import { TopologyMismatchError } from '@idempotent-consumer/core';
-import type { AmqpConnection, ConsumeChannel } from './amqp-types';
-import type { ResolvedConsumerOptions } from './options';
+/**
+ * `@idempotent-consumer/rabbitmq/topology`: the names and arguments of the queues and exchanges a consumer
+ * relies on (README, "Topology"), for users who declare them themselves (`topology: 'check'`) or delete them.
+ * @packageDocumentation
+ */
 
 /** One delay tier: a queue whose messages expire after `delayMs` and dead-letter back to the work queue. */
 export interface DelayTier {
@@ -26,99 +28,47 @@ export interface ConsumerTopology {
   readonly deadLetterQueue: string | false;
 }
 
-/** The names of every resource of a consumer with these options. */
-export function consumerTopology(options: ResolvedConsumerOptions): ConsumerTopology {
+/** The default delay tiers, in milliseconds. */
+export const DEFAULT_DELAY_TIERS_MS: readonly number[] = [1000, 5000, 30_000, 120_000];
+
+/** The options that name a consumer's resources (the same fields and defaults as the consumer's options). */
+export interface TopologyOptions {
+  readonly queue: string;
+  /** @defaultValue `[1000, 5000, 30000, 120000]` */
+  readonly delayTiersMs?: readonly number[];
+  /** @defaultValue `<queue>.delay` */
+  readonly delayQueuePrefix?: string;
+  /** @defaultValue `<queue>.dlx` */
+  readonly deadLetterExchange?: string;
+  /** @defaultValue `<queue>.dlq` */
+  readonly deadLetterQueue?: string | false;
+}
+
+/**
+ * The names of every resource of a consumer with these options, defaults applied (the same as the
+ * consumer's `topology`): for declaring them yourself with `topology: 'check'`, or deleting them.
+ */
+export function consumerTopology(options: TopologyOptions): ConsumerTopology {
+  const { queue } = options;
+  const prefix = options.delayQueuePrefix ?? `${queue}.delay`;
+  const tiers = [...(options.delayTiersMs ?? DEFAULT_DELAY_TIERS_MS)].sort((a, b) => a - b);
   return {
-    queue: options.queue,
-    delayTiers: options.delayTiersMs.map((delayMs) => ({
-      delayMs,
-      queue: `${options.delayQueuePrefix}.${delayMs}ms`,
-    })),
-    deadLetterExchange: options.deadLetterExchange,
-    deadLetterRoutingKey: options.queue,
-    deadLetterQueue: options.deadLetterQueue,
+    queue,
+    delayTiers: tiers.map((delayMs) => ({ delayMs, queue: `${prefix}.${delayMs}ms` })),
+    deadLetterExchange: options.deadLetterExchange ?? `${queue}.dlx`,
+    deadLetterRoutingKey: queue,
+    deadLetterQueue: options.deadLetterQueue ?? `${queue}.dlq`,
   };
 }
 
-/** The arguments of a delay-tier queue (the same on every declaration, so redeclaring is idempotent). */
+/**
+ * The arguments of a delay-tier queue (the same on every declaration, so redeclaring is idempotent):
+ * declare a tier with them when you manage the topology yourself (`topology: 'check'`).
+ */
 export function delayTierArguments(tier: DelayTier, workQueue: string): Record<string, unknown> {
   return {
     'x-message-ttl': tier.delayMs,
     'x-dead-letter-exchange': '',
     'x-dead-letter-routing-key': workQueue,
   };
-}
-
-/**
- * Declares (`assert`) or checks (`check`, passive declare) the topology, on a scratch channel of its own:
- * AMQP 0-9-1 closes a channel on a failed declaration (404 NOT_FOUND, 406 PRECONDITION_FAILED), and the
- * consumer's channels must survive a failed check.
- *
- * @throws {@link TopologyMismatchError} when the work queue is missing, a resource is missing (`check`),
- *   or a resource exists with other arguments or type (`assert`: RabbitMQ answers 406 PRECONDITION_FAILED).
- */
-export async function ensureTopology(
-  connection: AmqpConnection,
-  topology: ConsumerTopology,
-  mode: 'assert' | 'check',
-): Promise<void> {
-  const channel = await connection.createChannel();
-  let closed = false;
-  channel.on('error', () => {
-    // A failed declaration closes the scratch channel; the rejection of that call reports it.
-  });
-  channel.on('close', () => {
-    closed = true;
-  });
-  const step = async (what: string, call: (c: ConsumeChannel) => Promise<unknown>): Promise<void> => {
-    try {
-      await call(channel);
-    } catch (error) {
-      throw new TopologyMismatchError(`${what}: ${(error as Error)?.message ?? String(error)}`, {
-        cause: error,
-      });
-    }
-  };
-  try {
-    await step(`The work queue "${topology.queue}" does not exist`, (c) => c.checkQueue(topology.queue));
-    for (const tier of topology.delayTiers) {
-      await step(
-        mode === 'assert'
-          ? `The delay tier "${tier.queue}" exists with other arguments`
-          : `The delay tier "${tier.queue}" does not exist`,
-        (c) =>
-          mode === 'assert'
-            ? c.assertQueue(tier.queue, {
-                durable: true,
-                arguments: delayTierArguments(tier, topology.queue),
-              })
-            : c.checkQueue(tier.queue),
-      );
-    }
-    await step(
-      mode === 'assert'
-        ? `The dead-letter exchange "${topology.deadLetterExchange}" exists with another type or arguments`
-        : `The dead-letter exchange "${topology.deadLetterExchange}" does not exist`,
-      (c) =>
-        mode === 'assert'
-          ? c.assertExchange(topology.deadLetterExchange, 'direct', { durable: true })
-          : c.checkExchange(topology.deadLetterExchange),
-    );
-    const dlq = topology.deadLetterQueue;
-    if (dlq !== false) {
-      await step(
-        mode === 'assert'
-          ? `The dead-letter queue "${dlq}" exists with other arguments`
-          : `The dead-letter queue "${dlq}" does not exist`,
-        (c) => (mode === 'assert' ? c.assertQueue(dlq, { durable: true }) : c.checkQueue(dlq)),
-      );
-      if (mode === 'assert') {
-        await step(`Cannot bind "${dlq}" to "${topology.deadLetterExchange}"`, (c) =>
-          c.bindQueue(dlq, topology.deadLetterExchange, topology.deadLetterRoutingKey),
-        );
-      }
-    }
-  } finally {
-    if (!closed) await channel.close().catch(() => {});
-  }
 }

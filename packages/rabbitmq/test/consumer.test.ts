@@ -7,7 +7,12 @@ import {
   StoreUnavailableError,
   type WriteReply,
 } from '@idempotent-consumer/core';
-import { createIdempotentConsumer, HEADERS, type IdempotentConsumerOptions } from '../src';
+import {
+  createIdempotentConsumer,
+  DEAD_LETTER_HEADERS,
+  type IdempotentConsumerOptions,
+  RETRY_HEADERS,
+} from '../src';
 import { fakeConnection, type Journal } from './fake-amqp';
 
 /** A memory store that journals its writes, and can be switched off (every call rejects). */
@@ -75,13 +80,16 @@ describe('IdempotentConsumer with a fake channel', () => {
   });
 
   it('acks a CONFLICT only after the delay-tier copy is confirmed, with the remaining lease as delay', async () => {
-    const { channel, confirm, idempotency, journal, consumer } = await setup(() => 'ok');
+    // No wait for the holder here: the republish path itself is under test.
+    const { channel, confirm, idempotency, journal, consumer } = await setup(() => 'ok', {
+      conflictWaitMs: 0,
+    });
     await idempotency.claim({ scope: 'work', key: 'held' }, { leaseMs: 40 });
     confirm.autoConfirm = false;
     channel.deliver('{}', { messageId: 'held' });
     await until('publish', () => confirm.published.length === 1);
     expect(confirm.published[0]).toMatchObject({ exchange: '', routingKey: 'work.delay.50ms' });
-    expect(confirm.published[0]!.options.headers[HEADERS.retryReason]).toBe('conflict');
+    expect(confirm.published[0]!.options.headers[RETRY_HEADERS.reason]).toBe('conflict');
     expect(confirm.published[0]!.options.mandatory).toBe(true);
     await sleep(20);
     expect(channel.acked).toEqual([]); // not before the confirm
@@ -97,15 +105,15 @@ describe('IdempotentConsumer with a fake channel', () => {
     });
     confirm.autoConfirm = false;
     const events: string[] = [];
-    consumer.on('publishFailed', () => events.push('publishFailed'));
-    consumer.on('requeued', (e) => events.push(`requeued:${e.reason}`));
+    consumer.on('brokerError', (e) => events.push(`brokerError:${e.operation}`));
+    consumer.on('settled', (e) => events.push(`${e.decision.action}:${e.decision.reason}`));
     channel.deliver('{}', { messageId: 'k' });
     await until('publish', () => confirm.published.length === 1);
     confirm.published[0]!.confirm(new Error('nack'));
     await until('requeue', () => channel.nacked.length === 1);
     expect(channel.acked).toEqual([]);
     expect(channel.nacked).toEqual([{ tag: 1, requeue: true }]);
-    expect(events).toEqual(['publishFailed', 'requeued:publish-failed']);
+    expect(events).toEqual(['brokerError:publish', 'requeue:publish-failed']);
     await consumer.stop();
   });
 
@@ -121,12 +129,12 @@ describe('IdempotentConsumer with a fake channel', () => {
     expect(options.messageId).toBe('k');
     expect(options.headers).toMatchObject({
       trace: 'abc',
-      [HEADERS.deadLetterReason]: 'non-retryable',
-      [HEADERS.outcome]: 'ACQUIRED',
-      [HEADERS.attempt]: 1,
-      [HEADERS.key]: 'k',
-      [HEADERS.scope]: 'work',
-      [HEADERS.originalQueue]: 'work',
+      [DEAD_LETTER_HEADERS.reason]: 'non-retryable',
+      [DEAD_LETTER_HEADERS.outcome]: 'ACQUIRED',
+      [DEAD_LETTER_HEADERS.attempt]: 1,
+      [DEAD_LETTER_HEADERS.key]: 'k',
+      [DEAD_LETTER_HEADERS.scope]: 'work',
+      [DEAD_LETTER_HEADERS.originalQueue]: 'work',
     });
     await consumer.stop();
   });
@@ -137,8 +145,8 @@ describe('IdempotentConsumer with a fake channel', () => {
       runs += 1;
     });
     const events: string[] = [];
-    consumer.on('paused', () => events.push('paused'));
-    consumer.on('resumed', () => events.push('resumed'));
+    consumer.on('storeUnavailable', () => events.push('paused'));
+    consumer.on('storeRecovered', () => events.push('resumed'));
     store.down = true;
     channel.deliver('{}', { messageId: 'a' });
     channel.deliver('{}', { messageId: 'b' });
@@ -162,7 +170,7 @@ describe('IdempotentConsumer with a fake channel', () => {
 
   it('settles each delivery once even if a listener throws', async () => {
     const { channel, consumer } = await setup(() => 'ok');
-    consumer.on('acked', () => {
+    consumer.on('settled', () => {
       throw new Error('listener bug');
     });
     channel.deliver('{}', { messageId: 'x' });
@@ -185,5 +193,64 @@ describe('IdempotentConsumer with a fake channel', () => {
     await stopped;
     expect(channel.acked).toEqual([1]);
     expect(consumer.state).toBe('stopped');
+  });
+
+  it('a CONFLICT waits for the holder first: its complete answers DUPLICATE and the copy is acked, not republished', async () => {
+    const { channel, confirm, idempotency, consumer } = await setup(() => 'ok');
+    const held = await idempotency.claim({ scope: 'work', key: 'held' }, { leaseMs: 60_000 });
+    channel.deliver('{}', { messageId: 'held' });
+    await sleep(30);
+    expect(channel.acked).toEqual([]);
+    if (held.outcome !== 'ACQUIRED') throw new Error(held.outcome);
+    await idempotency.execute({ scope: 'work', key: 'held' }, held, () => 'done');
+    await until('ack', () => channel.acked.length === 1);
+    expect(confirm.published).toEqual([]);
+    await consumer.stop();
+  });
+
+  it('a consume channel closed by the broker is reopened on the same connection and consumed again', async () => {
+    const { channel, consumeChannels, consumer } = await setup(() => 'ok', {
+      reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+    });
+    const reconnected = new Promise((resolve) => consumer.once('reconnected', resolve));
+    const closed: unknown[] = [];
+    consumer.on('channelClosed', (e) => closed.push(e.channel));
+    channel.emit('close');
+    await reconnected;
+    expect(closed).toEqual(['consume']);
+    expect(consumeChannels).toHaveLength(2);
+    expect(consumeChannels[1]!.consumes).toBe(1);
+    expect(consumer.state).toBe('running');
+    consumeChannels[1]!.deliver('{}', { messageId: 'after' });
+    await until('ack', () => consumeChannels[1]!.acked.length === 1);
+    await consumer.stop();
+  });
+
+  it('a delivery in flight when its channel closes completes, is never acked on the new channel, and its redelivery is a DUPLICATE', async () => {
+    let release: () => void = () => {};
+    let runs = 0;
+    const { channel, consumeChannels, consumer } = await setup(
+      () => {
+        runs += 1;
+        return new Promise<void>((r) => (release = r));
+      },
+      { reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+    );
+    const brokerErrors: string[] = [];
+    consumer.on('brokerError', (e) => brokerErrors.push(e.operation));
+    channel.deliver('{}', { messageId: 'in-flight' });
+    await until('the handler to start', () => runs === 1);
+    const reconnected = new Promise((resolve) => consumer.once('reconnected', resolve));
+    channel.emit('close');
+    await reconnected;
+    release();
+    await until('the failed ack to be reported', () => brokerErrors.includes('ack'));
+    const fresh = consumeChannels[1]!;
+    expect(channel.acked).toEqual([]);
+    expect(fresh.acked).toEqual([]);
+    fresh.deliver('{}', { messageId: 'in-flight' }); // RabbitMQ's redelivery
+    await until('the redelivery acked', () => fresh.acked.length === 1);
+    expect(runs).toBe(1);
+    await consumer.stop();
   });
 });

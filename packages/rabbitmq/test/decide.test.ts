@@ -1,63 +1,102 @@
 import { DEAD_LETTER_FIELDS, InvalidOptionError } from '@idempotent-consumer/core';
 import type { ConsumeMessage } from 'amqplib';
-import { decideAction, defaultIdempotencyKey, HEADERS, pickDelayTier, resolveConsumerOptions } from '../src';
+import { DEAD_LETTER_HEADERS } from '../src';
+import { decide } from '../src/decide';
+import { pickDelayTier } from '../src/delay-tiers';
+import { defaultIdempotencyKey } from '../src/idempotency-key';
+import { resolveConsumerOptions } from '../src/options';
 
 const policy = {
   delayTiersMs: [100, 1000, 5000],
   retryBackoff: { baseMs: 200, factor: 2, maxMs: 10_000, jitter: 'none' as const },
   maxAttempts: 3,
+  maxConflictDelayMs: 60_000,
 };
 const executed = { outcome: 'ACQUIRED', fencingToken: 1, attempt: 2 } as const;
 
-describe('decideAction (DESIGN.md, RabbitMQ column)', () => {
+describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', () => {
   it('acks completed, duplicate and lease-lost-after-completion', () => {
-    expect(decideAction({ ...executed, status: 'completed', result: 1, recorded: true }, policy)).toEqual({
-      kind: 'ack',
+    expect(decide({ ...executed, status: 'completed', result: 1, recorded: true }, policy)).toEqual({
+      action: 'ack',
       reason: 'completed',
     });
     expect(
-      decideAction(
+      decide(
         { outcome: 'DUPLICATE', result: 1, hasResult: true, fencingToken: 1, attempt: 1, completedAtMs: 0 },
         policy,
       ),
-    ).toEqual({ kind: 'ack', reason: 'duplicate' });
+    ).toEqual({ action: 'ack', reason: 'duplicate' });
     expect(
-      decideAction(
-        { ...executed, status: 'lease-lost', handlerCompleted: true, result: 1, error: undefined },
+      decide(
+        {
+          ...executed,
+          status: 'lease-lost',
+          handlerStarted: true,
+          handlerCompleted: true,
+          result: 1,
+          error: undefined,
+        },
         policy,
       ),
-    ).toEqual({ kind: 'ack', reason: 'lease-lost' });
+    ).toEqual({ action: 'ack', reason: 'lease-lost' });
   });
 
   it('delays a CONFLICT for the remaining lease, rounded up to a tier and bounded by the longest', () => {
     const conflict = (retryAfterMs: number) =>
-      decideAction({ outcome: 'CONFLICT', retryAfterMs, fencingToken: 1, attempt: 1 }, policy);
-    expect(conflict(0)).toMatchObject({ kind: 'delay', reason: 'conflict', delayMs: 100, wantedDelayMs: 1 });
+      decide({ outcome: 'CONFLICT', retryAfterMs, fencingToken: 1, attempt: 1 }, policy);
+    expect(conflict(0)).toMatchObject({
+      action: 'retry',
+      reason: 'conflict',
+      delayMs: 100,
+      wantedDelayMs: 1,
+    });
     expect(conflict(101)).toMatchObject({ delayMs: 1000 });
     expect(conflict(60_000)).toMatchObject({ delayMs: 5000, wantedDelayMs: 60_000 });
   });
 
+  it('caps a CONFLICT delay at maxConflictDelayMs, choosing among the tiers not longer than the cap', () => {
+    const capped = { ...policy, maxConflictDelayMs: 1000 };
+    const conflict = (retryAfterMs: number) =>
+      decide({ outcome: 'CONFLICT', retryAfterMs, fencingToken: 1, attempt: 1 }, capped);
+    expect(conflict(30_000)).toMatchObject({ delayMs: 1000, wantedDelayMs: 1000 });
+    expect(conflict(50)).toMatchObject({ delayMs: 100, wantedDelayMs: 50 });
+    // A cap below every tier: the smallest tier.
+    expect(
+      decide(
+        { outcome: 'CONFLICT', retryAfterMs: 30_000, fencingToken: 1, attempt: 1 },
+        { ...policy, maxConflictDelayMs: 10 },
+      ),
+    ).toMatchObject({ delayMs: 100, wantedDelayMs: 10 });
+  });
+
   it('delays a released attempt by the backoff of its attempt; lease lost while throwing too', () => {
     expect(
-      decideAction({ ...executed, status: 'released', error: new Error('x'), recorded: true }, policy),
+      decide({ ...executed, status: 'released', error: new Error('x'), recorded: true }, policy),
     ).toMatchObject({
-      kind: 'delay',
+      action: 'retry',
       reason: 'handler-error',
       wantedDelayMs: 400,
       delayMs: 1000,
       attempt: 2,
     });
     expect(
-      decideAction(
-        { ...executed, status: 'lease-lost', handlerCompleted: false, result: undefined, error: 1 },
+      decide(
+        {
+          ...executed,
+          status: 'lease-lost',
+          handlerStarted: true,
+          handlerCompleted: false,
+          result: undefined,
+          error: 1,
+        },
         policy,
       ),
-    ).toMatchObject({ kind: 'delay', reason: 'lease-lost' });
+    ).toMatchObject({ action: 'retry', reason: 'lease-lost' });
   });
 
   it('dead-letters failures, payload mismatches and FAILED records', () => {
     expect(
-      decideAction(
+      decide(
         {
           ...executed,
           status: 'failed',
@@ -67,12 +106,14 @@ describe('decideAction (DESIGN.md, RabbitMQ column)', () => {
         },
         policy,
       ),
-    ).toEqual({ kind: 'dead-letter', reason: 'attempts-exhausted', attempt: 2, error: 'Error: x' });
+    ).toEqual({ action: 'dead-letter', reason: 'attempts-exhausted', attempt: 2, error: 'Error: x' });
     expect(
-      decideAction({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: 1, attempt: 1 }, policy),
-    ).toMatchObject({ kind: 'dead-letter', reason: 'payload-mismatch' });
-    expect(decideAction({ outcome: 'FAILED', error: 'E', fencingToken: 1, attempt: 5 }, policy)).toEqual({
-      kind: 'dead-letter',
+      decide({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: 1, attempt: 1 }, policy),
+    ).toMatchObject({ action: 'dead-letter', reason: 'payload-mismatch' });
+    expect(
+      decide({ outcome: 'FAILED', error: 'E', deadLettered: false, fencingToken: 1, attempt: 5 }, policy),
+    ).toEqual({
+      action: 'dead-letter',
       reason: 'failed-record',
       attempt: 5,
       error: 'E',
@@ -86,31 +127,28 @@ describe('decideAction (DESIGN.md, RabbitMQ column)', () => {
       error: new Error('x'),
       storeError: undefined,
     } as const;
-    expect(decideAction(threw, policy, 2)).toMatchObject({ kind: 'delay', attempt: 2 });
-    expect(decideAction(threw, policy, 3)).toMatchObject({
-      kind: 'dead-letter',
+    expect(decide(threw, policy, 2)).toMatchObject({ action: 'retry', attempt: 2 });
+    expect(decide(threw, policy, 3)).toMatchObject({
+      action: 'dead-letter',
       reason: 'attempts-exhausted',
     });
-    expect(decideAction(threw, policy, 1, () => false)).toMatchObject({ reason: 'non-retryable' });
+    expect(decide(threw, { ...policy, isRetryable: () => false }, 1)).toMatchObject({
+      reason: 'non-retryable',
+    });
   });
 });
 
 describe('helpers', () => {
   it('writes the dead-letter fields under the core names shared by every adapter', () => {
-    expect({
-      reason: HEADERS.deadLetterReason,
-      outcome: HEADERS.outcome,
-      error: HEADERS.error,
-      attempt: HEADERS.attempt,
-      key: HEADERS.key,
-      scope: HEADERS.scope,
-    }).toEqual(DEAD_LETTER_FIELDS);
+    expect(DEAD_LETTER_HEADERS).toMatchObject(DEAD_LETTER_FIELDS);
   });
 
-  it('pickDelayTier rounds up', () => {
+  it('pickDelayTier rounds up, within a cap when given', () => {
     expect([0, 100, 101, 999, 5000, 9999].map((d) => pickDelayTier([100, 1000, 5000], d))).toEqual([
       100, 100, 1000, 1000, 5000, 5000,
     ]);
+    expect([0, 101, 9999].map((d) => pickDelayTier([100, 1000, 5000], d, 1000))).toEqual([100, 1000, 1000]);
+    expect(pickDelayTier([100, 1000, 5000], 9999, 50)).toBe(100);
   });
 
   it('reads the key from message-id, else the idempotency-key header', () => {

@@ -123,20 +123,27 @@ export class FakeConfirmChannel extends EventEmitter {
   }
 }
 
-/** A fake connection handing out one consume channel (plus scratch channels) and one confirm channel. */
+/**
+ * A fake connection: every open of the consumer's channels asks for a topology scratch channel, then a
+ * consume channel. The first consume channel is `channel`; channels opened after a close (a reconnect)
+ * are new ones, listed in `consumeChannels`. One confirm channel serves every open.
+ */
 export function fakeConnection(journal: Journal = []) {
   const channel = new FakeChannel(journal);
+  const consumeChannels: FakeChannel[] = [];
   const confirm = new FakeConfirmChannel(journal);
   let created = 0;
   const connection: AmqpConnection = {
     async createChannel() {
       created += 1;
-      // The first channel is the topology scratch channel; the second the consume channel.
-      return (created === 1 ? new FakeChannel([]) : channel) as unknown as ConsumeChannel;
+      if (created % 2 === 1) return new FakeChannel([]) as unknown as ConsumeChannel;
+      const next = consumeChannels.length === 0 ? channel : new FakeChannel(journal);
+      consumeChannels.push(next);
+      return next as unknown as ConsumeChannel;
     },
     async createConfirmChannel() {
       return confirm as unknown as PublishChannel;
     },
   };
-  return { connection, channel, confirm, journal };
+  return { connection, channel, consumeChannels, confirm, journal };
 }

@@ -1,7 +1,8 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import type { ProcessedMessage } from './disposition';
 import { messageGroupId } from './message-attributes';
 import type { KeyedMessage, SqsMessageProcessor } from './message-processor';
+import type { ProcessedMessage } from './processed';
+import { sqsRequestOf } from './report';
 
 /**
  * Processes one received batch:
@@ -11,15 +12,17 @@ import type { KeyedMessage, SqsMessageProcessor } from './message-processor';
  *    SQS returned them; once a group's message does not finish (retry, conflict, store down), the rest of
  *    that group in this batch is not run and is made visible again (`fifo-blocked`), so SQS redelivers the
  *    group in order (a FIFO group stays locked while an earlier message of it is in flight);
- * 3. calls `onProcessed` for each message as soon as its disposition is known (the poller deletes it then).
+ * 3. calls `onProcessed` for each message as soon as its decision is known (the poller deletes it then).
  *
  * When the store does not answer the batch claim, nothing runs and every message is left invisible
- * (`store-unavailable`). Resolves with the processed messages in the order received.
+ * (`store-unavailable`, with the store's error). Resolves with the processed messages in the order received (none for a message `abandoned` says
+ * `stop()` gave up on before it started).
  */
 export async function processBatch<T>(
   processor: SqsMessageProcessor<T>,
   messages: readonly Message[],
   onProcessed: (processed: ProcessedMessage<T>) => Promise<void> | void,
+  abandoned: (message: Message) => boolean = () => false,
 ): Promise<ProcessedMessage<T>[]> {
   const keyed = messages.map((m) => processor.keyed(m));
   const chains: KeyedMessage[][] = [];
@@ -44,32 +47,17 @@ export async function processBatch<T>(
     chains.map(async (chain) => {
       let blocked = false;
       for (const [i, k] of chain.entries()) {
+        if (abandoned(k.message)) return; // `stop()` gave up on it: nothing more starts
         let processed: ProcessedMessage<T>;
-        if (claims === 'store-unavailable') processed = notRun(k, 'store-unavailable');
-        else if (blocked) processed = notRun(k, 'fifo-blocked');
+        if (claims && !(claims instanceof Map))
+          processed = await processor.notRun(k, claims.storeUnavailable);
+        else if (blocked) processed = await processor.notRun(k);
         else processed = await processor.process(k, i === 0 ? claims?.get(k.message) : undefined);
-        if (processed.disposition.action !== 'delete') blocked = true;
+        if (sqsRequestOf(processed) !== 'delete') blocked = true;
         results.set(k.message, processed);
         await onProcessed(processed);
       }
     }),
   );
-  return messages.map((m) => results.get(m)!);
-}
-
-/** A message of a batch that was not run: the store did not answer, or its FIFO group is blocked. */
-function notRun<T>(keyed: KeyedMessage, why: 'store-unavailable' | 'fifo-blocked'): ProcessedMessage<T> {
-  const base = {
-    message: keyed.message,
-    key: keyed.request?.key,
-    outcome: undefined,
-    handler: 'not-run' as const,
-  };
-  return why === 'store-unavailable'
-    ? { ...base, storeUnavailable: true, disposition: { action: 'leave', reason: 'store-unavailable' } }
-    : {
-        ...base,
-        storeUnavailable: false,
-        disposition: { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 },
-      };
+  return messages.flatMap((m) => results.get(m) ?? []);
 }

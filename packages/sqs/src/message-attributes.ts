@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 
-/** The message attribute the default key extractor reads (DESIGN.md, "Key sources"). */
+/** The message attribute the default key extractor reads (docs/design.md#key-sources). */
 export const IDEMPOTENCY_KEY_ATTRIBUTE = 'idempotency-key';
 
 /** The largest visibility timeout SQS accepts, in seconds (12 hours). */

@@ -1,31 +1,34 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import {
-  type AcquiredReply,
   type ClaimReply,
-  computeBackoffMs,
-  type DeadLetterReason,
-  deadLetterReasonOf,
-  type HandlerContext,
+  describeError,
+  type Handler,
+  type Idempotency,
   InvalidKeyError,
   MissingKeyError,
   type RunOptions,
   type RunRequest,
+  type RunResult,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { sendToDeadLetterQueue } from './dead-letter';
-import type { MessageDisposition, ProcessedMessage } from './disposition';
+import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
+import { carryOutDeadLetter } from './dead-letter-step';
+import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
+import type { SqsHandler } from './handler';
 import { receiveCount, toVisibilitySeconds } from './message-attributes';
-import type { ResolvedSqsIdempotencyOptions, SqsMessageHandler } from './options';
+import type { ResolvedSqsIdempotencyOptions } from './options';
+import type { ProcessedMessage } from './processed';
 import type { SqsDependencies } from './sqs-client';
+import { runWithoutKey } from './unprotected-run';
 
-/** What a {@link SqsMessageProcessor} needs from the form that runs it (poller or sqs-consumer wrapper). */
+/** What a {@link SqsMessageProcessor} needs from the form that runs it (poller or sqs-consumer wiring). */
 export interface ProcessorHooks {
   /** Sets a message's visibility timeout (lease heartbeats). Must not reject: it reports its own errors. */
   changeVisibility(message: Message, visibilityTimeoutSeconds: number): Promise<void>;
   /** Runs after a claim was acquired, before the handler (the poller extends a visibility about to lapse). */
   beforeExecute?(message: Message, leaseMs: number): Promise<void>;
   /** An SQS or unexpected error that does not stop processing. */
-  onError(error: unknown, message: Message): void;
+  onError(operation: string, error: unknown, message: Message): void;
 }
 
 /** A message with its idempotency request, or the reason it has none. */
@@ -33,88 +36,106 @@ export type KeyedMessage =
   | { readonly message: Message; readonly request: RunRequest }
   | { readonly message: Message; readonly request: undefined; readonly error?: unknown };
 
-type Base<T> = Omit<ProcessedMessage<T>, 'disposition' | 'storeUnavailable'> & { storeUnavailable?: boolean };
-
 /**
- * The outcome → SQS action mapping of DESIGN.md (SQS column), shared by both forms: claims a message (or
- * takes a claim made for its batch), runs the handler under the lease, records how it ended, and decides
- * the message's {@link MessageDisposition}. It sends only what it must itself: dead-letter copies and
- * heartbeat visibility changes (through the hooks); deletes and the final visibility change are the
- * caller's, so the poller can batch them and sqs-consumer can delete what the wrapper returns.
- * `process` never rejects.
+ * Runs one message through the runner and turns what happened into a {@link Decision} (`decide`), shared by
+ * both forms: claims it (or takes a claim made for its batch), waits a bounded time on a CONFLICT, runs the
+ * handler under the lease, and carries out a dead-letter decision (copy or redrive). Deletes and the final
+ * visibility change are the caller's, so the poller can batch them and sqs-consumer can delete what the
+ * wiring returns. `process` never rejects.
  */
 export class SqsMessageProcessor<T> {
   readonly #deps: SqsDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
-  readonly #handler: SqsMessageHandler<T>;
+  readonly #handler: SqsHandler<T>;
   readonly #hooks: ProcessorHooks;
+  readonly #policy: DecisionPolicy;
+  #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
     dependencies: SqsDependencies,
     options: ResolvedSqsIdempotencyOptions,
-    handler: SqsMessageHandler<T>,
+    handler: SqsHandler<T>,
     hooks: ProcessorHooks,
   ) {
     this.#deps = dependencies;
     this.#options = options;
     this.#handler = handler;
     this.#hooks = hooks;
+    const runner = dependencies.idempotency.options;
+    this.#policy = {
+      retryBackoff: options.retryBackoff,
+      maxConflictDelayMs: options.maxConflictDelayMs,
+      maxAttempts: options.maxAttempts ?? runner.maxAttempts,
+      isRetryable: runner.isRetryable,
+    };
   }
 
-  /** The per-call overrides passed to the runner. */
+  get #idempotency(): Idempotency {
+    return this.#deps.idempotency;
+  }
+
+  /** The per-call overrides passed to the runner (`RunOverrides` of the kit). */
   get runOptions(): RunOptions {
-    const o: { leaseMs?: number; maxAttempts?: number } = {};
-    if (this.#options.leaseMs !== undefined) o.leaseMs = this.#options.leaseMs;
-    if (this.#options.maxAttempts !== undefined) o.maxAttempts = this.#options.maxAttempts;
-    return o;
+    return this.#options.overrides;
   }
 
   /** The lease of these messages, in milliseconds. */
   get leaseMs(): number {
-    return this.#options.leaseMs ?? this.#deps.idempotency.options.leaseMs;
+    return this.#options.leaseMs ?? this.#idempotency.options.leaseMs;
   }
 
-  /** The idempotency request of a message, or `request: undefined` when it has no key. */
+  /**
+   * Checks once that the dead-letter mode can work ({@link resolveDeadLetterRoute}) and remembers the
+   * route; a failed check is not remembered, so the next call asks SQS again.
+   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when it cannot work; {@link SqsOperationError} when SQS did not answer.
+   */
+  verifyDeadLetter(): Promise<DeadLetterRoute> {
+    this.#route ??= resolveDeadLetterRoute(
+      this.#deps.sqs,
+      this.#options.queueUrl,
+      this.#options.deadLetter,
+    ).catch((error: unknown) => {
+      this.#route = undefined;
+      throw error;
+    });
+    return this.#route;
+  }
+
+  /** The idempotency request of a message, or `request: undefined` when it has none. */
   keyed(message: Message): KeyedMessage {
     let key: string | undefined;
+    let payload: ReturnType<ResolvedSqsIdempotencyOptions['payload']>;
     try {
       key = this.#options.idempotencyKey(message);
+      if (key === undefined || key === '') return { message, request: undefined };
+      payload = this.#options.payload(message);
     } catch (error) {
       return { message, request: undefined, error };
     }
-    if (key === undefined || key === '') return { message, request: undefined };
-    const payload = this.#options.payload(message);
-    return {
-      message,
-      request:
-        payload === undefined
-          ? { scope: this.#options.scope, key }
-          : { scope: this.#options.scope, key, payload },
-    };
+    const scope = this.#options.scope;
+    return { message, request: payload === undefined ? { scope, key } : { scope, key, payload } };
   }
 
   /**
    * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). Resolves with one
-   * reply per keyed message (in order), `'store-unavailable'` when the store did not answer, or `undefined`
-   * when the batch cannot be claimed at once (an invalid key): each message is then claimed on its own.
+   * reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
+   * `undefined` when the batch cannot be claimed at once (an invalid key, fail open): each message is then
+   * claimed on its own.
    */
   async claimBatch(
     keyed: readonly KeyedMessage[],
-  ): Promise<Map<Message, ClaimReply> | 'store-unavailable' | undefined> {
+  ): Promise<Map<Message, ClaimReply> | { readonly storeUnavailable: unknown } | undefined> {
     const withKey = keyed.filter((k): k is KeyedMessage & { request: RunRequest } => k.request !== undefined);
     if (withKey.length === 0) return new Map();
     try {
-      const replies = await this.#deps.idempotency.claimMany(
+      const replies = await this.#idempotency.claimMany(
         withKey.map((k) => k.request),
         this.runOptions,
       );
       return new Map(withKey.map((k, i) => [k.message, replies[i]!]));
     } catch (error) {
-      if (
-        error instanceof StoreUnavailableError &&
-        this.#deps.idempotency.options.storeFailureMode === 'closed'
-      ) {
-        return 'store-unavailable';
+      if (error instanceof StoreUnavailableError && this.#idempotency.options.storeFailureMode === 'closed') {
+        return { storeUnavailable: error };
       }
       return undefined;
     }
@@ -123,213 +144,211 @@ export class SqsMessageProcessor<T> {
   /** Processes one message (see the class description). `claimed`: the reply of a batch claim. */
   async process(keyed: KeyedMessage, claimed?: ClaimReply): Promise<ProcessedMessage<T>> {
     const { message } = keyed;
+    let result: MessageResult<T>;
     try {
-      if (!keyed.request) return await this.#withoutKey(keyed);
-      const request = keyed.request;
-      let reply = claimed;
-      if (!reply) {
-        try {
-          reply = await this.#deps.idempotency.claim(request, this.runOptions);
-        } catch (error) {
-          return await this.#claimFailed(message, request, error);
-        }
-      }
-      const base = { message, key: request.key, outcome: reply.outcome };
-      switch (reply.outcome) {
-        case 'ACQUIRED':
-        case 'ACQUIRED_STALE':
-          return await this.#execute(message, request, reply);
-        case 'DUPLICATE': {
-          const settled = this.#deps.idempotency.settle<T>(reply);
-          const result = settled.outcome === 'DUPLICATE' ? settled.result : undefined;
-          return done({ ...base, handler: 'not-run', result }, { action: 'delete', reason: 'duplicate' });
-        }
-        case 'CONFLICT':
-          return done(
-            { ...base, handler: 'not-run' },
-            {
-              action: 'change-visibility',
-              reason: 'conflict',
-              visibilityTimeoutSeconds: Math.max(1, toVisibilitySeconds(reply.remainingLeaseMs)),
-            },
-          );
-        case 'PAYLOAD_MISMATCH':
-        case 'FAILED':
-          return await this.#deadLetter(
-            { ...base, handler: 'not-run' },
-            deadLetterReasonOf(reply)!,
-            reply.outcome === 'FAILED' ? reply.error : undefined,
-            reply.attempt,
-          );
-      }
+      result = await this.#run(keyed, claimed);
     } catch (error) {
-      this.#hooks.onError(error, message);
-      return done(
-        { message, key: keyed.request?.key, outcome: undefined, handler: 'not-run', error },
-        { action: 'leave', reason: 'error' },
-      );
+      this.#hooks.onError('process', error, message);
+      result = { kind: 'error', error, receiveCount: receiveCount(message) };
     }
+    return this.#finish(keyed, result);
   }
 
-  /** The visibility timeout of a retry, from the message's `ApproximateReceiveCount`, in seconds. */
-  retryVisibilitySeconds(message: Message): number {
-    return toVisibilitySeconds(computeBackoffMs(receiveCount(message), this.#options.retryBackoff));
-  }
-
-  async #execute(message: Message, request: RunRequest, reply: AcquiredReply): Promise<ProcessedMessage<T>> {
-    const leaseMs = this.leaseMs;
-    await this.#hooks.beforeExecute?.(message, leaseMs);
-    const extend = this.#options.extendVisibility;
-    const result = await this.#deps.idempotency.execute<T>(
-      request,
-      reply,
-      (context) => this.#handler(message, context),
-      {
-        ...this.runOptions,
-        // Not awaited: the lease keeper awaits its callback, and `execute` awaits the keeper before it
-        // writes COMPLETED, so an awaited SQS call would widen the window between the handler's side effect
-        // and its record. The hook reports its own errors.
-        onHeartbeat: extend
-          ? (info) => {
-              void this.#hooks.changeVisibility(
-                message,
-                Math.max(1, toVisibilitySeconds(info.leaseExpiresAtMs - info.serverTimeMs)),
-              );
-            }
-          : undefined,
-      },
+  /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
+  notRun(keyed: KeyedMessage, storeError?: unknown): Promise<ProcessedMessage<T>> {
+    const rc = receiveCount(keyed.message);
+    return this.#finish(
+      keyed,
+      storeError === undefined
+        ? { kind: 'fifo-blocked', receiveCount: rc }
+        : { kind: 'store-unavailable', error: storeError, receiveCount: rc },
     );
-    const base = { message, key: request.key, outcome: reply.outcome };
-    switch (result.status) {
-      case 'completed':
-        return done(
-          { ...base, handler: 'completed', result: result.result, storeUnavailable: !result.recorded },
-          { action: 'delete', reason: 'completed' },
-        );
-      case 'released':
-        return done(
-          { ...base, handler: 'threw', error: result.error, storeUnavailable: !result.recorded },
-          {
-            action: 'change-visibility',
-            reason: 'retry',
-            visibilityTimeoutSeconds: this.retryVisibilitySeconds(message),
-          },
-        );
-      case 'failed':
-        return this.#deadLetter(
-          { ...base, handler: 'threw', storeUnavailable: !result.recorded },
-          deadLetterReasonOf(result)!,
-          result.error,
-          result.attempt,
-        );
-      case 'lease-lost':
-        return done(
-          {
-            ...base,
-            handler: result.handlerCompleted ? 'completed' : 'threw',
-            result: result.result,
-            error: result.error,
-          },
-          { action: 'leave', reason: 'lease-lost' },
-        );
-    }
   }
 
-  async #claimFailed(message: Message, request: RunRequest, error: unknown): Promise<ProcessedMessage<T>> {
-    const base = { message, key: request.key, outcome: undefined, handler: 'not-run' as const, error };
-    if (error instanceof StoreUnavailableError) {
-      if (this.#deps.idempotency.options.storeFailureMode === 'open') {
-        this.#deps.idempotency.emit('failOpen', { scope: request.scope, key: request.key, error });
-        return this.#runUnprotected(message, request.key);
-      }
-      return done({ ...base, storeUnavailable: true }, { action: 'leave', reason: 'store-unavailable' });
-    }
-    if (error instanceof InvalidKeyError) return this.#deadLetter(base, 'invalid-key', error, 0);
-    this.#hooks.onError(error, message);
-    return done(base, { action: 'leave', reason: 'error' });
-  }
-
-  async #withoutKey(keyed: KeyedMessage): Promise<ProcessedMessage<T>> {
+  async #run(keyed: KeyedMessage, claimed: ClaimReply | undefined): Promise<MessageResult<T>> {
     const { message } = keyed;
-    if ('error' in keyed && keyed.error !== undefined) {
-      // The caller's extractor threw: a bug on our caller's side, not a property of this message.
-      this.#hooks.onError(keyed.error, message);
-      return done(
-        { message, key: undefined, outcome: undefined, handler: 'not-run', error: keyed.error },
-        { action: 'leave', reason: 'error' },
+    const rc = receiveCount(message);
+    const id = message.MessageId ?? '(no MessageId)';
+    if (!keyed.request) {
+      if ('error' in keyed && keyed.error !== undefined) {
+        // The extractor threw (a malformed body, say): it would throw on every redelivery.
+        const error = new InvalidKeyError(
+          `the idempotency key extractor threw on SQS message ${id}: ${describeError(keyed.error)}`,
+          { cause: keyed.error },
+        );
+        return { kind: 'invalid-key', error, receiveCount: rc };
+      }
+      if (this.#options.missingKey === 'process') {
+        return {
+          kind: 'run',
+          result: await runWithoutKey(this.#options.scope, this.#bind(message)),
+          receiveCount: rc,
+        };
+      }
+      const error = new MissingKeyError(
+        `SQS message ${id} has no idempotency key (scope ${this.#options.scope})`,
       );
+      return { kind: 'missing-key', error, receiveCount: rc };
     }
-    if (this.#options.onMissingKey === 'process') return this.#runUnprotected(message, undefined);
-    const error = new MissingKeyError(
-      `SQS message ${message.MessageId ?? '(no MessageId)'} has no idempotency key (scope ${this.#options.scope})`,
-    );
-    return this.#deadLetter(
-      { message, key: undefined, outcome: undefined, handler: 'not-run' },
-      'missing-key',
-      error,
-      0,
-    );
+    const request = keyed.request;
+    let reply = claimed;
+    if (!reply) {
+      try {
+        reply = await this.#idempotency.claim(request, this.runOptions);
+      } catch (error) {
+        if (error instanceof InvalidKeyError) return { kind: 'invalid-key', error, receiveCount: rc };
+        if (!(error instanceof StoreUnavailableError)) throw error;
+        if (this.#idempotency.options.storeFailureMode === 'closed') {
+          return { kind: 'store-unavailable', error, receiveCount: rc };
+        }
+        // Fail open: through the runner, which claims again and, while the store still does not answer,
+        // emits `failOpen` and runs the handler unprotected.
+        return { kind: 'run', result: await this.#runThroughRunner(message, request), receiveCount: rc };
+      }
+    }
+    if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
+      reply = await this.#waitForHolder(message, request, reply);
+    }
+    if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') {
+      return { kind: 'run', result: this.#idempotency.settle<T>(reply), receiveCount: rc };
+    }
+    await this.#hooks.beforeExecute?.(message, this.leaseMs);
+    try {
+      const executed = await this.#idempotency.execute<T>(request, reply, this.#bind(message), {
+        ...this.runOptions,
+        onHeartbeat: this.#heartbeat(message),
+      });
+      return { kind: 'run', result: executed, receiveCount: rc };
+    } catch (error) {
+      // The store did not answer the start of a reservation (a batch claim): nothing ran.
+      if (error instanceof StoreUnavailableError)
+        return { kind: 'store-unavailable', error, receiveCount: rc };
+      throw error;
+    }
   }
 
-  async #runUnprotected(message: Message, key: string | undefined): Promise<ProcessedMessage<T>> {
-    const context: HandlerContext = {
-      scope: this.#options.scope,
-      key: key ?? '',
-      fencingToken: 0,
-      attempt: 0,
-      outcome: 'UNPROTECTED',
-      signal: new AbortController().signal,
-    };
-    const base = { message, key, outcome: 'UNPROTECTED' as const };
-    try {
-      const result = await this.#handler(message, context);
-      return done({ ...base, handler: 'completed', result }, { action: 'delete', reason: 'unprotected' });
-    } catch (error) {
-      return done(
-        { ...base, handler: 'threw', error },
-        {
-          action: 'change-visibility',
-          reason: 'retry',
-          visibilityTimeoutSeconds: this.retryVisibilitySeconds(message),
-        },
-      );
-    }
+  #runThroughRunner(message: Message, request: RunRequest): Promise<RunResult<T>> {
+    return this.#idempotency.run<T>(request, this.#bind(message), {
+      ...this.runOptions,
+      conflictWaitMs: 0,
+      onHeartbeat: this.#heartbeat(message),
+    });
+  }
+
+  /** The core handler for one message: the user's handler with the SQS context. */
+  #bind(message: Message): Handler<T> {
+    const queueUrl = this.#options.queueUrl;
+    return (context) => this.#handler({ ...context, message, queueUrl });
   }
 
   /**
-   * Dead-letters a message: a copy to the dead-letter queue then a delete, or the redrive policy.
-   * `attempt`: the record's attempt count, 0 when no claim was made.
+   * Moves the visibility timeout with the lease. Not awaited: the lease keeper awaits its callback, and
+   * `execute` awaits the keeper before it writes COMPLETED, so an awaited SQS call would widen the window
+   * between the handler's side effect and its record. The hook reports its own errors.
    */
-  async #deadLetter(
-    base: Base<T>,
-    reason: DeadLetterReason,
-    error: unknown,
-    attempt: number,
-  ): Promise<ProcessedMessage<T>> {
-    const target = this.#options.deadLetter;
-    const withReason = { ...base, error: error ?? base.error, deadLetterReason: reason };
-    if (target === 'redrive-policy') {
-      return done(withReason, {
-        action: 'change-visibility',
-        reason: 'dead-letter-redrive',
-        visibilityTimeoutSeconds: this.retryVisibilitySeconds(base.message),
-      });
-    }
+  #heartbeat(message: Message): RunOptions['onHeartbeat'] {
+    if (!this.#options.extendVisibility) return undefined;
+    return (info) => {
+      void this.#hooks.changeVisibility(
+        message,
+        Math.max(1, toVisibilitySeconds(info.leaseExpiresAtMs - info.serverTimeMs)),
+      );
+    };
+  }
+
+  /**
+   * Waits up to `conflictWaitMs` for the holder of a CONFLICT to reach its outcome (the runner's bounded
+   * wait), after extending the message's visibility timeout to cover the wait. Resolves with the reply it
+   * ended with; the CONFLICT itself when the store stopped answering meanwhile.
+   */
+  async #waitForHolder(message: Message, request: RunRequest, conflict: ClaimReply): Promise<ClaimReply> {
+    const waitMs = this.#options.conflictWaitMs;
+    await this.#hooks.changeVisibility(message, toVisibilitySeconds(waitMs) + 1);
     try {
-      await sendToDeadLetterQueue(this.#deps.sqs, target.queueUrl, base.message, reason, error, {
-        outcome: base.outcome,
-        attempt,
-        key: base.key,
-        scope: this.#options.scope,
-      });
-    } catch (sendError) {
-      this.#hooks.onError(sendError, base.message);
-      return done({ ...withReason, error: sendError }, { action: 'leave', reason: 'dead-letter-failed' });
+      return await this.#idempotency.waitForOutcome(request, { ...this.runOptions, conflictWaitMs: waitMs });
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) return conflict;
+      throw error;
     }
-    return done(withReason, { action: 'delete', reason: 'dead-lettered' });
+  }
+
+  /** Decides, carries out a dead-letter decision, and describes the message. */
+  async #finish(keyed: KeyedMessage, input: MessageResult<T>): Promise<ProcessedMessage<T>> {
+    const { message } = keyed;
+    const key = keyed.request?.key;
+    const described = describe(input);
+    let decision: Decision = decide(input, this.#policy);
+    const base = { message, key, ...described };
+    if (decision.action !== 'dead-letter') return { ...base, decision };
+    const step = await carryOutDeadLetter(this.#deps.sqs, () => this.verifyDeadLetter(), message, decision, {
+      outcome: described.outcome,
+      key,
+      scope: this.#options.scope,
+    });
+    if (!step.ok) {
+      this.#hooks.onError('dead-letter', step.error, message);
+      decision = { action: 'leave', reason: 'dead-letter-failed' };
+      return { ...base, error: step.error, decision };
+    }
+    return { ...base, error: decision.error ?? described.error, decision, deadLetter: step.delivery };
   }
 }
 
-function done<T>(base: Base<T>, disposition: MessageDisposition): ProcessedMessage<T> {
-  return { ...base, storeUnavailable: base.storeUnavailable ?? false, disposition };
+/** The fields of a processed message that come from what happened, before the decision. */
+function describe<T>(input: MessageResult<T>): Omit<ProcessedMessage<T>, 'message' | 'key' | 'decision'> {
+  const none = { outcome: undefined, attempt: 0, handler: 'not-run' as const, storeUnavailable: false };
+  switch (input.kind) {
+    case 'fifo-blocked':
+      return none;
+    case 'store-unavailable':
+      return { ...none, error: input.error, storeUnavailable: true, storeError: input.error };
+    case 'missing-key':
+    case 'invalid-key':
+    case 'error':
+      return { ...none, error: input.error };
+    case 'run':
+      break;
+  }
+  const r = input.result;
+  switch (r.outcome) {
+    case 'UNPROTECTED':
+      return r.status === 'completed'
+        ? { outcome: r.outcome, attempt: 0, handler: 'completed', result: r.result, storeUnavailable: false }
+        : { outcome: r.outcome, attempt: 0, handler: 'threw', error: r.error, storeUnavailable: false };
+    case 'DUPLICATE':
+      return { ...none, outcome: r.outcome, attempt: r.attempt, result: r.result };
+    case 'CONFLICT':
+    case 'PAYLOAD_MISMATCH':
+      return { ...none, outcome: r.outcome, attempt: r.attempt };
+    case 'FAILED':
+      return { ...none, outcome: r.outcome, attempt: r.attempt, error: r.error };
+    default:
+      break;
+  }
+  const executed = { outcome: r.outcome, attempt: r.attempt };
+  const unrecorded = (recorded: boolean) =>
+    recorded
+      ? { storeUnavailable: false }
+      : {
+          storeUnavailable: true,
+          storeError: new StoreUnavailableError(
+            `the store did not take the ${r.status} write of the handler's outcome (attempt ${r.attempt}); the record stays IN_PROGRESS until its lease expires`,
+          ),
+        };
+  switch (r.status) {
+    case 'completed':
+      return { ...executed, handler: 'completed', result: r.result, ...unrecorded(r.recorded) };
+    case 'released':
+    case 'failed':
+      return { ...executed, handler: 'threw', error: r.error, ...unrecorded(r.recorded) };
+    case 'lease-lost':
+      return {
+        ...executed,
+        handler: !r.handlerStarted ? 'not-run' : r.handlerCompleted ? 'completed' : 'threw',
+        result: r.result,
+        error: r.error,
+        storeUnavailable: false,
+        leaseLostDuring: !r.handlerStarted ? 'start' : r.handlerCompleted ? 'write' : 'heartbeat',
+      };
+  }
 }

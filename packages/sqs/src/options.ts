@@ -1,56 +1,86 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { type BackoffOptions, type HandlerContext, InvalidOptionError } from '@idempotent-consumer/core';
+import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
+import {
+  checkBackoffOptions,
+  checkNonEmptyString,
+  checkOneOf,
+  checkPositiveInteger,
+  checkRunOverrides,
+  DEFAULT_STORE_PROBE_BACKOFF,
+  pickRunOverrides,
+  type RunOverrides,
+} from '@idempotent-consumer/core/kit';
 import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
 
 /**
- * The operation run for one SQS message. It receives the message and the claim's context (fencing token,
- * attempt, abort signal); its resolved value is stored as the record's result. Throw to have it retried
- * (after a visibility backoff), or throw a `NonRetryableError` to dead-letter the message at once.
- */
-export type SqsMessageHandler<T> = (message: Message, context: HandlerContext) => Promise<T> | T;
-
-/**
  * Where messages that must not be retried go (attempts exhausted, non-retryable error, payload mismatch,
- * missing key): `{ queueUrl }` sends a copy to that dead-letter queue (same body and attributes, plus
- * `x-dead-letter-reason`, `x-error` and `x-original-message-id` while the 10-attribute limit allows) and
- * then deletes the message; `'redrive-policy'` leaves it to the source queue's own `RedrivePolicy`: the
- * message is made visible again after the retry backoff, and SQS moves it to the dead-letter queue once its
- * receive count passes `maxReceiveCount` (every further receive meets the FAILED record and runs nothing).
+ * missing or invalid key): `{ queueUrl }` sends a copy to that dead-letter queue (same body and attributes,
+ * plus the `DEAD_LETTER_ATTRIBUTES` while the 10-attribute limit allows) and then deletes the message;
+ * `'redrive-policy'` leaves it to the source queue's own `RedrivePolicy`: the message is made visible again
+ * at once, and SQS moves it to the dead-letter queue once its receive count passes `maxReceiveCount`
+ * (every further receive meets the FAILED record and runs nothing). Either mode is checked with
+ * `GetQueueAttributes` before the first receive: a queue without a `RedrivePolicy`, or a dead-letter queue
+ * that does not exist, is a `TopologyMismatchError`.
  */
 export type DeadLetterTarget = { readonly queueUrl: string } | 'redrive-policy';
 
-/** Options shared by the sqs-consumer handler wrappers and {@link IdempotentSqsPoller}. */
-export interface SqsIdempotencyOptions {
+/** Options shared by {@link IdempotentSqsPoller} and the sqs-consumer wiring. */
+export interface SqsIdempotencyOptions extends RunOverrides {
   /** URL of the queue the messages come from (visibility changes and deletes are sent to it). */
   readonly queueUrl: string;
-  /** Scope of the records (DESIGN.md, "scope"). @defaultValue the queue name, taken from `queueUrl` */
+  /** Scope of the records (docs/design.md#vocabulary). @defaultValue the queue name, taken from `queueUrl` */
   readonly scope?: string;
   /**
-   * Extracts the idempotency key of a message; `undefined` means the message has none (see
-   * `onMissingKey`). @defaultValue {@link defaultIdempotencyKey}: the `idempotency-key` attribute, else `MessageId`
+   * Extracts the idempotency key of a message; `undefined` or `''` means the message has none (see
+   * `missingKey`); a throwing extractor is an invalid key: the message is dead-lettered as `invalid-key`.
+   * @defaultValue the `idempotency-key` message attribute (`IDEMPOTENCY_KEY_ATTRIBUTE`), else `MessageId`
    */
   readonly idempotencyKey?: (message: Message) => string | undefined;
   /**
-   * What happens to a message without an idempotency key: `dead-letter` (a `MissingKeyError` is recorded
-   * as the reason) or `process` (the handler runs without idempotency, fencing token 0, and the outcome is
-   * reported as `UNPROTECTED`). @defaultValue `'dead-letter'`
+   * What happens to a message without an idempotency key: `'dead-letter'` (reason `missing-key`) or
+   * `'process'` (the handler runs without idempotency: outcome `UNPROTECTED`, fencing token 0; a handler
+   * error is retried after a visibility backoff until `ApproximateReceiveCount` reaches `maxAttempts`,
+   * then dead-lettered as `attempts-exhausted`). @defaultValue `'dead-letter'`
    */
-  readonly onMissingKey?: 'dead-letter' | 'process';
+  readonly missingKey?: 'dead-letter' | 'process';
   /**
-   * What the payload fingerprint (SHA-256) is computed from: the message `body` (a different body under the same
-   * key is a `PAYLOAD_MISMATCH` and is dead-lettered), `none`, or a function returning the payload to fingerprint. @defaultValue `'body'`
+   * The payload fingerprinted (SHA-256) with the key, so that another payload under the same key is a
+   * `PAYLOAD_MISMATCH` (dead-lettered): `true` the message body, `false` no comparison, or a function
+   * returning the payload (`undefined`: no comparison for that message). @defaultValue `true`
    */
-  readonly fingerprint?: 'body' | 'none' | ((message: Message) => string | undefined);
+  readonly fingerprint?: boolean | ((message: Message) => Payload | undefined);
   /** Overrides the runner's `leaseMs` for these messages, in milliseconds. */
   readonly leaseMs?: number;
-  /** Overrides the runner's `maxAttempts` for these messages. */
+  /** Overrides the runner's `maxAttempts` for these messages (also bounds unprotected retries). */
   readonly maxAttempts?: number;
+  /** Overrides the runner's `handlerTimeoutMs` for these messages, in milliseconds (0: no limit). */
+  readonly handlerTimeoutMs?: number;
+  /**
+   * How long a message that meets CONFLICT (another worker holds the key) waits for the holder's outcome,
+   * in milliseconds, before it is made visible again (the runner's bounded wait,
+   * `Idempotency.waitForOutcome`): the holder's complete answers DUPLICATE (delete) within milliseconds,
+   * its failure FAILED (dead-letter), its release lets this delivery run. The message's visibility timeout
+   * is first extended to cover the wait. 0: no wait. @defaultValue 5000
+   */
+  readonly conflictWaitMs?: number;
+  /**
+   * The longest visibility timeout of a message still in CONFLICT after `conflictWaitMs`, in
+   * milliseconds (rounded up to whole seconds, at least 1 s): `min(holder's remaining lease,
+   * maxConflictDelayMs)`. @defaultValue 5000
+   */
+  readonly maxConflictDelayMs?: number;
   /**
    * Visibility timeout after a retryable handler error, from the message's `ApproximateReceiveCount`
    * (`computeBackoffMs(receiveCount, retryBackoff)`, rounded up to whole seconds, at most 12 h).
    * @defaultValue `{ baseMs: 1000, maxMs: 300000, factor: 2, jitter: 'full' }`
    */
   readonly retryBackoff?: BackoffOptions;
+  /**
+   * How often the store is pinged while consumption is paused because it did not answer (fail closed),
+   * in milliseconds between pings (probe n waits `computeBackoffMs(n, storeProbeBackoff)`).
+   * @defaultValue the kit's `DEFAULT_STORE_PROBE_BACKOFF`, `{ baseMs: 250, maxMs: 5000, factor: 2, jitter: 'full' }`
+   */
+  readonly storeProbeBackoff?: BackoffOptions;
   /** Where exhausted and non-retryable messages go. @defaultValue `'redrive-policy'` */
   readonly deadLetter?: DeadLetterTarget;
   /**
@@ -60,38 +90,35 @@ export interface SqsIdempotencyOptions {
   readonly extendVisibility?: boolean;
 }
 
-/** {@link SqsIdempotencyOptions} with defaults applied. */
+/** {@link SqsIdempotencyOptions} with defaults applied (internal). */
 export interface ResolvedSqsIdempotencyOptions {
   readonly queueUrl: string;
   readonly scope: string;
   readonly idempotencyKey: (message: Message) => string | undefined;
-  readonly onMissingKey: 'dead-letter' | 'process';
+  readonly missingKey: 'dead-letter' | 'process';
   /** The payload fingerprinted for a message (`undefined`: no comparison). */
-  readonly payload: (message: Message) => string | undefined;
+  readonly payload: (message: Message) => Payload | undefined;
+  /** The per-run overrides passed to the runner (`leaseMs`, `maxAttempts`, `handlerTimeoutMs` when set). */
+  readonly overrides: RunOverrides;
   readonly leaseMs: number | undefined;
   readonly maxAttempts: number | undefined;
+  readonly conflictWaitMs: number;
+  readonly maxConflictDelayMs: number;
   readonly retryBackoff: BackoffOptions;
+  readonly storeProbeBackoff: BackoffOptions;
   readonly deadLetter: DeadLetterTarget;
   readonly extendVisibility: boolean;
 }
 
 /**
  * Applies defaults and checks the shared options.
- * @throws {@link InvalidOptionError} when `queueUrl` is missing or an option is out of range.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when `queueUrl` is missing or an option is out of range.
  */
 export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsIdempotencyOptions {
-  if (!options || typeof options.queueUrl !== 'string' || options.queueUrl === '') {
-    throw new InvalidOptionError('queueUrl must be a non-empty string');
-  }
-  const scope = options.scope ?? queueNameFromUrl(options.queueUrl);
-  if (typeof scope !== 'string' || scope === '')
-    throw new InvalidOptionError('scope must be a non-empty string');
-  const onMissingKey = options.onMissingKey ?? 'dead-letter';
-  if (onMissingKey !== 'dead-letter' && onMissingKey !== 'process') {
-    throw new InvalidOptionError(
-      `onMissingKey must be 'dead-letter' or 'process', got ${String(onMissingKey)}`,
-    );
-  }
+  if (!options || typeof options !== 'object') throw new InvalidOptionError('options must be an object');
+  const queueUrl = checkNonEmptyString('queueUrl', options.queueUrl);
+  const scope = checkNonEmptyString('scope', options.scope, queueNameFromUrl(queueUrl));
+  const missingKey = checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter');
   const deadLetter = options.deadLetter ?? 'redrive-policy';
   if (
     deadLetter !== 'redrive-policy' &&
@@ -99,29 +126,34 @@ export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsId
   ) {
     throw new InvalidOptionError("deadLetter must be { queueUrl } or 'redrive-policy'");
   }
-  const fp = options.fingerprint ?? 'body';
-  let fingerprint: (message: Message) => string | undefined;
-  if (fp === 'body') fingerprint = (m) => m.Body;
-  else if (fp === 'none') fingerprint = () => undefined;
-  else if (typeof fp === 'function') fingerprint = fp;
-  else throw new InvalidOptionError(`fingerprint must be 'body', 'none' or a function, got ${String(fp)}`);
-  for (const [name, value] of [
-    ['leaseMs', options.leaseMs],
-    ['maxAttempts', options.maxAttempts],
-  ] as const) {
-    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1)) {
-      throw new InvalidOptionError(`${name} must be an integer >= 1, got ${value}`);
-    }
-  }
+  const fp = options.fingerprint ?? true;
+  let payload: (message: Message) => Payload | undefined;
+  if (fp === true) payload = (m) => m.Body;
+  else if (fp === false) payload = () => undefined;
+  else if (typeof fp === 'function') payload = fp;
+  else throw new InvalidOptionError(`fingerprint must be a boolean or a function, got ${String(fp)}`);
+  checkRunOverrides(options);
   return {
-    queueUrl: options.queueUrl,
+    queueUrl,
     scope,
     idempotencyKey: options.idempotencyKey ?? defaultIdempotencyKey,
-    onMissingKey,
-    payload: fingerprint,
+    missingKey,
+    payload,
+    overrides: pickRunOverrides({
+      leaseMs: options.leaseMs,
+      maxAttempts: options.maxAttempts,
+      handlerTimeoutMs: options.handlerTimeoutMs,
+    }),
     leaseMs: options.leaseMs,
     maxAttempts: options.maxAttempts,
-    retryBackoff: { baseMs: 1000, maxMs: 300_000, ...options.retryBackoff },
+    conflictWaitMs: options.conflictWaitMs ?? 5000,
+    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
+    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
+    storeProbeBackoff: checkBackoffOptions(
+      'storeProbeBackoff',
+      options.storeProbeBackoff,
+      DEFAULT_STORE_PROBE_BACKOFF,
+    ),
     deadLetter,
     extendVisibility: options.extendVisibility ?? true,
   };

@@ -1,4 +1,9 @@
 import { type BackoffOptions, InvalidOptionError } from '@idempotent-consumer/core';
+import {
+  checkBackoffOptions,
+  checkNonNegativeInteger,
+  checkPositiveInteger,
+} from '@idempotent-consumer/core/kit';
 import { MAX_VISIBILITY_TIMEOUT_SECONDS } from './message-attributes';
 import type { SqsIdempotencyOptions } from './options';
 
@@ -13,7 +18,7 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
   /**
    * Visibility timeout requested with each `ReceiveMessage`, in seconds (0 to 43200). Once a claim is
    * acquired, the visibility is extended with the lease, so this only has to cover the claim.
-   * @defaultValue the lease rounded up to whole seconds (DESIGN.md: the lease is at least the redelivery timer)
+   * @defaultValue the lease rounded up to whole seconds (docs/design.md#outcome-to-broker-action: the lease is at least the redelivery timer)
    */
   readonly visibilityTimeoutSeconds?: number;
   /**
@@ -21,38 +26,55 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
    * milliseconds (a batch is sent at once when 10 entries are waiting). @defaultValue 10
    */
   readonly batchWindowMs?: number;
-  /** How often the store is pinged while polling is paused because it is unavailable, in ms. @defaultValue 1000 */
-  readonly storeProbeIntervalMs?: number;
+  /**
+   * How long `stop()` waits for in-flight messages (handlers and their deletes), in milliseconds. Messages
+   * still running then are abandoned: nothing more is sent to SQS for them (no delete, no visibility
+   * extension), so they come back when their visibility timeout lapses, where their record decides (a
+   * handler that completed meanwhile makes them a DUPLICATE). `stop()` then resolves with their count.
+   * @defaultValue 30000
+   */
+  readonly stopTimeoutMs?: number;
   /** Delay between `ReceiveMessage` retries after SQS errors. @defaultValue `{ baseMs: 500, maxMs: 10000 }` */
   readonly receiveErrorBackoff?: BackoffOptions;
 }
 
-/** Checks an integer option. @throws {@link InvalidOptionError} */
-export function checkInteger(name: string, value: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidOptionError(`${name} must be an integer in [${min}, ${max}], got ${value}`);
-  }
+/** `value` when it is at most `max`. @throws {@link @idempotent-consumer/core!InvalidOptionError} */
+function atMost(name: string, value: number, max: number): number {
+  if (value > max) throw new InvalidOptionError(`${name} must be at most ${max}, got ${value}`);
   return value;
 }
 
-/** The poller-only options with defaults applied. @throws {@link InvalidOptionError} */
+/** The poller-only options with defaults applied (internal). @throws {@link @idempotent-consumer/core!InvalidOptionError} */
 export function resolvePollerOptions(options: SqsPollerOptions, leaseMs: number) {
   return {
-    concurrency: checkInteger('concurrency', options.concurrency ?? 10, 1, 10_000),
-    waitTimeSeconds: checkInteger('waitTimeSeconds', options.waitTimeSeconds ?? 20, 0, 20),
-    visibilityTimeoutSeconds: checkInteger(
+    concurrency: atMost('concurrency', checkPositiveInteger('concurrency', options.concurrency, 10), 10_000),
+    waitTimeSeconds: atMost(
+      'waitTimeSeconds',
+      checkNonNegativeInteger('waitTimeSeconds', options.waitTimeSeconds, 20),
+      20,
+    ),
+    visibilityTimeoutSeconds: atMost(
       'visibilityTimeoutSeconds',
-      options.visibilityTimeoutSeconds ?? Math.max(1, Math.ceil(leaseMs / 1000)),
-      0,
+      checkNonNegativeInteger(
+        'visibilityTimeoutSeconds',
+        options.visibilityTimeoutSeconds,
+        Math.max(1, Math.ceil(leaseMs / 1000)),
+      ),
       MAX_VISIBILITY_TIMEOUT_SECONDS,
     ),
-    batchWindowMs: checkInteger('batchWindowMs', options.batchWindowMs ?? 10, 0, 60_000),
-    storeProbeIntervalMs: checkInteger(
-      'storeProbeIntervalMs',
-      options.storeProbeIntervalMs ?? 1000,
-      1,
-      3_600_000,
+    batchWindowMs: atMost(
+      'batchWindowMs',
+      checkNonNegativeInteger('batchWindowMs', options.batchWindowMs, 10),
+      60_000,
     ),
-    receiveErrorBackoff: { baseMs: 500, maxMs: 10_000, ...options.receiveErrorBackoff },
+    stopTimeoutMs: atMost(
+      'stopTimeoutMs',
+      checkNonNegativeInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000),
+      2_147_483_647,
+    ),
+    receiveErrorBackoff: checkBackoffOptions('receiveErrorBackoff', options.receiveErrorBackoff, {
+      baseMs: 500,
+      maxMs: 10_000,
+    }),
   };
 }

@@ -1,79 +1,84 @@
-import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { computeBackoffMs, InvalidOptionError } from '@idempotent-consumer/core';
+import { StoreGate, sleep, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
-import type { ProcessedMessage } from './disposition';
+import type { SqsEvents } from './events';
+import type { SqsHandler } from './handler';
 import { toVisibilitySeconds } from './message-attributes';
 import { SqsMessageProcessor } from './message-processor';
-import { resolveSqsOptions, type SqsMessageHandler } from './options';
-import type { SqsPollerEvents } from './poller-events';
+import { type ResolvedSqsIdempotencyOptions, resolveSqsOptions } from './options';
 import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
+import type { ProcessedMessage } from './processed';
+import { reportProcessed, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
-import { StoreGate } from './store-gate';
 
 /**
  * An SQS consumer loop of its own that runs a handler effectively once per idempotency key, for
  * applications that do not use sqs-consumer. It long-polls `ReceiveMessage` (up to 10 messages, never more
  * than `concurrency` in flight), claims each received batch in one round trip, runs the handlers (standard
- * queues concurrently, each FIFO message group in order), and maps every outcome to SQS (DESIGN.md, SQS
- * column):
+ * queues concurrently, each FIFO message group in order), and carries out each message's {@link Decision}
+ * (docs/design.md#outcome-to-broker-action, SQS column):
  * - completed or DUPLICATE: deleted with `DeleteMessageBatch`;
  * - CONFLICT: visibility set to the holder's remaining lease; retryable handler error: released, visibility
  *   set from a backoff on `ApproximateReceiveCount` (both with `ChangeMessageVisibilityBatch`);
- * - attempts exhausted, non-retryable, PAYLOAD_MISMATCH, missing key: recorded FAILED and sent to the
- *   dead-letter queue then deleted, or left to the queue's redrive policy (option `deadLetter`);
+ * - attempts exhausted, non-retryable, PAYLOAD_MISMATCH, missing or invalid key: recorded FAILED and sent
+ *   to the dead-letter queue then deleted, or left to the queue's redrive policy (option `deadLetter`);
  * - store unavailable: nothing is deleted, the message stays invisible, and polling pauses until a ping of
  *   the store succeeds (`storeUnavailable` / `storeRecovered` events).
  * While a handler runs, each lease heartbeat extends the message's visibility timeout to the lease's
- * remaining time. Batch requests are checked entry by entry (`Failed`), and failures are `sqsError` events.
+ * remaining time. Batch requests are checked entry by entry (`Failed`); failures are `brokerError` events.
  *
  * @example
  * ```ts
  * const poller = new IdempotentSqsPoller({ idempotency, sqs }, { queueUrl, concurrency: 20,
- *   deadLetter: { queueUrl: dlqUrl } }, async (message, { fencingToken }) => charge(message, fencingToken));
- * poller.on('deadLettered', (p) => log.warn(p.deadLetterReason, p.error));
- * poller.start();
+ *   deadLetter: { queueUrl: dlqUrl } }, async ({ message, fencingToken }) => charge(message, fencingToken));
+ * poller.on('deadLettered', (e) => log.warn(e.reason, e.error));
+ * await poller.start(); // rejects with TopologyMismatchError when the queue has no RedrivePolicy
  * process.once('SIGTERM', () => poller.stop());
  * ```
  */
-export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEvents<T>> {
+export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents<T>> {
   readonly #deps: SqsDependencies;
-  readonly #queueUrl: string;
+  readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #processor: SqsMessageProcessor<T>;
   readonly #settings: ReturnType<typeof resolvePollerOptions>;
   readonly #deletes: SqsBatcher<{ ReceiptHandle: string }>;
   readonly #visibility: SqsBatcher<{ ReceiptHandle: string; VisibilityTimeout: number }>;
   readonly #receivedAt = new WeakMap<Message, number>();
+  /** Messages received and not yet settled. */
+  readonly #inFlight = new Set<Message>();
+  /** Messages `stop()` gave up on: nothing more is sent to SQS for them. */
+  readonly #abandoned = new WeakSet<Message>();
   readonly #tasks = new Set<Promise<unknown>>();
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
+  #starting: Promise<this> | undefined;
   #abort = new AbortController();
   #stopping = false;
-  #inFlight = 0;
   #capacityWaiters: (() => void)[] = [];
 
-  /** @throws {@link InvalidOptionError} when a dependency is missing or an option is out of range. */
-  constructor(dependencies: SqsDependencies, options: SqsPollerOptions, handler: SqsMessageHandler<T>) {
-    super({ captureRejections: false });
+  /** @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range. */
+  constructor(dependencies: SqsDependencies, options: SqsPollerOptions, handler: SqsHandler<T>) {
+    super();
     if (!dependencies?.idempotency || !dependencies.sqs) {
       throw new InvalidOptionError('IdempotentSqsPoller needs { idempotency, sqs }');
     }
     if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
     this.#deps = dependencies;
-    const resolved = resolveSqsOptions(options);
-    this.#queueUrl = resolved.queueUrl;
-    const leaseMs = resolved.leaseMs ?? dependencies.idempotency.options.leaseMs;
+    this.#options = resolveSqsOptions(options);
+    const queueUrl = this.#options.queueUrl;
+    const leaseMs = this.#options.leaseMs ?? dependencies.idempotency.options.leaseMs;
     this.#settings = resolvePollerOptions(options, leaseMs);
-    this.#deletes = deleteBatcher(dependencies.sqs, this.#queueUrl, this.#settings.batchWindowMs);
-    this.#visibility = visibilityBatcher(dependencies.sqs, this.#queueUrl, this.#settings.batchWindowMs);
-    this.#processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
+    this.#deletes = deleteBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
+    this.#visibility = visibilityBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
+    this.#processor = new SqsMessageProcessor<T>(dependencies, this.#options, handler, {
       changeVisibility: async (message, seconds) => {
         await this.#changeVisibility(message, seconds);
       },
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
-      onError: (error, message) => this.#emit('sqsError', { operation: 'process', error, message }),
+      onError: (operation, error, message) => this.#brokerError(operation, error, message),
     });
   }
 
@@ -84,7 +89,7 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
 
   /** Messages received and not yet settled. */
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#inFlight.size;
   }
 
   /** Whether polling is paused because the store is unavailable. */
@@ -92,37 +97,99 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
     return this.#gate?.closed ?? false;
   }
 
-  /** Starts polling; a no-op while already running. Returns the poller. */
-  start(): this {
+  /**
+   * Starts polling; a no-op while already running. First checks, once, that the dead-letter mode can
+   * work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
+   * `RedrivePolicy`, with `{ queueUrl }` that queue must exist. Resolves with the poller once polling has
+   * started.
+   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`) when the dead-letter mode cannot work: the
+   * poller does not start. {@link SqsOperationError} when SQS did not answer the check (retryable).
+   */
+  start(): Promise<this> {
+    this.#starting ??= this.#start().finally(() => {
+      this.#starting = undefined;
+    });
+    return this.#starting;
+  }
+
+  async #start(): Promise<this> {
     if (this.#loop) return this;
+    await this.#processor.verifyDeadLetter();
+    if (this.#loop) return this;
+    const queueUrl = this.#options.queueUrl;
     this.#stopping = false;
     this.#abort = new AbortController();
-    this.#gate = new StoreGate(this.#deps.idempotency.store, this.#settings.storeProbeIntervalMs, {
-      onClosed: (error) => this.#emit('storeUnavailable', { error }),
-      onOpened: (downMs) => this.#emit('storeRecovered', { downMs }),
-    });
+    this.#gate = new StoreGate(
+      this.#deps.idempotency.store,
+      { storeProbeBackoff: this.#options.storeProbeBackoff },
+      {
+        onStoreUnavailable: ({ error }) => this.emit('storeUnavailable', { queueUrl, error }),
+        onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queueUrl, downMs }),
+      },
+    );
     this.#loop = this.#run();
+    this.emit('started', { queueUrl });
     return this;
   }
 
   /**
    * Stops gracefully: no new receive (a long poll in flight is aborted; messages SQS handed to an aborted
-   * request come back when their visibility timeout lapses), waits for every in-flight message to finish
-   * (handlers included) and for every delete and visibility change to be sent, then emits `stopped`.
+   * request come back when their visibility timeout lapses), then waits up to `stopTimeoutMs` for every
+   * in-flight message to finish (handlers included) and for every delete and visibility change to be sent.
+   * Messages still running then are abandoned: each is reported `settled` with `leave`/`abandoned`,
+   * nothing more is sent to SQS for it (its handler may still finish and record its outcome), and it comes
+   * back after its visibility timeout. Emits `stopped` and resolves with the number abandoned.
    */
-  async stop(): Promise<void> {
+  async stop(): Promise<{ abandoned: number }> {
+    await this.#starting?.catch(() => {});
     const loop = this.#loop;
-    if (!loop) return;
+    if (!loop) return { abandoned: 0 };
     this.#stopping = true;
     this.#abort.abort();
     this.#gate?.dispose();
     for (const wake of this.#capacityWaiters.splice(0)) wake();
-    await loop;
-    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.#settings.stopTimeoutMs);
+    });
+    const drained = (async () => {
+      await loop;
+      while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    })();
+    const ended = await Promise.race([drained, timedOut]);
+    clearTimeout(timer);
+    const abandoned = ended === 'timeout' ? this.#abandonInFlight() : 0;
     await this.#deletes.drain();
     await this.#visibility.drain();
     this.#loop = undefined;
-    this.#emit('stopped');
+    this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
+    return { abandoned };
+  }
+
+  /** Marks every in-flight message abandoned and reports it settled; returns how many. */
+  #abandonInFlight(): number {
+    const messages = [...this.#inFlight];
+    for (const message of messages) {
+      this.#abandoned.add(message);
+      this.#inFlight.delete(message);
+      if (!this.hasListeners('settled')) continue;
+      const key = this.#processor.keyed(message).request?.key;
+      const subject = subjectOf(this.#options.queueUrl, this.#options.scope, message, {
+        key,
+        outcome: undefined,
+        attempt: 0,
+      });
+      const decision = { action: 'leave', reason: 'abandoned' } as const;
+      this.emit('settled', {
+        ...subject,
+        ...decision,
+        decision,
+        handler: 'not-run',
+        result: undefined,
+        error: undefined,
+      });
+    }
+    return messages.length;
   }
 
   async #run(): Promise<void> {
@@ -137,8 +204,8 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
       try {
         const out = await this.#deps.sqs.send(
           new ReceiveMessageCommand({
-            QueueUrl: this.#queueUrl,
-            MaxNumberOfMessages: Math.min(MAX_SQS_BATCH_ENTRIES, this.#settings.concurrency - this.#inFlight),
+            QueueUrl: this.#options.queueUrl,
+            MaxNumberOfMessages: Math.min(MAX_SQS_BATCH_ENTRIES, this.#settings.concurrency - this.inFlight),
             WaitTimeSeconds: this.#settings.waitTimeSeconds,
             VisibilityTimeout: this.#settings.visibilityTimeoutSeconds,
             MessageAttributeNames: ['All'],
@@ -151,7 +218,7 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
       } catch (error) {
         if (this.#stopping) break;
         receiveErrors += 1;
-        this.#emit('sqsError', { operation: 'ReceiveMessage', error });
+        this.#brokerError('ReceiveMessage', error);
         await sleep(computeBackoffMs(receiveErrors, this.#settings.receiveErrorBackoff), signal);
         continue;
       }
@@ -160,54 +227,63 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
   }
 
   #dispatch(messages: Message[]): void {
-    this.#inFlight += messages.length;
     const now = performance.now();
-    for (const m of messages) this.#receivedAt.set(m, now);
-    this.#emit('received', messages);
-    const task = processBatch(this.#processor, messages, async (processed) => {
-      try {
-        await this.#settle(processed);
-      } finally {
-        this.#inFlight -= 1;
-        for (const wake of this.#capacityWaiters.splice(0)) wake();
-      }
-    })
-      .catch((error) => this.#emit('sqsError', { operation: 'process', error }))
+    for (const m of messages) {
+      this.#inFlight.add(m);
+      this.#receivedAt.set(m, now);
+    }
+    this.emit('received', { queueUrl: this.#options.queueUrl, messages });
+    const task = processBatch(
+      this.#processor,
+      messages,
+      async (processed) => {
+        try {
+          await this.#settle(processed);
+        } finally {
+          this.#inFlight.delete(processed.message);
+          for (const wake of this.#capacityWaiters.splice(0)) wake();
+        }
+      },
+      (message) => this.#abandoned.has(message),
+    )
+      .catch((error) => this.#brokerError('process', error))
       .finally(() => this.#tasks.delete(task));
     this.#tasks.add(task);
   }
 
   async #settle(processed: ProcessedMessage<T>): Promise<void> {
-    if (processed.storeUnavailable) this.#gate?.close(processed.error);
-    this.#emit('processed', processed);
-    if (processed.deadLetterReason) this.#emit('deadLettered', processed);
-    const d = processed.disposition;
-    const receipt = processed.message.ReceiptHandle;
-    if (!receipt) return;
-    if (d.action === 'delete') {
+    const { message } = processed;
+    if (this.#abandoned.has(message)) return; // stop() gave up on it and reported it
+    if (processed.storeUnavailable) this.#gate?.close(processed.storeError);
+    const request = sqsRequestOf(processed);
+    if (message.ReceiptHandle && request === 'delete') {
       try {
-        await this.#deletes.add({ ReceiptHandle: receipt });
-        this.#emit('deleted', processed);
+        await this.#deletes.add({ ReceiptHandle: message.ReceiptHandle });
       } catch (error) {
-        this.#emit('sqsError', { operation: 'DeleteMessageBatch', error, message: processed.message });
+        this.#brokerError('DeleteMessageBatch', error, message);
       }
-    } else if (d.action === 'change-visibility') {
-      if (await this.#changeVisibility(processed.message, d.visibilityTimeoutSeconds)) {
-        this.#emit('visibilityChanged', processed);
-      }
+    } else if (typeof request === 'number') {
+      await this.#changeVisibility(message, request);
+    }
+    reportProcessed(this, this.#options.queueUrl, this.#options.scope, processed);
+  }
+
+  /** Sets a message's visibility timeout (batched); a refusal is a `brokerError`. Skips abandoned messages. */
+  async #changeVisibility(message: Message, seconds: number): Promise<void> {
+    if (!message.ReceiptHandle || this.#abandoned.has(message)) return;
+    try {
+      await this.#visibility.add({ ReceiptHandle: message.ReceiptHandle, VisibilityTimeout: seconds });
+    } catch (error) {
+      this.#brokerError('ChangeMessageVisibilityBatch', error, message);
     }
   }
 
-  /** Sets a message's visibility timeout (batched). Resolves false (after an `sqsError`) when SQS refused. */
-  async #changeVisibility(message: Message, seconds: number): Promise<boolean> {
-    if (!message.ReceiptHandle) return false;
-    try {
-      await this.#visibility.add({ ReceiptHandle: message.ReceiptHandle, VisibilityTimeout: seconds });
-      return true;
-    } catch (error) {
-      this.#emit('sqsError', { operation: 'ChangeMessageVisibilityBatch', error, message });
-      return false;
-    }
+  #brokerError(operation: string, error: unknown, message?: Message): void {
+    const queueUrl = this.#options.queueUrl;
+    this.emit(
+      'brokerError',
+      message ? { queueUrl, operation, error, message } : { queueUrl, operation, error },
+    );
   }
 
   /**
@@ -227,34 +303,12 @@ export class IdempotentSqsPoller<T = unknown> extends EventEmitter<SqsPollerEven
   }
 
   #capacity(): Promise<void> {
-    if (this.#inFlight < this.#settings.concurrency) return Promise.resolve();
+    if (this.inFlight < this.#settings.concurrency) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.#capacityWaiters.push(() => {
-        if (this.#stopping || this.#inFlight < this.#settings.concurrency) resolve();
+        if (this.#stopping || this.inFlight < this.#settings.concurrency) resolve();
         else this.#capacity().then(resolve);
       });
     });
   }
-
-  #emit<K extends keyof SqsPollerEvents<T>>(name: K, ...args: SqsPollerEvents<T>[K]): void {
-    if (this.listenerCount(name) === 0) return;
-    try {
-      (this.emit as (n: K, ...a: SqsPollerEvents<T>[K]) => boolean)(name, ...args);
-    } catch {
-      // A listener's bug must not change what happens to a message.
-    }
-  }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

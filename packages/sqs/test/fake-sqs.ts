@@ -2,6 +2,7 @@ import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
   type Message,
   ReceiveMessageCommand,
   SendMessageCommand,
@@ -22,6 +23,8 @@ export class FakeSqs {
   /** Receipt handles whose batch entries SQS reports in `Failed`. */
   readonly failReceipts = new Set<string>();
   receives = 0;
+  /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
+  redrivePolicy: string | undefined = JSON.stringify({ deadLetterTargetArn: 'arn:dlq', maxReceiveCount: 5 });
 
   get client(): SQSClient {
     return this as unknown as SQSClient;
@@ -56,6 +59,15 @@ export class FakeSqs {
         seconds: command.input.VisibilityTimeout!,
       });
       return {};
+    }
+    if (command instanceof GetQueueAttributesCommand) {
+      const url = command.input.QueueUrl!;
+      return {
+        Attributes: {
+          QueueArn: `arn:${url}`,
+          ...(this.redrivePolicy === undefined ? {} : { RedrivePolicy: this.redrivePolicy }),
+        },
+      };
     }
     if (command instanceof SendMessageCommand) {
       this.sent.push({

@@ -3,7 +3,7 @@ import {
   queueNameFromUrl,
   receiveCount,
   toVisibilitySeconds,
-} from '@idempotent-consumer/sqs';
+} from '../src/message-attributes';
 
 describe('message attributes', () => {
   it('takes the idempotency-key attribute, else the MessageId', () => {

@@ -5,8 +5,12 @@ import {
   InvalidOptionError,
   MemoryIdempotencyStore,
   StoreUnavailableError,
+  TopologyMismatchError,
 } from '@idempotent-consumer/core';
-import { DEAD_LETTER_ATTRIBUTES, IdempotentSqsPoller, type ProcessedMessage } from '@idempotent-consumer/sqs';
+import { DEAD_LETTER_ATTRIBUTES, IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+
+type Settled = SqsEvents['settled'][0];
+
 import { FakeSqs, message } from './fake-sqs';
 
 const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
@@ -55,14 +59,14 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client },
       { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, retryBackoff: { baseMs: 0 } },
-      async (m) => {
+      async ({ message: m }) => {
         ran.push(m.Body!);
         await new Promise((r) => setTimeout(r, 5));
         if (m.Body === 'g1-2') throw new Error('transient');
       },
     );
-    const processed: ProcessedMessage<unknown>[] = [];
-    poller.on('processed', (p) => processed.push(p));
+    const processed: Settled[] = [];
+    poller.on('settled', (p) => processed.push(p));
     poller.start();
     await until('5 processed', () => processed.length === 5);
     await poller.stop();
@@ -70,7 +74,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(ran.filter((b) => b.startsWith('g2'))).toEqual(['g2-1', 'g2-2']);
     const third = processed.find((p) => p.message === g1[2])!;
     expect(third.handler).toBe('not-run');
-    expect(third.disposition).toEqual({
+    expect(third.decision).toEqual({
       action: 'change-visibility',
       reason: 'fifo-blocked',
       visibilityTimeoutSeconds: 0,
@@ -83,19 +87,20 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     const spy = jest.spyOn(idempotency, 'claimMany');
     const claim = jest.spyOn(idempotency, 'claim');
     sqs.batches.push([message('a', { key: 'a' }), message('b', { key: 'b' }), message('a', { key: 'a' })]);
-    const processed: ProcessedMessage<unknown>[] = [];
+    const processed: Settled[] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client },
       { queueUrl: QUEUE, waitTimeSeconds: 0 },
       () => 'ok',
     );
-    poller.on('processed', (p) => processed.push(p));
+    poller.on('settled', (p) => processed.push(p));
     poller.start();
     await until('3 processed', () => processed.length === 3);
     await poller.stop();
     expect(spy).toHaveBeenCalledTimes(1);
     expect(claim).not.toHaveBeenCalled();
-    expect(processed.map((p) => p.outcome).sort()).toEqual(['ACQUIRED', 'ACQUIRED', 'CONFLICT']);
+    // The second `a` met the first one's claim (CONFLICT), waited for its outcome and settled as DUPLICATE.
+    expect(processed.map((p) => p.outcome).sort()).toEqual(['ACQUIRED', 'ACQUIRED', 'DUPLICATE']);
   });
 
   it('deletes nothing and pauses polling while the store is unavailable, then resumes', async () => {
@@ -116,7 +121,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     let runs = 0;
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client },
-      { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeIntervalMs: 10 },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeBackoff: { baseMs: 10, maxMs: 10 } },
       () => {
         runs += 1;
       },
@@ -139,25 +144,28 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(runs).toBe(1);
   });
 
-  it('dead-letters a missing key by default, and reports failed batch entries as sqsError', async () => {
+  it('dead-letters a missing key by default, and reports failed batch entries as brokerError', async () => {
     const { sqs, idempotency } = setup();
     const noKey = message('x');
     delete (noKey as { MessageId?: string }).MessageId;
     sqs.failReceipts.add(noKey.ReceiptHandle!);
     sqs.batches.push([noKey]);
     const errors: unknown[] = [];
-    const dead: ProcessedMessage<unknown>[] = [];
+    const dead: SqsEvents['deadLettered'][0][] = [];
+    const missing: SqsEvents['missingKey'][0][] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client },
       { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: `${QUEUE}-dlq` } },
       () => 'never',
     );
-    poller.on('sqsError', (e) => errors.push(e.error));
+    poller.on('brokerError', (e) => errors.push(e.error));
     poller.on('deadLettered', (p) => dead.push(p));
+    poller.on('missingKey', (p) => missing.push(p));
     poller.start();
-    await until('an sqsError', () => errors.length === 1);
+    await until('a brokerError', () => errors.length === 1);
     await poller.stop();
-    expect(dead[0]).toMatchObject({ deadLetterReason: 'missing-key', handler: 'not-run' });
+    expect(dead[0]).toMatchObject({ reason: 'missing-key', via: 'copy', destination: `${QUEUE}-dlq` });
+    expect(missing[0]).toMatchObject({ action: 'dead-letter', key: undefined });
     expect(sqs.sent[0]).toMatchObject({ queueUrl: `${QUEUE}-dlq`, body: 'x' });
     const text = (value: string) => ({ DataType: 'String', StringValue: value });
     expect(sqs.sent[0]!.attributes).toEqual({
@@ -187,5 +195,16 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(
       () => new IdempotentSqsPoller(deps, { queueUrl: QUEUE, deadLetter: { queueUrl: '' } }, () => 1),
     ).toThrow(InvalidOptionError);
+  });
+
+  it("refuses to start with TopologyMismatchError when deadLetter is 'redrive-policy' and the queue has none", async () => {
+    const { sqs, idempotency } = setup();
+    sqs.redrivePolicy = undefined;
+    const poller = new IdempotentSqsPoller({ idempotency, sqs: sqs.client }, { queueUrl: QUEUE }, () => 1);
+    await expect(poller.start()).rejects.toBeInstanceOf(TopologyMismatchError);
+    expect(poller.running).toBe(false);
+    expect(sqs.receives).toBe(0);
+    sqs.redrivePolicy = '{"deadLetterTargetArn":"arn:dlq"}';
+    await expect(poller.start()).rejects.toMatchObject({ code: 'TOPOLOGY_MISMATCH' });
   });
 });

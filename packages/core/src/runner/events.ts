@@ -29,8 +29,10 @@ export interface IdempotencyEvents {
       recorded: boolean;
     },
   ];
-  /** The claim was lost while the handler ran (heartbeat or final write refused by the fencing token). */
-  leaseLost: [EventSubject & { fencingToken: number; during: 'heartbeat' | 'write' | 'local-deadline' }];
+  /** The claim was lost: at the start of a reservation, while the handler ran (heartbeat) or at its final write. */
+  leaseLost: [
+    EventSubject & { fencingToken: number; during: 'start' | 'heartbeat' | 'write' | 'local-deadline' },
+  ];
   /** A store call failed (it may be retried). */
   storeError: [{ operation: string; error: unknown; subject?: EventSubject }];
   /** `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer. */

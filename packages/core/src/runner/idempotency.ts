@@ -1,9 +1,17 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { backOff } from 'exponential-backoff';
-import { InvalidOptionError, ResultTooLargeError, StoreUnavailableError } from '../errors';
-import { fingerprint as computeFingerprint, type Payload } from '../fingerprint';
+import {
+  HandlerTimeoutError,
+  InvalidKeyError,
+  InvalidOptionError,
+  ResultTooLargeError,
+  StoreUnavailableError,
+} from '../errors';
+import { checkFingerprint, fingerprint as computeFingerprint, type Payload } from '../fingerprint';
 import type { RecordId } from '../keys';
+import { heartbeatIntervalFor } from '../kit/heartbeat';
+import type { RunOverrides } from '../kit/run-overrides';
 import type {
   AcquiredReply,
   ClaimOptions,
@@ -13,8 +21,9 @@ import type {
 } from '../store/idempotency-store';
 import type { EventSubject, IdempotencyEvents } from './events';
 import { LeaseKeeper } from './lease-keeper';
+import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
-  checkRunOverrides,
+  checkRunOptions,
   type IdempotencyOptions,
   type ResolvedIdempotencyOptions,
   resolveOptions,
@@ -38,11 +47,16 @@ export interface HandlerContext {
   readonly scope: string;
   readonly key: string;
   /**
-   * The claim's fencing token: it grows with every claim of the key. Make downstream writes conditional
-   * on it (reject a write whose token is lower than the last one seen) to fence off a stalled worker.
+   * The claim's fencing token: greater than every token issued before for this key, even after the record
+   * was lost (see `FencingToken`: derived from the store's clock in microseconds, about 1.8e15 today, an
+   * exact integer below 2^53). Make downstream writes conditional on it (reject a write whose token is
+   * lower than the last one seen) to fence off a stalled worker.
    */
   readonly fencingToken: number;
-  /** Which attempt this is, 1 for the first. */
+  /**
+   * Which attempt this is, 1 for the first. Attempts count handlers started; after the record was lost
+   * (deleted, evicted, an empty restart) the count starts again at 1, while the token still grows.
+   */
   readonly attempt: number;
   /**
    * `ACQUIRED_STALE` when an earlier worker's lease expired mid-handler: its side effect may be partial.
@@ -57,12 +71,17 @@ export interface HandlerContext {
 /** The operation itself. Its resolved value is stored (see `maxResultBytes`) and replayed to duplicates. */
 export type Handler<T> = (context: HandlerContext) => Promise<T> | T;
 
-/** Per-call options of {@link Idempotency.run} and {@link Idempotency.execute}. */
-export interface RunOptions {
-  /** Overrides the runner's `leaseMs` for this call, in milliseconds. */
-  readonly leaseMs?: number;
-  /** Overrides the runner's `maxAttempts` for this call. */
-  readonly maxAttempts?: number;
+/**
+ * Per-call options of {@link Idempotency.run} and {@link Idempotency.execute}: the overrides of the runner's
+ * `leaseMs`, `maxAttempts`, `conflictWaitMs` and `handlerTimeoutMs` (`RunOverrides`, shared with the
+ * adapters' options), and what only a call has.
+ */
+export interface RunOptions extends RunOverrides {
+  /**
+   * Ends a wait for the holder's outcome early (`conflictWaitMs`); the result is then CONFLICT. Must be an
+   * `AbortSignal` (`InvalidOptionError` otherwise).
+   */
+  readonly signal?: AbortSignal;
   /**
    * Called after every successful lease extension, so an adapter can extend the broker's timer with it
    * (SQS visibility, Kafka heartbeat). Errors it throws are emitted as `storeError` (operation
@@ -73,18 +92,25 @@ export interface RunOptions {
 
 /**
  * Runs operations at most once per idempotency key, on an {@link IdempotencyStore}
- * (DESIGN.md, "The record and its states"):
+ * (docs/design.md#the-record-and-its-states):
  *
  * 1. claim the key (one atomic script): `ACQUIRED`/`ACQUIRED_STALE` run the handler; `DUPLICATE` replays
- *    the stored result; `CONFLICT`, `PAYLOAD_MISMATCH` and `FAILED` run nothing;
+ *    the stored result; `CONFLICT` waits up to `conflictWaitMs` for the holder's outcome (then DUPLICATE,
+ *    FAILED, or a claim of its own after a release), else runs nothing; `PAYLOAD_MISMATCH` and `FAILED`
+ *    run nothing;
  * 2. while the handler runs, extend the lease every `heartbeatIntervalMs` (the handler's `signal` aborts
  *    when the claim is lost);
  * 3. handler returned: complete with its result; threw a retryable error before `maxAttempts`: release;
  *    otherwise: fail (terminal).
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
- * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`),
- * `UnexpectedReplyError`, `InvalidKeyError` or `InvalidOptionError`.
+ * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
+ * whatever `storeFailureMode`, it did not answer the one `extend` of a claim whose lease ran out before
+ * the handler started, e.g. after a long conflict wait: nothing ran),
+ * `UnexpectedReplyError`, `InvalidKeyError` (the request), `InvalidOptionError` (an option, or a handler
+ * that is not a function) or `InvalidPayloadError` (a payload that cannot be fingerprinted, a
+ * `fingerprint` that is not 64 hex characters); the last three before the store is touched. Anything a
+ * handler throws, whatever it is, is described safely and the record released or failed.
  *
  * @example
  * ```ts
@@ -99,13 +125,29 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   readonly options: ResolvedIdempotencyOptions;
   /** The store records live in. */
   readonly store: IdempotencyStore;
+  /**
+   * When each claim reply this runner received was requested (`performance.now()`): its lease started no
+   * earlier, so `execute` counts the lease from there (a claim held in a batch has less left).
+   */
+  readonly #requestedAt = new WeakMap<ClaimReply, number>();
 
-  /** @throws {@link InvalidOptionError} when an option is out of range or `store` is missing. */
-  constructor(dependencies: { store: IdempotencyStore }, options: IdempotencyOptions = {}) {
+  /**
+   * @param dependencies.store - where records live.
+   * @param dependencies.logger - where warnings a person must not miss go (lease lost, result omitted,
+   *   store unavailable and recovered; see runner/logger.ts): any `{ warn, error, info?, debug? }` such as
+   *   console, pino or winston; `false` for none. @defaultValue console
+   * @throws {@link InvalidOptionError} when an option is out of range or `store` is missing.
+   */
+  constructor(
+    dependencies: { store: IdempotencyStore; logger?: IdempotencyLogger | false },
+    options: IdempotencyOptions = {},
+  ) {
     super({ captureRejections: false });
     if (!dependencies?.store) throw new InvalidOptionError('Idempotency needs { store }');
     this.store = dependencies.store;
     this.options = resolveOptions(options);
+    const logger = dependencies.logger ?? consoleLogger;
+    if (logger) attachLogger(this, logger);
   }
 
   /**
@@ -113,17 +155,60 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * {@link RunResult} for every result.
    */
   async run<T>(request: RunRequest, handler: Handler<T>, options: RunOptions = {}): Promise<RunResult<T>> {
+    checkHandler(handler);
     let reply: ClaimReply;
+    let requestedAt: number | undefined;
     try {
-      reply = await this.claim(request, options);
+      // Not through claim(): run knows when it asked, so the WeakMap that claim() fills for a later
+      // execute() (an allocation the GC pays for on every message) is skipped here.
+      requestedAt = performance.now();
+      reply = await this.#claim(request, options);
     } catch (error) {
       if (!(error instanceof StoreUnavailableError) || this.options.storeFailureMode !== 'open') throw error;
       return this.#runUnprotected(request, handler, error);
     }
+    if (reply.outcome === 'CONFLICT' && (options.conflictWaitMs ?? this.options.conflictWaitMs) > 0) {
+      // A store that stops answering during the wait leaves the CONFLICT as it was: nothing runs.
+      reply = await this.waitForOutcome(request, options).catch((error: unknown) => {
+        if (error instanceof StoreUnavailableError) return reply;
+        throw error;
+      });
+      requestedAt = this.#requestedAt.get(reply);
+    }
     if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
-      return this.execute(request, reply, handler, options);
+      return this.#execute(request, reply, handler, options, requestedAt);
     }
     return this.settle<T>(reply);
+  }
+
+  /**
+   * After a CONFLICT: waits up to `conflictWaitMs` (this call's, else the runner's) for the holder's
+   * outcome (`IdempotencyStore.waitForOutcome`) and emits `outcome` for the reply it ends with: DUPLICATE,
+   * FAILED, PAYLOAD_MISMATCH, ACQUIRED/ACQUIRED_STALE (this caller now holds the claim: pass it to
+   * {@link Idempotency.execute}), or CONFLICT when the bound passes. For adapters that claimed with
+   * {@link Idempotency.claimMany}; {@link Idempotency.run} calls it by itself. With `reserve: true` (a
+   * batch, like `claimMany`'s default) a claim the wait ends with is a reservation: its attempt counts when
+   * `execute` starts it, and giving it back with {@link Idempotency.release} costs none.
+   * @throws {@link StoreUnavailableError} when the store does not answer.
+   */
+  async waitForOutcome(
+    request: RunRequest,
+    options: RunOptions & { readonly reserve?: boolean } = {},
+  ): Promise<ClaimReply> {
+    const claimOptions = { ...this.#claimOptions(request, options), reserve: options.reserve === true };
+    const timeoutMs = options.conflictWaitMs ?? this.options.conflictWaitMs;
+    const id: RecordId = { scope: request.scope, key: request.key };
+    let sentAt = performance.now();
+    const onClaim = () => {
+      sentAt = performance.now();
+    };
+    const reply = await this.#store('waitForOutcome', id, () =>
+      this.store.waitForOutcome(id, claimOptions, { timeoutMs, signal: options.signal, onClaim }),
+    );
+    // The lease of the claim the wait ended with counts from when that claim was sent.
+    this.#requestedAt.set(reply, sentAt);
+    this.#emitOutcome(request, reply);
+    return reply;
   }
 
   /**
@@ -131,6 +216,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link StoreUnavailableError} when the store does not answer (whatever `storeFailureMode`).
    */
   async claim(request: RunRequest, options: RunOptions = {}): Promise<ClaimReply> {
+    const requestedAt = performance.now();
+    const reply = await this.#claim(request, options);
+    this.#requestedAt.set(reply, requestedAt);
+    return reply;
+  }
+
+  /** {@link Idempotency.claim} without remembering when it was requested. */
+  async #claim(request: RunRequest, options: RunOptions): Promise<ClaimReply> {
     const claimOptions = this.#claimOptions(request, options);
     const reply = await this.#store('claim', request, () => this.store.claim(request, claimOptions));
     this.#emitOutcome(request, reply);
@@ -140,15 +233,30 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   /**
    * Claims many keys in one round trip (`IdempotencyStore.claimMany`), for batch consumers. Replies come
    * in request order; each then goes to {@link Idempotency.execute} or {@link Idempotency.settle}.
+   *
+   * By default the claims are reservations (`reserve: true`): no attempt counts until
+   * {@link Idempotency.execute} starts a handler (one `start` call per message, which also renews the
+   * lease). A batch that is interrupted (rebalance, shutdown) gives its unrun reservations back with
+   * {@link Idempotency.release}, and a crash before a handler starts leaves a reservation whose expired
+   * lease the next claim acquires as `ACQUIRED`: neither spends an attempt, so `maxAttempts` counts only
+   * handlers that ran (a message that crashes its consumer mid-handler still ends FAILED).
    * @throws {@link StoreUnavailableError} when the store does not answer.
    */
-  async claimMany(requests: readonly RunRequest[], options: RunOptions = {}): Promise<ClaimReply[]> {
+  async claimMany(
+    requests: readonly RunRequest[],
+    options: RunOptions & { readonly reserve?: boolean } = {},
+  ): Promise<ClaimReply[]> {
+    const reserve = options.reserve ?? true;
     const batch = requests.map((r) => ({
       id: { scope: r.scope, key: r.key },
-      options: this.#claimOptions(r, options),
+      options: { ...this.#claimOptions(r, options), reserve },
     }));
+    const requestedAt = performance.now();
     const replies = await this.#store('claimMany', undefined, () => this.store.claimMany(batch));
-    for (const [i, reply] of replies.entries()) this.#emitOutcome(requests[i]!, reply);
+    for (const [i, reply] of replies.entries()) {
+      this.#requestedAt.set(reply, requestedAt);
+      this.#emitOutcome(requests[i]!, reply);
+    }
     return replies;
   }
 
@@ -173,7 +281,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       case 'PAYLOAD_MISMATCH':
         return { outcome: 'PAYLOAD_MISMATCH', ...base, state: reply.state };
       case 'FAILED':
-        return { outcome: 'FAILED', ...base, error: reply.error };
+        return { outcome: 'FAILED', ...base, error: reply.error, deadLettered: reply.deadLettered };
       default:
         throw new InvalidOptionError(
           `settle() takes a reply whose handler must not run, got ${reply.outcome}`,
@@ -182,28 +290,117 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
+   * Gives back a claim whose handler will not run (an interrupted batch): the record is RELEASED for the
+   * next delivery. A reservation (`claimMany`) costs no attempt; a counted claim keeps its attempt.
+   * Resolves `false` when the claim was already lost (nothing changed).
+   * @throws {@link StoreUnavailableError} when the store does not answer.
+   */
+  async release(request: RecordId, claim: AcquiredReply): Promise<boolean> {
+    const id: RecordId = { scope: request.scope, key: request.key };
+    const reply = await this.#store('release', id, () =>
+      this.store.release(id, claim.fencingToken, { retentionMs: this.options.retentionMs }),
+    );
+    return reply.ok;
+  }
+
+  /**
+   * Records that an adapter dead-lettered a FAILED record (`IdempotencyStore.markDeadLettered`), so a
+   * redelivery of the key settles as FAILED with `deadLettered: true` and is not dead-lettered again.
+   * Call it after the dead-letter copy is durably sent. Resolves `true` when this call set the mark,
+   * `false` when it was set already or the record is no longer this FAILED record. A record FAILED only
+   * because its last lease lapsed may still be completed by that stalled holder after it was
+   * dead-lettered: it is then COMPLETED (the mark cleared) while the dead-letter queue holds its copy.
+   * @throws {@link StoreUnavailableError} when the store does not answer.
+   */
+  async markDeadLettered(request: RecordId, failed: { readonly fencingToken: number }): Promise<boolean> {
+    const id: RecordId = { scope: request.scope, key: request.key };
+    const reply = await this.#store('markDeadLettered', id, () =>
+      this.store.markDeadLettered(id, failed.fencingToken),
+    );
+    return reply.ok && reply.first;
+  }
+
+  /**
    * Runs the handler of a claim this worker holds, keeping the lease alive, and records how it ended
    * (complete, release or fail, each fenced by the claim's token). Never rejects because of the handler.
+   * A reservation (`started: false`, from {@link Idempotency.claimMany}) is started first (its attempt
+   * counts now); when it was lost before that, nothing runs and the result is `lease-lost` with
+   * `handlerStarted: false`.
+   * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
+   * the one extension of a claim whose lease ran out before this call (nothing ran, whatever
+   * `storeFailureMode`: the claim may still be held). An unanswered `start` costs no attempt unless Redis
+   * applied it and only its reply was lost; the lease then lapses and the next claim is ACQUIRED_STALE.
+   * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
+   * `AbortSignal`).
    */
-  async execute<T>(
+  execute<T>(
     request: RecordId,
     claim: AcquiredReply,
     handler: Handler<T>,
     options: RunOptions = {},
   ): Promise<ExecutionResult<T>> {
-    checkRunOverrides(options);
+    return this.#execute(request, claim, handler, options, this.#requestedAt.get(claim));
+  }
+
+  /** {@link Idempotency.execute}, given when the claim was requested (`undefined`: unknown, now). */
+  async #execute<T>(
+    request: RecordId,
+    claim: AcquiredReply,
+    handler: Handler<T>,
+    options: RunOptions,
+    requestedAt: number | undefined,
+  ): Promise<ExecutionResult<T>> {
+    checkHandler(handler);
+    checkRequest(request);
+    options = options ?? {};
+    checkRunOptions(options);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
-    const { fencingToken, attempt, outcome } = claim;
+    const { fencingToken, outcome } = claim;
+    let attempt = claim.attempt;
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
+    const renewal = { leaseMs, retentionMs: this.options.retentionMs };
+    const notRun = (during: 'start'): ExecutionResult<T> => {
+      this.#emit('leaseLost', { ...subject, fencingToken, during });
+      return {
+        outcome,
+        fencingToken,
+        attempt,
+        status: 'lease-lost',
+        handlerStarted: false,
+        handlerCompleted: false,
+        result: undefined,
+        error: undefined,
+      };
+    };
+    // The lease counts from when the claim was requested (the store's lease started no earlier), not
+    // from now: a claim that waited in a batch has less left.
+    let leaseEndsAt = (requestedAt ?? performance.now()) + (claim.leaseExpiresAtMs - claim.serverTimeMs);
+    if (claim.started === false) {
+      // A reservation (claimMany): its attempt counts now, and its lease is renewed from now.
+      const sentAt = performance.now();
+      const started = await this.#store('start', subject, () => this.store.start(id, fencingToken, renewal));
+      if (!started.ok) return notRun('start');
+      attempt = started.attempt;
+      leaseEndsAt = sentAt + (started.leaseExpiresAtMs - started.serverTimeMs);
+    } else if (performance.now() >= leaseEndsAt) {
+      // The claim's lease ran out before its handler started. One extension takes it back if nobody has
+      // claimed the key since (the token is still the record's); otherwise nothing runs.
+      const sentAt = performance.now();
+      const extended = await this.#store('extend', subject, () =>
+        this.store.extend(id, fencingToken, renewal),
+      );
+      if (!extended.ok) return notRun('start');
+      leaseEndsAt = sentAt + (extended.leaseExpiresAtMs - extended.serverTimeMs);
+    }
     const keeper = new LeaseKeeper(
       this.store,
       id,
       fencingToken,
       {
-        leaseMs,
-        retentionMs: this.options.retentionMs,
-        heartbeatIntervalMs: Math.min(this.options.heartbeatIntervalMs, Math.max(1, Math.floor(leaseMs / 3))),
+        ...renewal,
+        heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs),
+        leaseEndsAt,
       },
       {
         onExtended: options.onHeartbeat && ((r) => this.#onHeartbeat(options, r, subject)),
@@ -214,12 +411,43 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const started = performance.now();
     keeper.start();
     let value: T | undefined;
-    let thrown: { error: unknown } | undefined;
+    // `byRunner`: an error this runner made (result too large, handler timeout); never `instanceof` on a
+    // thrown value: a revoked Proxy throws on it.
+    let thrown: { error: unknown; byRunner?: 'result-too-large' | 'timeout' } | undefined;
+    const handlerTimeoutMs = options.handlerTimeoutMs ?? this.options.handlerTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut: HandlerTimeoutError | undefined;
     try {
-      value = await handler({ ...id, fencingToken, attempt, outcome, signal: keeper.signal });
+      const running = (async () =>
+        handler({
+          scope: id.scope,
+          key: id.key,
+          fencingToken,
+          attempt,
+          outcome,
+          // A getter: the keeper creates its AbortController only for handlers that use the signal.
+          get signal() {
+            return keeper.signal;
+          },
+        }))();
+      value = await (handlerTimeoutMs > 0
+        ? Promise.race([
+            running,
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(() => {
+                timedOut = new HandlerTimeoutError(
+                  `The handler of ${id.scope}/${id.key} ran longer than handlerTimeoutMs (${handlerTimeoutMs} ms)`,
+                );
+                keeper.abort(timedOut);
+                reject(timedOut);
+              }, handlerTimeoutMs);
+            }),
+          ])
+        : running);
     } catch (error) {
-      thrown = { error };
+      thrown = { error, byRunner: timedOut !== undefined && error === timedOut ? 'timeout' : undefined };
     } finally {
+      clearTimeout(timer);
       await keeper.stop();
     }
     const durationMs = performance.now() - started;
@@ -233,6 +461,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         encoded = { kind: 'too-large', bytes: Number.NaN };
         thrown = {
           error: new ResultTooLargeError('The handler result cannot be serialized as JSON', { cause: error }),
+          byRunner: 'result-too-large',
         };
       }
       if (encoded.kind === 'too-large' && !thrown) {
@@ -244,6 +473,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           });
         } else {
           thrown = {
+            byRunner: 'result-too-large',
             error: new ResultTooLargeError(
               `The handler result is ${encoded.bytes} bytes encoded; maxResultBytes is ${this.options.maxResultBytes}`,
             ),
@@ -257,30 +487,49 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         );
         if (write === 'lost') {
           this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-          return { ...base, status: 'lease-lost', handlerCompleted: true, result: value, error: undefined };
+          return {
+            ...base,
+            status: 'lease-lost',
+            handlerStarted: true,
+            handlerCompleted: true,
+            result: value,
+            error: undefined,
+          };
         }
         const recorded = write === 'ok';
-        this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
+        if (this.listenerCount('completed') > 0) {
+          this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
+        }
         return { ...base, status: 'completed', result: value as T, recorded };
       }
     }
 
     const error = thrown.error;
     const reason =
-      error instanceof ResultTooLargeError
+      thrown.byRunner === 'result-too-large'
         ? 'result-too-large'
-        : !this.options.isRetryable(error)
+        : thrown.byRunner !== 'timeout' && !this.options.isRetryable(error)
           ? 'non-retryable'
           : attempt >= (options.maxAttempts ?? this.options.maxAttempts)
             ? 'attempts-exhausted'
             : undefined;
     if (reason === undefined) {
+      // A handler past handlerTimeoutMs may still be running: the release says so, and the next claim
+      // is ACQUIRED_STALE (its handler sees that the earlier attempt may be partial or still running).
+      const abandoned = thrown.byRunner === 'timeout';
       const write = await this.#write('release', subject, fencingToken, () =>
-        this.store.release(id, fencingToken, { retentionMs: this.options.retentionMs }),
+        this.store.release(id, fencingToken, { retentionMs: this.options.retentionMs, abandoned }),
       );
       if (write === 'lost') {
         this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-        return { ...base, status: 'lease-lost', handlerCompleted: false, result: undefined, error };
+        return {
+          ...base,
+          status: 'lease-lost',
+          handlerStarted: true,
+          handlerCompleted: false,
+          result: undefined,
+          error,
+        };
       }
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
       return { ...base, status: 'released', error, recorded: write === 'ok' };
@@ -296,6 +545,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       return {
         ...base,
         status: 'lease-lost',
+        handlerStarted: true,
         handlerCompleted: reason === 'result-too-large',
         result: undefined,
         error,
@@ -305,11 +555,16 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     return { ...base, status: 'failed', error, reason, recorded: write === 'ok' };
   }
 
-  #claimOptions(request: RunRequest, options: RunOptions): ClaimOptions {
-    checkRunOverrides(options);
+  #claimOptions(request: RunRequest, options: RunOptions | undefined): ClaimOptions {
+    checkRequest(request);
+    options = options ?? {};
+    checkRunOptions(options);
     const fp =
-      request.fingerprint ??
-      (request.payload === undefined ? undefined : computeFingerprint(request.payload));
+      request.fingerprint !== undefined
+        ? checkFingerprint(request.fingerprint)
+        : request.payload === undefined
+          ? undefined
+          : computeFingerprint(request.payload);
     return {
       leaseMs: options.leaseMs ?? this.options.leaseMs,
       retentionMs: this.options.retentionMs,
@@ -364,16 +619,27 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     call: () => Promise<WriteReply>,
   ): Promise<'ok' | 'lost' | 'unrecorded'> {
     try {
-      const reply = await backOff(() => this.#store(operation, subject, call), {
-        numOfAttempts: this.options.writeAttempts,
-        startingDelay: 100,
-        maxDelay: 2000,
-        jitter: 'full',
-        retry: (error) => error instanceof StoreUnavailableError,
-      });
+      // The first try runs outside backOff: exponential-backoff builds its options and a promise chain per
+      // call, which showed in the profile of every message (bench/README.md); retries still go through it.
+      let reply: WriteReply;
+      try {
+        reply = await this.#store(operation, subject, call);
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || this.options.writeAttempts <= 1) throw error;
+        reply = await backOff(() => this.#store(operation, subject, call), {
+          numOfAttempts: this.options.writeAttempts - 1,
+          startingDelay: 100,
+          maxDelay: 2000,
+          jitter: 'full',
+          delayFirstAttempt: true,
+          retry: (e) => e instanceof StoreUnavailableError,
+        });
+      }
       if (reply.ok) return 'ok';
       // A try that timed out on our side may still have been applied by the store; the retry then finds
-      // the record already in the target state under our own token (only this claim holds that token).
+      // the record already in the target state under our own token. Sound because tokens never repeat
+      // for a key, even after the record was lost (lua/claim.lua): only this claim ever held this token,
+      // so only our own earlier try can have written it.
       return reply.currentFencingToken === fencingToken && reply.state === WRITE_TARGET[operation]
         ? 'ok'
         : 'lost';
@@ -399,6 +665,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   #emitOutcome(request: RecordId, reply: ClaimReply): void {
+    if (this.listenerCount('outcome') === 0) return; // before building the payload: once per claim
     this.#emit('outcome', {
       scope: request.scope,
       key: request.key,
@@ -422,12 +689,54 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 /** The state each fenced write leaves the record in. */
 const WRITE_TARGET = { complete: 'COMPLETED', release: 'RELEASED', fail: 'FAILED' } as const;
 
-/** A short description of a handler error for the FAILED record: `Name: message`, at most 1000 chars. */
+/**
+ * A short description of a handler error for the FAILED record: `Name [code]: message`, at most 1000
+ * characters. Never throws, whatever was thrown: `null`, a string, an object whose getters throw or whose
+ * message cannot be converted, a revoked Proxy.
+ */
 export function describeError(error: unknown): string {
-  const e = error as { name?: unknown; message?: unknown; code?: unknown } | null;
-  const text =
-    e && typeof e === 'object'
-      ? `${String(e.name ?? 'Error')}${e.code ? ` [${String(e.code)}]` : ''}: ${String(e.message ?? '')}`
-      : String(error);
+  let text: string;
+  try {
+    if (error !== null && (typeof error === 'object' || typeof error === 'function')) {
+      const e = error as { name?: unknown; message?: unknown; code?: unknown };
+      const name = safeString(() => e.name, 'Error');
+      const code = safeString(() => e.code, '');
+      const message = safeString(() => e.message, '');
+      text = `${name}${code ? ` [${code}]` : ''}: ${message}`;
+    } else {
+      text = typeof error === 'symbol' ? error.toString() : String(error);
+    }
+  } catch {
+    text = 'an unprintable thrown value';
+  }
   return text.slice(0, 1000);
+}
+
+/** `String(read())`, or `fallback` when reading or converting throws or gives nothing. */
+function safeString(read: () => unknown, fallback: string): string {
+  try {
+    const value = read();
+    if (value === undefined || value === null || value === '') return fallback;
+    return typeof value === 'symbol' ? value.toString() : String(value);
+  } catch {
+    return fallback || '(unprintable)';
+  }
+}
+
+/** @throws {@link InvalidOptionError} when the handler is not a function (before the store is touched). */
+function checkHandler(handler: unknown): void {
+  if (typeof handler !== 'function') {
+    throw new InvalidOptionError(
+      `The handler must be a function, got ${handler === null ? 'null' : typeof handler}`,
+    );
+  }
+}
+
+/** @throws {@link InvalidKeyError} when the request is not an object (its scope and key are checked by the store). */
+function checkRequest(request: unknown): void {
+  if (request === null || typeof request !== 'object') {
+    throw new InvalidKeyError(
+      `A request must be an object { scope, key }, got ${request === null ? 'null' : typeof request}`,
+    );
+  }
 }

@@ -8,6 +8,11 @@ export interface LeaseKeeperTimings {
   readonly leaseMs: number;
   readonly retentionMs: number;
   readonly heartbeatIntervalMs: number;
+  /**
+   * When the claim's current lease ends by the local monotonic clock (`performance.now()`), counted from
+   * when the claim (or its last renewal) was sent. @defaultValue now + `leaseMs`
+   */
+  readonly leaseEndsAt?: number;
 }
 
 /** What a {@link LeaseKeeper} reports. */
@@ -25,10 +30,13 @@ export interface LeaseKeeperCallbacks {
  * fencing token (lua/extend.lua). Aborts {@link LeaseKeeper.signal} when the store refuses the token, or
  * when no extension has succeeded for a whole lease by the local monotonic clock (the store may then have
  * let the lease expire); a timer watches that deadline, so an extension that hangs until its command
- * timeout does not delay the abort. One extension is in flight at a time.
+ * timeout does not delay the abort. One extension is in flight at a time. The `AbortController` is created
+ * only when someone reads `signal`.
  */
 export class LeaseKeeper {
-  readonly #controller = new AbortController();
+  #controller: AbortController | undefined;
+  /** Why the signal aborted (the claim was lost, or the handler ran out of time), once it did. */
+  #reason: Error | undefined;
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
@@ -42,18 +50,33 @@ export class LeaseKeeper {
     private readonly timings: LeaseKeeperTimings,
     private readonly callbacks: LeaseKeeperCallbacks,
   ) {
-    this.#localDeadline = performance.now() + timings.leaseMs;
+    this.#localDeadline = timings.leaseEndsAt ?? performance.now() + timings.leaseMs;
   }
 
-  /** Aborts with a `LeaseLostError` when the claim is lost. */
+  /** Aborts with a `LeaseLostError` when the claim is lost (created on first read). */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#reason) this.#controller.abort(this.#reason);
+    }
     return this.#controller.signal;
   }
 
-  /** Starts the heartbeat. */
+  /**
+   * Starts the heartbeat; the first beat comes early enough for what is left of the claim's lease. The
+   * deadline timer is armed with the first beat, which is due before the deadline (at most half of what is
+   * left): a short handler costs one timer.
+   */
   start(): void {
-    this.#schedule();
-    this.#armDeadline();
+    const left = this.#localDeadline - performance.now();
+    this.#schedule(Math.min(this.timings.heartbeatIntervalMs, Math.max(1, Math.floor(left / 2))));
+  }
+
+  /** Aborts the signal with `reason` (the handler ran out of time); the heartbeat stops with {@link stop}. */
+  abort(reason: Error): void {
+    if (this.#reason) return;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
   }
 
   /** Stops the heartbeat and waits for an extension in flight. */
@@ -67,7 +90,7 @@ export class LeaseKeeper {
   /** (Re)arms the timer that aborts the signal when the local deadline passes without an extension. */
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
-    if (this.#stopped || this.#controller.signal.aborted) return;
+    if (this.#stopped || this.#reason) return;
     const delay = Math.max(0, this.#localDeadline - performance.now());
     this.#deadlineTimer = setTimeout(() => {
       if (this.#stopped) return;
@@ -77,18 +100,19 @@ export class LeaseKeeper {
     this.#deadlineTimer.unref();
   }
 
-  #schedule(): void {
-    if (this.#stopped || this.#controller.signal.aborted) return;
+  #schedule(delayMs = this.timings.heartbeatIntervalMs): void {
+    if (this.#stopped || this.#reason) return;
     this.#timer = setTimeout(() => {
       this.#inFlight = this.#beat().finally(() => {
         this.#inFlight = undefined;
         this.#schedule();
       });
-    }, this.timings.heartbeatIntervalMs);
+    }, delayMs);
     this.#timer.unref();
   }
 
   async #beat(): Promise<void> {
+    if (this.#deadlineTimer === undefined) this.#armDeadline();
     const sentAt = performance.now();
     try {
       const reply = await this.store.extend(this.id, this.fencingToken, {
@@ -108,13 +132,14 @@ export class LeaseKeeper {
   }
 
   #lose(during: 'heartbeat' | 'local-deadline'): void {
-    if (this.#controller.signal.aborted) return;
+    if (this.#reason) return;
     const why =
       during === 'heartbeat'
         ? 'the store refused the fencing token'
         : 'no heartbeat reached the store for a whole lease';
     clearTimeout(this.#deadlineTimer);
-    this.#controller.abort(new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`));
+    this.#reason = new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`);
+    this.#controller?.abort(this.#reason);
     this.callbacks.onLost(during);
   }
 }

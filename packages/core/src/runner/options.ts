@@ -1,9 +1,12 @@
 import { InvalidOptionError, isIdempotencyError } from '../errors';
+import { heartbeatIntervalFor } from '../kit/heartbeat';
+import { checkNonNegativeInteger, checkOneOf, checkPositiveInteger } from '../kit/option-checks';
+import { checkRunOverrides, type RunOverrides } from '../kit/run-overrides';
 import type { ResultOptions } from './result-codec';
 
 /**
  * Options of an {@link Idempotency} runner. Every field has a default; see each `@defaultValue`.
- * Sources: DESIGN.md ("The record and its states", "Outcome → broker action").
+ * Sources: docs/design.md (#the-record-and-its-states, #outcome-to-broker-action).
  */
 export interface IdempotencyOptions extends ResultOptions {
   /**
@@ -22,7 +25,10 @@ export interface IdempotencyOptions extends ResultOptions {
   retentionMs?: number;
   /**
    * Most attempts per idempotency key; the attempt that reaches it records FAILED instead of releasing.
-   * A worker that dies mid-handler uses an attempt too. @defaultValue 5
+   * A worker that dies mid-handler uses an attempt too; a reservation (`claimMany`) whose handler never
+   * started does not. An attempt counts when the store applies the claim (or `start`): a claim whose reply
+   * was lost to the store's `commandTimeoutMs` used one without running the handler (see
+   * `RedisIdempotencyStoreOptions.commandTimeoutMs`). @defaultValue 5
    */
   maxAttempts?: number;
   /**
@@ -41,10 +47,42 @@ export interface IdempotencyOptions extends ResultOptions {
    * unavailable, with exponential backoff from 100 ms up to 2 s between tries. @defaultValue 8
    */
   writeAttempts?: number;
+  /**
+   * How long `run` waits for the holder's outcome when it meets CONFLICT, in milliseconds
+   * (`IdempotencyStore.waitForOutcome`): the holder's complete answers DUPLICATE with its stored result
+   * within a few milliseconds, its failure FAILED, its release (or a lapsed lease) lets this call claim
+   * and run; CONFLICT comes back only when the bound passes. 0 answers CONFLICT at once. Adds nothing to
+   * the path without conflicts. @defaultValue 0
+   */
+  conflictWaitMs?: number;
+  /**
+   * Longest a handler may run, in milliseconds; 0: no limit. When it is exceeded the handler's `signal`
+   * aborts with a `HandlerTimeoutError` and the claim is released at once (retryable; FAILED with
+   * `attempts-exhausted` at the last attempt), without waiting for the handler to return: a handler that
+   * ignores its signal may still finish its side effect after that. The release is marked abandoned, so
+   * the next claim of the key is `ACQUIRED_STALE` (its handler learns that the earlier attempt may be
+   * partial or still running), never `ACQUIRED`. @defaultValue 0
+   */
+  handlerTimeoutMs?: number;
 }
 
 /** {@link IdempotencyOptions} with every default applied. */
 export type ResolvedIdempotencyOptions = Required<IdempotencyOptions>;
+
+/**
+ * A user's `isRetryable` made safe to call from any decision: a predicate that throws, or answers anything
+ * but `false`, counts the error as retryable (a bug in the predicate must not stop the decision that
+ * needs it). The resolved options hold this version, so the runner and every adapter use the same one.
+ */
+function safeIsRetryable(isRetryable: (error: unknown) => boolean): (error: unknown) => boolean {
+  return (error) => {
+    try {
+      return isRetryable(error) !== false;
+    } catch {
+      return true;
+    }
+  };
+}
 
 /** The default of {@link IdempotencyOptions.isRetryable}. */
 export function defaultIsRetryable(error: unknown): boolean {
@@ -52,16 +90,10 @@ export function defaultIsRetryable(error: unknown): boolean {
   return (error as { retryable?: unknown } | null)?.retryable !== false;
 }
 
-function check(name: string, value: number, min: number, integer = true): number {
-  if (
-    typeof value !== 'number' ||
-    Number.isNaN(value) ||
-    value < min ||
-    (integer && !Number.isSafeInteger(value))
-  ) {
-    throw new InvalidOptionError(
-      `${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got ${value}`,
-    );
+/** A number >= 0, fractions and `Infinity` allowed (`compressAboveBytes: Infinity` never compresses). */
+function checkAtLeastZero(name: string, value: number): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
+    throw new InvalidOptionError(`${name} must be a number >= 0, got ${String(value)}`);
   }
   return value;
 }
@@ -71,47 +103,55 @@ function check(name: string, value: number, min: number, integer = true): number
  * @throws {@link InvalidOptionError} when an option is out of range.
  */
 export function resolveOptions(options: IdempotencyOptions = {}): ResolvedIdempotencyOptions {
-  const leaseMs = check('leaseMs', options.leaseMs ?? 30_000, 1);
+  const leaseMs = checkPositiveInteger('leaseMs', options.leaseMs, 30_000);
   const resolved: ResolvedIdempotencyOptions = {
     leaseMs,
-    heartbeatIntervalMs: check(
+    heartbeatIntervalMs: checkPositiveInteger(
       'heartbeatIntervalMs',
-      options.heartbeatIntervalMs ?? Math.max(1, Math.floor(leaseMs / 3)),
-      1,
+      options.heartbeatIntervalMs,
+      heartbeatIntervalFor(leaseMs),
     ),
-    retentionMs: check('retentionMs', options.retentionMs ?? 86_400_000, 1),
-    maxAttempts: check('maxAttempts', options.maxAttempts ?? 5, 1),
-    isRetryable: options.isRetryable ?? defaultIsRetryable,
-    storeFailureMode: options.storeFailureMode ?? 'closed',
-    writeAttempts: check('writeAttempts', options.writeAttempts ?? 8, 1),
-    maxResultBytes: check('maxResultBytes', options.maxResultBytes ?? 65_536, 1),
-    onResultTooLarge: options.onResultTooLarge ?? 'omit',
-    compressAboveBytes: check('compressAboveBytes', options.compressAboveBytes ?? 1024, 0, false),
+    retentionMs: checkPositiveInteger('retentionMs', options.retentionMs, 86_400_000),
+    maxAttempts: checkPositiveInteger('maxAttempts', options.maxAttempts, 5),
+    isRetryable: safeIsRetryable(options.isRetryable ?? defaultIsRetryable),
+    storeFailureMode: checkOneOf('storeFailureMode', options.storeFailureMode, ['closed', 'open'], 'closed'),
+    writeAttempts: checkPositiveInteger('writeAttempts', options.writeAttempts, 8),
+    conflictWaitMs: checkNonNegativeInteger('conflictWaitMs', options.conflictWaitMs, 0),
+    handlerTimeoutMs: checkNonNegativeInteger('handlerTimeoutMs', options.handlerTimeoutMs, 0),
+    maxResultBytes: checkPositiveInteger('maxResultBytes', options.maxResultBytes, 65_536),
+    onResultTooLarge: checkOneOf('onResultTooLarge', options.onResultTooLarge, ['omit', 'fail'], 'omit'),
+    compressAboveBytes: checkAtLeastZero('compressAboveBytes', options.compressAboveBytes ?? 1024),
   };
   if (resolved.heartbeatIntervalMs >= leaseMs) {
     throw new InvalidOptionError(
       `heartbeatIntervalMs (${resolved.heartbeatIntervalMs}) must be below leaseMs (${leaseMs})`,
     );
   }
-  if (resolved.storeFailureMode !== 'closed' && resolved.storeFailureMode !== 'open') {
-    throw new InvalidOptionError(
-      `storeFailureMode must be 'closed' or 'open', got ${String(resolved.storeFailureMode)}`,
-    );
-  }
-  if (resolved.onResultTooLarge !== 'omit' && resolved.onResultTooLarge !== 'fail') {
-    throw new InvalidOptionError(
-      `onResultTooLarge must be 'omit' or 'fail', got ${String(resolved.onResultTooLarge)}`,
-    );
-  }
   return resolved;
 }
 
 /**
- * Checks the per-call overrides of `run`, `claim`, `claimMany` and `execute` (`RunOptions`) with the same
- * ranges as the runner's options: `leaseMs` and `maxAttempts` are integers >= 1 when given.
- * @throws {@link InvalidOptionError} when an override is out of range.
+ * Checks the per-call options of `run`, `claim`, `claimMany` and `execute` (`RunOptions`): the overrides
+ * with the runner's own ranges (the kit's `checkRunOverrides`), and `signal` an `AbortSignal`, when given.
+ * @throws {@link InvalidOptionError} when an option is out of range.
  */
-export function checkRunOverrides(options: { leaseMs?: number; maxAttempts?: number }): void {
-  if (options.leaseMs !== undefined) check('leaseMs', options.leaseMs, 1);
-  if (options.maxAttempts !== undefined) check('maxAttempts', options.maxAttempts, 1);
+export function checkRunOptions(options: RunOverrides & { signal?: unknown }): void {
+  if (options.signal !== undefined && !isAbortSignal(options.signal)) {
+    throw new InvalidOptionError(
+      `signal must be an AbortSignal, got ${options.signal === null ? 'null' : typeof options.signal}`,
+    );
+  }
+  checkRunOverrides(options);
+}
+
+/** An `AbortSignal`, also one from another realm (checked by shape, not `instanceof`). */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const v = value as Partial<AbortSignal> | null;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.aborted === 'boolean' &&
+    typeof v.addEventListener === 'function' &&
+    typeof v.removeEventListener === 'function'
+  );
 }

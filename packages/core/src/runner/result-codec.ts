@@ -1,7 +1,7 @@
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { UnexpectedReplyError } from '../errors';
 
-/** How handler results are stored (DESIGN.md, "Result"). */
+/** How handler results are stored (docs/design.md#the-record-and-its-states). */
 export interface ResultOptions {
   /**
    * Largest stored result, in bytes after encoding (and compression). @defaultValue 65536
@@ -37,12 +37,17 @@ export function encodeResult(value: unknown, options: Required<ResultOptions>): 
   const json = JSON.stringify(value);
   if (json === undefined) return { kind: 'none' }; // functions and symbols serialize to nothing
   let encoded = `j${json}`;
-  if (Buffer.byteLength(json) > options.compressAboveBytes) {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength (a per-message
+  // cost in the profile, bench/README.md); the limits themselves are unchanged.
+  if (json.length * 3 > options.compressAboveBytes && Buffer.byteLength(json) > options.compressAboveBytes) {
     const z = `z${deflateRawSync(json).toString('base64')}`;
-    if (z.length < encoded.length) encoded = z;
+    // Compare bytes (what the store keeps and maxResultBytes counts), not UTF-16 lengths: base64 is ASCII.
+    if (z.length < Buffer.byteLength(encoded)) encoded = z;
   }
-  const bytes = Buffer.byteLength(encoded);
-  if (bytes > options.maxResultBytes) return { kind: 'too-large', bytes };
+  if (encoded.length * 3 > options.maxResultBytes) {
+    const bytes = Buffer.byteLength(encoded);
+    if (bytes > options.maxResultBytes) return { kind: 'too-large', bytes };
+  }
   return { kind: 'stored', value: encoded };
 }
 

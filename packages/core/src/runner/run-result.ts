@@ -40,10 +40,13 @@ export interface FailedResult extends Executed {
 
 /**
  * The claim was lost while the handler ran (the lease expired and another worker claimed the key, or the
- * record vanished). Nothing was written. `handlerCompleted` tells whether the handler returned.
+ * record vanished), or before it started (a reservation lost before `start`: `handlerStarted` false).
+ * Nothing was written. `handlerCompleted` tells whether the handler returned.
  */
 export interface LeaseLostResult<T> extends Executed {
   readonly status: 'lease-lost';
+  /** False when a reserved claim was lost before its handler started: nothing ran. */
+  readonly handlerStarted: boolean;
   readonly handlerCompleted: boolean;
   readonly result: T | undefined;
   readonly error: unknown;
@@ -86,6 +89,11 @@ export interface FailedRecordResult {
   readonly outcome: 'FAILED';
   /** The error recorded when it failed. */
   readonly error: string;
+  /**
+   * `true` once an adapter marked the record dead-lettered (`Idempotency.markDeadLettered`): settle this
+   * delivery without sending another dead-letter copy.
+   */
+  readonly deadLettered: boolean;
   readonly fencingToken: number;
   readonly attempt: number;
 }

@@ -1,8 +1,16 @@
 import { UnexpectedReplyError } from '../errors';
-import type { ClaimReply, ExtendReply, LeaseLostReply, RecordState, WriteReply } from './idempotency-store';
+import type {
+  ClaimReply,
+  ExtendReply,
+  LeaseLostReply,
+  MarkDeadLetteredReply,
+  RecordState,
+  StartReply,
+  WriteReply,
+} from './idempotency-store';
 
 /**
- * The one place where raw script replies become typed replies (DESIGN.md, "Lua scripts"). Every function
+ * The one place where raw script replies become typed replies (docs/design.md#the-lua-contract). Every function
  * rejects a shape it does not know with {@link UnexpectedReplyError}, so version skew between the scripts
  * and this code never passes silently.
  */
@@ -45,6 +53,12 @@ function str(script: string, reply: unknown, value: unknown): string {
   return fail(script, reply);
 }
 
+function flag(script: string, reply: unknown, value: unknown): boolean {
+  const n = int(script, reply, value);
+  if (n !== 0 && n !== 1) fail(script, reply);
+  return n === 1;
+}
+
 function asArray(script: string, reply: unknown, length: number): unknown[] {
   if (!Array.isArray(reply) || reply.length !== length) fail(script, reply);
   return reply;
@@ -57,24 +71,23 @@ export function decodeClaimReply(reply: unknown): ClaimReply {
   switch (head) {
     case 'ACQUIRED':
     case 'ACQUIRED_STALE': {
-      const r = asArray(s, reply, 5);
+      const r = asArray(s, reply, 6);
       return {
         outcome: head,
         fencingToken: int(s, reply, r[1]),
         attempt: int(s, reply, r[2]),
         leaseExpiresAtMs: int(s, reply, r[3]),
         serverTimeMs: int(s, reply, r[4]),
+        started: flag(s, reply, r[5]),
       };
     }
     case 'DUPLICATE': {
       const r = asArray(s, reply, 6);
-      const hasResult = int(s, reply, r[3]);
-      if (hasResult !== 0 && hasResult !== 1) fail(s, reply);
       return {
         outcome: 'DUPLICATE',
         fencingToken: int(s, reply, r[1]),
         attempt: int(s, reply, r[2]),
-        result: hasResult === 1 ? str(s, reply, r[4]) : undefined,
+        result: flag(s, reply, r[3]) ? str(s, reply, r[4]) : undefined,
         completedAtMs: int(s, reply, r[5]),
       };
     }
@@ -97,12 +110,13 @@ export function decodeClaimReply(reply: unknown): ClaimReply {
       };
     }
     case 'FAILED': {
-      const r = asArray(s, reply, 4);
+      const r = asArray(s, reply, 5);
       return {
         outcome: 'FAILED',
         fencingToken: int(s, reply, r[1]),
         attempt: int(s, reply, r[2]),
         error: str(s, reply, r[3]),
+        deadLettered: flag(s, reply, r[4]),
       };
     }
     default:
@@ -145,4 +159,31 @@ export function decodeExtendReply(reply: unknown): ExtendReply {
   }
   if (head === 'LEASE_LOST') return decodeLeaseLost('extend', reply);
   return fail('extend', reply);
+}
+
+/** Decodes a reply of `lua/start.lua`. */
+export function decodeStartReply(reply: unknown): StartReply {
+  const head = Array.isArray(reply) ? reply[0] : undefined;
+  if (head === 'OK') {
+    const r = asArray('start', reply, 4);
+    return {
+      ok: true,
+      attempt: int('start', reply, r[1]),
+      leaseExpiresAtMs: int('start', reply, r[2]),
+      serverTimeMs: int('start', reply, r[3]),
+    };
+  }
+  if (head === 'LEASE_LOST') return decodeLeaseLost('start', reply);
+  return fail('start', reply);
+}
+
+/** Decodes a reply of `lua/mark-dead-lettered.lua`. */
+export function decodeMarkDeadLetteredReply(reply: unknown): MarkDeadLetteredReply {
+  const head = Array.isArray(reply) ? reply[0] : undefined;
+  if (head === 'OK') {
+    const r = asArray('mark-dead-lettered', reply, 2);
+    return { ok: true, first: flag('mark-dead-lettered', reply, r[1]) };
+  }
+  if (head === 'LEASE_LOST') return decodeLeaseLost('mark-dead-lettered', reply);
+  return fail('mark-dead-lettered', reply);
 }

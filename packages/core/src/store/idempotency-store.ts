@@ -1,7 +1,7 @@
 import type { RecordId } from '../keys';
 
 /**
- * State of a record (DESIGN.md, "The record and its states"). A record that does not exist has no state.
+ * State of a record (docs/design.md#the-record-and-its-states). A record that does not exist has no state.
  * - `IN_PROGRESS`: claimed; the holder of the current fencing token runs the operation under a lease.
  * - `COMPLETED`: done; the result (if any) is replayed to duplicates until the retention lapses.
  * - `RELEASED`: the holder gave the claim back after a retryable failure; the next claim acquires it.
@@ -9,7 +9,7 @@ import type { RecordId } from '../keys';
  */
 export type RecordState = 'IN_PROGRESS' | 'COMPLETED' | 'RELEASED' | 'FAILED';
 
-/** Every outcome a claim can return (DESIGN.md, "Vocabulary"). */
+/** Every outcome a claim can return (docs/design.md#vocabulary). */
 export type ClaimOutcome =
   | 'ACQUIRED'
   | 'ACQUIRED_STALE'
@@ -34,20 +34,40 @@ export interface ClaimOptions {
    * returns `FAILED`. 0 or omitted: unlimited.
    */
   readonly maxAttempts?: number;
+  /**
+   * Reserve the key without counting an attempt (for batch consumers that claim a whole batch before
+   * running any handler): the reply's `started` is `false`, and the attempt counts only when
+   * {@link IdempotencyStore.start} reports that the handler starts. A reservation whose holder crashes
+   * before `start`, or that is given back with `release`, costs no attempt, and a later claim of its
+   * expired lease is `ACQUIRED` (nothing of it can be partial), not `ACQUIRED_STALE`.
+   * @defaultValue `false` (the claim counts its attempt at once)
+   */
+  readonly reserve?: boolean;
 }
 
 /** The claim succeeded: the caller holds the key until `leaseExpiresAtMs` and must present `fencingToken`. */
 export interface AcquiredReply {
-  /** `ACQUIRED_STALE` when a previous holder's lease had expired (it crashed or stalled). */
+  /**
+   * `ACQUIRED_STALE` when a previous holder's lease had expired (it crashed or stalled) or its handler was
+   * abandoned (`release` with `abandoned: true`): that attempt may be partial or still running.
+   */
   readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE';
-  /** Grows by one with every successful claim of the key; every later write must present it. */
+  /**
+   * Greater than every token issued before for this key, also across the loss of the record (see
+   * {@link FencingToken}); every later write must present it.
+   */
   readonly fencingToken: number;
-  /** 1 for the first claim of the key; survives release. */
+  /**
+   * The attempt the handler runs as: 1 for the first; survives release. For a reservation
+   * (`reserve: true`) it is not counted yet; {@link IdempotencyStore.start} counts it.
+   */
   readonly attempt: number;
   /** When the lease ends, in ms since the epoch on the store's clock. */
   readonly leaseExpiresAtMs: number;
   /** The store's clock when the claim was made, in ms since the epoch. */
   readonly serverTimeMs: number;
+  /** `true` when the attempt was counted by the claim; `false` for a reservation (`reserve: true`). */
+  readonly started: boolean;
 }
 
 /** The operation already completed; its stored result is replayed. */
@@ -86,6 +106,11 @@ export interface FailedReply {
   readonly attempt: number;
   /** The error recorded by `fail`, or the store's `ATTEMPTS_EXHAUSTED: …` text. */
   readonly error: string;
+  /**
+   * `true` once an adapter reported this record dead-lettered ({@link IdempotencyStore.markDeadLettered}):
+   * a redelivery of the key is then settled without another dead-letter copy.
+   */
+  readonly deadLettered: boolean;
 }
 
 /** What a claim returns: one reply per outcome. */
@@ -109,6 +134,56 @@ export type ExtendReply =
   | { readonly ok: true; readonly leaseExpiresAtMs: number; readonly serverTimeMs: number }
   | LeaseLostReply;
 
+/** Reply of `start`: the handler of the claim runs as `attempt`, under a lease renewed from now. */
+export type StartReply =
+  | {
+      readonly ok: true;
+      /** The counted attempt the handler runs as. */
+      readonly attempt: number;
+      readonly leaseExpiresAtMs: number;
+      readonly serverTimeMs: number;
+    }
+  | LeaseLostReply;
+
+/** Reply of `markDeadLettered`: `first` is `false` when the record was already marked. */
+export type MarkDeadLetteredReply = { readonly ok: true; readonly first: boolean } | LeaseLostReply;
+
+/**
+ * A fencing token: `max(previous token + 1, store clock in microseconds since the epoch)` at each claim.
+ * It therefore grows with every claim of a key and never repeats, even after the record is lost (deleted,
+ * expired, evicted, a Redis restart without persistence), as long as the store's clock does not go back.
+ * What remains: a server clock set back, or a failover to a Redis whose clock is behind the old one's,
+ * can issue a token lower than one issued before. About 1.8e15 today: an exact JS integer (below 2^53)
+ * until the year 2255.
+ */
+export type FencingToken = number;
+
+/** Options of {@link IdempotencyStore.release}. */
+export interface ReleaseOptions {
+  /** TTL of the released record, in milliseconds (its attempt count is forgotten after it). Integer > 0. */
+  readonly retentionMs: number;
+  /**
+   * The holder gives up on a handler that may still be running (it exceeded `handlerTimeoutMs`): the
+   * next claim reports `ACQUIRED_STALE` (the earlier attempt may be partial or still running), until a
+   * handler starts again. @defaultValue `false`
+   */
+  readonly abandoned?: boolean;
+}
+
+/** Options of {@link IdempotencyStore.waitForOutcome}. */
+export interface OutcomeWaitOptions {
+  /** The bound: how long to wait for the holder's outcome, in milliseconds. Integer >= 0. */
+  readonly timeoutMs: number;
+  /** Ends the wait early (the last CONFLICT reply is returned). */
+  readonly signal?: AbortSignal;
+  /**
+   * Called right before each claim of the wait is sent, so a caller can count the lease of the claim the
+   * wait ends with from when it was requested (its lease started no earlier), not from when the reply
+   * arrived.
+   */
+  readonly onClaim?: () => void;
+}
+
 /** A record as read by {@link IdempotencyStore.get}, for inspection and tests. */
 export interface IdempotencyRecord {
   readonly state: RecordState;
@@ -122,9 +197,21 @@ export interface IdempotencyRecord {
   readonly result: string | undefined;
   /** Recorded error; only when FAILED. */
   readonly error: string | undefined;
-  /** First claim, on the store's clock (ms since the epoch). */
+  /** IN_PROGRESS under a reservation (`reserve: true`) whose handler has not started. */
+  readonly reserved: boolean;
+  /** FAILED and marked dead-lettered ({@link IdempotencyStore.markDeadLettered}). */
+  readonly deadLettered: boolean;
+  /**
+   * RELEASED (or reserved since) by a holder that abandoned a handler that may still run
+   * (`release` with `abandoned: true`); the next claim is `ACQUIRED_STALE`.
+   */
+  readonly abandoned: boolean;
+  /**
+   * First claim, on the store's clock (ms since the epoch); 0 once COMPLETED (a completed record keeps
+   * only what duplicates need, to stay small: its completion time is `updatedAtMs`).
+   */
   readonly createdAtMs: number;
-  /** Last change, on the store's clock (ms since the epoch). */
+  /** Last change, on the store's clock (ms since the epoch); for a COMPLETED record, when it completed. */
   readonly updatedAtMs: number;
   /** Milliseconds until the store forgets the record (its key TTL); -1 when it has none. */
   readonly ttlMs: number;
@@ -138,7 +225,7 @@ export interface ClaimRequest {
 
 /**
  * Where records live and how they change. Each operation is one atomic step of the state machine of
- * DESIGN.md; on Redis each is one Lua script touching one key. Implementations: `RedisIdempotencyStore`
+ * docs/design.md#the-lua-contract; on Redis each is one Lua script touching one key. Implementations: `RedisIdempotencyStore`
  * (standalone and Cluster) and `MemoryIdempotencyStore` (one process, injectable clock).
  *
  * Every method rejects with `StoreUnavailableError` when the store does not answer and with
@@ -160,14 +247,48 @@ export interface IdempotencyStore {
     fencingToken: number,
     options: { retentionMs: number; result?: string },
   ): Promise<WriteReply>;
-  /** Gives the claim back (RELEASED); the attempt count survives. Fenced by `fencingToken`. */
-  release(id: RecordId, fencingToken: number, options: { retentionMs: number }): Promise<WriteReply>;
+  /**
+   * Gives the claim back (RELEASED); the attempt count survives. Fenced by `fencingToken`. With
+   * `abandoned: true` (the runner's `handlerTimeoutMs`: the handler may still be running, its side
+   * effects partial) the record remembers it and the next claim is `ACQUIRED_STALE`, not `ACQUIRED`.
+   */
+  release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply>;
   /** Marks the record FAILED (terminal) with an error description. Fenced by `fencingToken`. */
   fail(
     id: RecordId,
     fencingToken: number,
     options: { retentionMs: number; error: string },
   ): Promise<WriteReply>;
+  /**
+   * The handler of a claim starts: counts the attempt of a reservation (`reserve: true`; a counted claim
+   * is not counted again) and renews the lease to `leaseMs` from now. Fenced by `fencingToken`.
+   */
+  start(
+    id: RecordId,
+    fencingToken: number,
+    options: { leaseMs: number; retentionMs: number },
+  ): Promise<StartReply>;
+  /**
+   * Marks a FAILED record dead-lettered, so later claims report `deadLettered: true` and the adapter does
+   * not send another dead-letter copy. Call it after the copy is durably sent (a crash in between sends it
+   * again: at least once, never lost). Fenced by the FAILED reply's `fencingToken`; idempotent. A record
+   * FAILED only because its last attempt's lease lapsed can still be completed by that attempt's holder
+   * after it was marked: it is then COMPLETED with the mark cleared, and the dead-letter copy already sent
+   * is of an operation that completed.
+   */
+  markDeadLettered(id: RecordId, fencingToken: number): Promise<MarkDeadLetteredReply>;
+  /**
+   * Waits a bounded time for the holder of a live lease to reach an outcome, for a delivery that met
+   * CONFLICT: claims again (with `options`) when the holder's complete, release or fail is published
+   * (sharded Pub/Sub on Redis 7, in-process on the memory store), at polling intervals (in case a
+   * notification is lost or unavailable) and when the holder's lease ends. Resolves with the first reply
+   * that is not CONFLICT: `DUPLICATE` with the stored result within a few milliseconds of the holder's
+   * complete, `FAILED`, or `ACQUIRED`/`ACQUIRED_STALE` after a release or a lapsed lease (the caller now
+   * holds the claim); or with the last `CONFLICT` when `timeoutMs` passes or `signal` aborts.
+   * Nothing of this runs on the path without conflicts.
+   * @throws {@link InvalidOptionError} when `timeoutMs` or a claim option is out of range.
+   */
+  waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply>;
   /** Heartbeat: the lease ends `leaseMs` after now on the store's clock. Fenced by `fencingToken`. */
   extend(
     id: RecordId,

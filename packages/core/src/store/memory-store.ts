@@ -7,9 +7,14 @@ import type {
   IdempotencyRecord,
   IdempotencyStore,
   LeaseLostReply,
+  MarkDeadLetteredReply,
+  OutcomeWaitOptions,
   RecordState,
+  ReleaseOptions,
+  StartReply,
   WriteReply,
 } from './idempotency-store';
+import { waitForOutcome } from './outcome-wait';
 import { scriptArgs } from './scripts';
 
 /** Options of {@link MemoryIdempotencyStore}. */
@@ -33,6 +38,13 @@ interface MutableRecord {
   hasResult: boolean;
   result: string;
   error: string;
+  /** Claimed with `reserve`, handler not started: no attempt counted yet. */
+  reserved: boolean;
+  /** FAILED only because the last attempt's lease lapsed: its holder may still complete. */
+  lapsed: boolean;
+  deadLettered: boolean;
+  /** Released by a holder that abandoned a handler that may still run: the next claim is stale. */
+  abandoned: boolean;
   createdAtMs: number;
   updatedAtMs: number;
   /** When the record is forgotten (the Redis key TTL). */
@@ -48,6 +60,9 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   readonly #records = new Map<string, MutableRecord>();
   readonly #now: () => number;
   readonly #maxKeyBytes: number;
+  #lastToken = 0;
+  /** Waiters per record key ({@link MemoryIdempotencyStore.waitForOutcome}). */
+  readonly #waiters = new Map<string, Set<() => void>>();
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     this.#now = options.now ?? Date.now;
@@ -76,11 +91,12 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
 
   #claim(id: RecordId, options: ClaimOptions): ClaimReply {
     const key = buildRecordKey('mem', id, this.#maxKeyBytes);
-    const [leaseMs, retentionMs, fingerprint, maxAttempts] = scriptArgs.claim(options) as [
+    const [leaseMs, retentionMs, fingerprint, maxAttempts, reserve] = scriptArgs.claim(options) as [
       number,
       number,
       string,
       number,
+      string,
     ];
     const now = this.#now();
     const rec = this.#read(key, now);
@@ -102,9 +118,18 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       };
     }
     if (rec?.state === 'FAILED') {
-      return { outcome: 'FAILED', fencingToken: rec.fencingToken, attempt: rec.attempt, error: rec.error };
+      return {
+        outcome: 'FAILED',
+        fencingToken: rec.fencingToken,
+        attempt: rec.attempt,
+        error: rec.error,
+        deadLettered: rec.deadLettered,
+      };
     }
     let outcome: 'ACQUIRED' | 'ACQUIRED_STALE' = 'ACQUIRED';
+    const ranBefore = rec?.state === 'IN_PROGRESS' && !rec.reserved;
+    const abandoned = rec?.abandoned === true;
+    if (abandoned) outcome = 'ACQUIRED_STALE';
     if (rec?.state === 'IN_PROGRESS') {
       const expiresAt = rec.leaseExpiresAtMs ?? 0;
       if (expiresAt > now) {
@@ -115,14 +140,29 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
           remainingLeaseMs: expiresAt - now,
         };
       }
-      outcome = 'ACQUIRED_STALE';
+      if (ranBefore) outcome = 'ACQUIRED_STALE';
     }
     if (rec && maxAttempts > 0 && rec.attempt >= maxAttempts) {
       let error = `ATTEMPTS_EXHAUSTED: ${rec.attempt} of ${maxAttempts} attempts used`;
-      if (rec.state === 'IN_PROGRESS') error += ', the last one lost its lease';
-      Object.assign(rec, { state: 'FAILED', error, updatedAtMs: now, leaseExpiresAtMs: undefined });
+      if (ranBefore) error += ', the last one lost its lease';
+      else if (abandoned) error += ', the last one was abandoned by its handler timeout';
+      Object.assign(rec, {
+        state: 'FAILED',
+        error,
+        updatedAtMs: now,
+        leaseExpiresAtMs: undefined,
+        reserved: false,
+        abandoned: false,
+        lapsed: ranBefore,
+      });
       rec.expiresAtMs = now + retentionMs;
-      return { outcome: 'FAILED', fencingToken: rec.fencingToken, attempt: rec.attempt, error };
+      return {
+        outcome: 'FAILED',
+        fencingToken: rec.fencingToken,
+        attempt: rec.attempt,
+        error,
+        deadLettered: false,
+      };
     }
     const next: MutableRecord = rec ?? {
       state: 'IN_PROGRESS',
@@ -133,13 +173,24 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       hasResult: false,
       result: '',
       error: '',
+      reserved: false,
+      lapsed: false,
+      deadLettered: false,
+      abandoned: false,
       createdAtMs: now,
       updatedAtMs: now,
       expiresAtMs: 0,
     };
+    // The same rule as lua/claim.lua: greater than the record's token and than the clock in µs; and,
+    // within this store, than any token it issued (a record it forgot cannot bring a token back).
+    next.fencingToken = Math.max(next.fencingToken + 1, now * 1000, this.#lastToken + 1);
+    this.#lastToken = next.fencingToken;
     next.state = 'IN_PROGRESS';
-    next.fencingToken += 1;
-    next.attempt += 1;
+    next.reserved = reserve === '1';
+    if (!next.reserved) {
+      next.attempt += 1;
+      next.abandoned = false;
+    }
     next.leaseExpiresAtMs = now + leaseMs;
     next.updatedAtMs = now;
     next.expiresAtMs = now + leaseMs + retentionMs;
@@ -148,9 +199,10 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     return {
       outcome,
       fencingToken: next.fencingToken,
-      attempt: next.attempt,
+      attempt: next.reserved ? next.attempt + 1 : next.attempt,
       leaseExpiresAtMs: next.leaseExpiresAtMs,
       serverTimeMs: now,
+      started: !next.reserved,
     };
   }
 
@@ -160,18 +212,24 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     options: { retentionMs: number; result?: string },
   ): Promise<WriteReply> {
     scriptArgs.complete(fencingToken, options.retentionMs, options.result);
-    return this.#write(id, fencingToken, (rec, now) => {
+    return this.#write(id, fencingToken, { lapsedFailure: true }, (rec, now) => {
       rec.state = 'COMPLETED';
+      rec.lapsed = false;
+      rec.abandoned = false;
+      rec.deadLettered = false; // like complete.lua's HDEL d
+      rec.createdAtMs = 0; // complete.lua drops c: a completed record keeps its completion time only
+      rec.error = '';
       rec.hasResult = options.result !== undefined;
       rec.result = options.result ?? '';
       rec.expiresAtMs = now + options.retentionMs;
     });
   }
 
-  async release(id: RecordId, fencingToken: number, options: { retentionMs: number }): Promise<WriteReply> {
-    scriptArgs.release(fencingToken, options.retentionMs);
-    return this.#write(id, fencingToken, (rec, now) => {
+  async release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply> {
+    scriptArgs.release(fencingToken, options.retentionMs, options.abandoned);
+    return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'RELEASED';
+      if (options.abandoned === true) rec.abandoned = true;
       rec.expiresAtMs = now + options.retentionMs;
     });
   }
@@ -182,7 +240,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     options: { retentionMs: number; error: string },
   ): Promise<WriteReply> {
     scriptArgs.fail(fencingToken, options.retentionMs, options.error);
-    return this.#write(id, fencingToken, (rec, now) => {
+    return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'FAILED';
       rec.error = String(options.error);
       rec.expiresAtMs = now + options.retentionMs;
@@ -195,14 +253,61 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     options: { leaseMs: number; retentionMs: number },
   ): Promise<ExtendReply> {
     scriptArgs.extend(fencingToken, options.leaseMs, options.retentionMs);
-    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
     const now = this.#now();
-    const rec = this.#read(key, now);
-    if (rec?.state !== 'IN_PROGRESS' || rec.fencingToken !== fencingToken) return leaseLost(rec);
-    rec.leaseExpiresAtMs = now + options.leaseMs;
-    rec.updatedAtMs = now;
-    rec.expiresAtMs = now + options.leaseMs + options.retentionMs;
-    return { ok: true, leaseExpiresAtMs: rec.leaseExpiresAtMs, serverTimeMs: now };
+    const rec = this.#fenced(id, fencingToken, now, {});
+    if (!rec.ok) return rec;
+    const held = rec.record;
+    held.leaseExpiresAtMs = now + options.leaseMs;
+    held.updatedAtMs = now;
+    held.expiresAtMs = now + options.leaseMs + options.retentionMs;
+    return { ok: true, leaseExpiresAtMs: held.leaseExpiresAtMs, serverTimeMs: now };
+  }
+
+  async start(
+    id: RecordId,
+    fencingToken: number,
+    options: { leaseMs: number; retentionMs: number },
+  ): Promise<StartReply> {
+    scriptArgs.start(fencingToken, options.leaseMs, options.retentionMs);
+    const now = this.#now();
+    const rec = this.#fenced(id, fencingToken, now, {});
+    if (!rec.ok) return rec;
+    const held = rec.record;
+    if (held.reserved) {
+      held.reserved = false;
+      held.attempt += 1;
+    }
+    held.abandoned = false;
+    held.leaseExpiresAtMs = now + options.leaseMs;
+    held.updatedAtMs = now;
+    held.expiresAtMs = now + options.leaseMs + options.retentionMs;
+    return { ok: true, attempt: held.attempt, leaseExpiresAtMs: held.leaseExpiresAtMs, serverTimeMs: now };
+  }
+
+  async markDeadLettered(id: RecordId, fencingToken: number): Promise<MarkDeadLetteredReply> {
+    scriptArgs.markDeadLettered(fencingToken);
+    const rec = this.#fenced(id, fencingToken, this.#now(), { state: 'FAILED' });
+    if (!rec.ok) return rec;
+    const first = !rec.record.deadLettered;
+    rec.record.deadLettered = true;
+    return { ok: true, first };
+  }
+
+  async waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply> {
+    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
+    scriptArgs.claim(options);
+    return waitForOutcome(
+      () => this.claim(id, options),
+      async (wake) => {
+        const set = this.#waiters.get(key) ?? new Set();
+        this.#waiters.set(key, set.add(wake));
+        return () => {
+          set.delete(wake);
+          if (set.size === 0) this.#waiters.delete(key);
+        };
+      },
+      wait,
+    );
   }
 
   async get(id: RecordId): Promise<IdempotencyRecord | null> {
@@ -217,6 +322,9 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       leaseExpiresAtMs: rec.state === 'IN_PROGRESS' ? rec.leaseExpiresAtMs : undefined,
       result: rec.state === 'COMPLETED' && rec.hasResult ? rec.result : undefined,
       error: rec.state === 'FAILED' ? rec.error : undefined,
+      reserved: rec.state === 'IN_PROGRESS' && rec.reserved,
+      deadLettered: rec.state === 'FAILED' && rec.deadLettered,
+      abandoned: rec.abandoned,
       createdAtMs: rec.createdAtMs,
       updatedAtMs: rec.updatedAtMs,
       ttlMs: rec.expiresAtMs - now,
@@ -234,13 +342,40 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     return rec;
   }
 
-  #write(id: RecordId, fencingToken: number, apply: (rec: MutableRecord, now: number) => void): WriteReply {
-    const now = this.#now();
+  /**
+   * The fence of lua/includes/fence.lua: the record must carry this token in `state` (IN_PROGRESS by
+   * default), or be FAILED only because its lease lapsed when `lapsedFailure` allows that.
+   */
+  #fenced(
+    id: RecordId,
+    fencingToken: number,
+    now: number,
+    allow: { state?: RecordState; lapsedFailure?: boolean },
+  ): { ok: true; record: MutableRecord } | LeaseLostReply {
     const rec = this.#read(buildRecordKey('mem', id, this.#maxKeyBytes), now);
-    if (rec?.state !== 'IN_PROGRESS' || rec.fencingToken !== fencingToken) return leaseLost(rec);
-    apply(rec, now);
-    rec.updatedAtMs = now;
-    rec.leaseExpiresAtMs = undefined;
+    const held =
+      rec?.fencingToken === fencingToken &&
+      (rec.state === (allow.state ?? 'IN_PROGRESS') ||
+        (allow.lapsedFailure === true && rec.state === 'FAILED' && rec.lapsed));
+    return held ? { ok: true, record: rec } : leaseLost(rec);
+  }
+
+  #write(
+    id: RecordId,
+    fencingToken: number,
+    allow: { lapsedFailure?: boolean },
+    apply: (rec: MutableRecord, now: number) => void,
+  ): WriteReply {
+    const now = this.#now();
+    const rec = this.#fenced(id, fencingToken, now, allow);
+    if (!rec.ok) return rec;
+    apply(rec.record, now);
+    rec.record.updatedAtMs = now;
+    rec.record.leaseExpiresAtMs = undefined;
+    rec.record.reserved = false;
+    // Like lua/includes/notify.lua: wake the waiters once this write has returned.
+    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
+    for (const wake of this.#waiters.get(key) ?? []) queueMicrotask(wake);
     return { ok: true, serverTimeMs: now };
   }
 }

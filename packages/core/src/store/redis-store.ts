@@ -5,7 +5,14 @@ import {
   UnexpectedReplyError,
 } from '../errors';
 import { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from '../keys';
-import { decodeClaimReply, decodeExtendReply, decodeState, decodeWriteReply } from './decode-reply';
+import {
+  decodeClaimReply,
+  decodeExtendReply,
+  decodeMarkDeadLetteredReply,
+  decodeStartReply,
+  decodeState,
+  decodeWriteReply,
+} from './decode-reply';
 import type {
   ClaimOptions,
   ClaimReply,
@@ -13,9 +20,16 @@ import type {
   ExtendReply,
   IdempotencyRecord,
   IdempotencyStore,
+  MarkDeadLetteredReply,
+  OutcomeWaitOptions,
+  ReleaseOptions,
+  StartReply,
   WriteReply,
 } from './idempotency-store';
+import { OutcomeNotifications } from './outcome-notifications';
+import { waitForOutcome } from './outcome-wait';
 import type { RedisClient } from './redis-client';
+import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { defineScripts, type ScriptName, scriptArgs } from './scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */
@@ -34,9 +48,28 @@ export interface RedisIdempotencyStoreOptions {
    * How long one store call may take before it rejects with `StoreUnavailableError`, in milliseconds.
    * A claim that timed out may still be applied later by Redis; the record is then IN_PROGRESS under a
    * lease nobody holds, which the next claim after the lease sees as ACQUIRED_STALE: never a double run.
+   * That claim counted its attempt although no handler ran (so did a `start` whose reply was lost), and
+   * the stale claim counts another: replies lost again and again can bring a key to `maxAttempts`
+   * (FAILED) with fewer handler runs. Deliberate: telling a lost reply apart would cost a round trip per
+   * message. Keep it well above Redis's latency under load.
    * @defaultValue 2000
    */
   commandTimeoutMs?: number;
+  /**
+   * Whether {@link RedisIdempotencyStore.waitForOutcome} listens for the outcome notifications the
+   * scripts publish (sharded Pub/Sub, Redis 7.0+), on a connection duplicated from the client when the
+   * first wait begins and closed after a second without waits. `false`: it polls only (every 2 ms,
+   * doubling up to 20 ms). @defaultValue `true`
+   */
+  outcomeNotifications?: boolean;
+  /**
+   * Durability through a failover: after each write that matters (a claim that took or failed the record,
+   * complete, release, fail) the store sends `WAIT replicas timeoutMs` and rejects with
+   * `ReplicationTimeoutError` (`REPLICATION_TIMEOUT`) when fewer replicas acknowledged it in time; the write
+   * itself stands on the primary (see replica-wait.ts). `timeoutMs` must be below `commandTimeoutMs`.
+   * @defaultValue none: writes resolve once the primary applied them
+   */
+  waitForReplicas?: WaitForReplicasOptions;
 }
 
 /** Reply errors that mean the server cannot serve now (a failover, loading, cluster reconfiguring). */
@@ -61,6 +94,8 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   readonly #maxKeyBytes: number;
   readonly #timeoutMs: number;
   readonly #commands: Record<ScriptName, string>;
+  readonly #notifications: OutcomeNotifications | undefined;
+  readonly #wait: WaitForReplicasOptions | undefined;
 
   constructor(dependencies: { redis: RedisClient }, options: RedisIdempotencyStoreOptions = {}) {
     if (!dependencies?.redis) throw new InvalidOptionError('RedisIdempotencyStore needs { redis }');
@@ -71,7 +106,26 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (!(this.#timeoutMs > 0)) throw new InvalidOptionError('commandTimeoutMs must be > 0');
     if (!(this.#maxKeyBytes > 0)) throw new InvalidOptionError('maxKeyBytes must be > 0');
     buildRecordKey(this.#prefix, { scope: 's', key: 'k' }); // validates the prefix
+    this.#wait = options.waitForReplicas && checkWaitForReplicas(options.waitForReplicas);
+    if (this.#wait && this.#wait.timeoutMs >= this.#timeoutMs) {
+      throw new InvalidOptionError('waitForReplicas.timeoutMs must be below commandTimeoutMs');
+    }
     this.#commands = defineScripts(this.#redis);
+    this.#notifications =
+      options.outcomeNotifications === false
+        ? undefined
+        : new OutcomeNotifications(this.#redis, {
+            subscribeTimeoutMs: Math.min(this.#timeoutMs, 1000),
+            idleMs: 1000,
+          });
+  }
+
+  /**
+   * Closes the connection that listens for outcome notifications, if one is open (it also closes by
+   * itself a second after the last wait). The client given to the constructor is left to its owner.
+   */
+  close(): void {
+    this.#notifications?.close();
   }
 
   /** The Redis key of a record (for inspection and tests); see `buildRecordKey`. */
@@ -81,7 +135,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   async claim(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
     const args = scriptArgs.claim(options);
-    return decodeClaimReply(await this.#call('claim', this.recordKey(id), args));
+    const key = this.recordKey(id);
+    const reply = decodeClaimReply(await this.#call('claim', key, args));
+    await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
+    return reply;
   }
 
   async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]> {
@@ -90,7 +147,13 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (this.#redis.isCluster) {
       // A Cluster pipeline must stay within one slot; concurrent calls are batched per node instead by
       // auto-pipelining, when the client enables it.
-      return Promise.all(calls.map(async (c) => decodeClaimReply(await this.#call('claim', c.key, c.args))));
+      return Promise.all(
+        calls.map(async (c) => {
+          const reply = decodeClaimReply(await this.#call('claim', c.key, c.args));
+          await this.#replicate('claim', c.key, CLAIM_WRITES.has(reply.outcome));
+          return reply;
+        }),
+      );
     }
     const pipeline = this.#redis.pipeline();
     const method = this.#commands.claim;
@@ -101,10 +164,17 @@ export class RedisIdempotencyStore implements IdempotencyStore {
         `The claim pipeline returned ${results?.length} replies for ${calls.length}`,
       );
     }
-    return results.map(([err, reply]) => {
+    const replies = results.map(([err, reply]) => {
       if (err) throw toStoreError(err);
       return decodeClaimReply(reply);
     });
+    // One WAIT covers every earlier write of the connection.
+    await this.#replicate(
+      'claim',
+      calls[0]!.key,
+      replies.some((r) => CLAIM_WRITES.has(r.outcome)),
+    );
+    return replies;
   }
 
   async complete(
@@ -113,12 +183,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     options: { retentionMs: number; result?: string },
   ): Promise<WriteReply> {
     const args = scriptArgs.complete(fencingToken, options.retentionMs, options.result);
-    return decodeWriteReply('complete', await this.#call('complete', this.recordKey(id), args));
+    return this.#written('complete', id, args);
   }
 
-  async release(id: RecordId, fencingToken: number, options: { retentionMs: number }): Promise<WriteReply> {
-    const args = scriptArgs.release(fencingToken, options.retentionMs);
-    return decodeWriteReply('release', await this.#call('release', this.recordKey(id), args));
+  async release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply> {
+    const args = scriptArgs.release(fencingToken, options.retentionMs, options.abandoned);
+    return this.#written('release', id, args);
   }
 
   async fail(
@@ -127,7 +197,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     options: { retentionMs: number; error: string },
   ): Promise<WriteReply> {
     const args = scriptArgs.fail(fencingToken, options.retentionMs, options.error);
-    return decodeWriteReply('fail', await this.#call('fail', this.recordKey(id), args));
+    return this.#written('fail', id, args);
   }
 
   async extend(
@@ -137,6 +207,48 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   ): Promise<ExtendReply> {
     const args = scriptArgs.extend(fencingToken, options.leaseMs, options.retentionMs);
     return decodeExtendReply(await this.#call('extend', this.recordKey(id), args));
+  }
+
+  /** Runs a fenced write and, when it was applied, waits for the replicas (`waitForReplicas`). */
+  async #written(operation: 'complete' | 'release' | 'fail', id: RecordId, args: (string | number)[]) {
+    const key = this.recordKey(id);
+    const reply = decodeWriteReply(operation, await this.#call(operation, key, args));
+    await this.#replicate(operation, key, reply.ok);
+    return reply;
+  }
+
+  /** After a write that matters, `WAIT`s for `waitForReplicas` (replica-wait.ts); a no-op without it. */
+  async #replicate(operation: string, key: string, wrote: boolean): Promise<void> {
+    if (this.#wait && wrote) await this.#guard(waitForReplicas(this.#redis, key, this.#wait, operation));
+  }
+
+  async start(
+    id: RecordId,
+    fencingToken: number,
+    options: { leaseMs: number; retentionMs: number },
+  ): Promise<StartReply> {
+    const args = scriptArgs.start(fencingToken, options.leaseMs, options.retentionMs);
+    return decodeStartReply(await this.#call('start', this.recordKey(id), args));
+  }
+
+  async markDeadLettered(id: RecordId, fencingToken: number): Promise<MarkDeadLetteredReply> {
+    const args = scriptArgs.markDeadLettered(fencingToken);
+    return decodeMarkDeadLetteredReply(await this.#call('markDeadLettered', this.recordKey(id), args));
+  }
+
+  async waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply> {
+    const key = this.recordKey(id);
+    const args = scriptArgs.claim(options);
+    const notifications = this.#notifications;
+    return waitForOutcome(
+      async () => {
+        const reply = decodeClaimReply(await this.#call('claim', key, args));
+        await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
+        return reply;
+      },
+      notifications ? (wake) => notifications.listen(key, wake) : () => Promise.reject(new Error('off')),
+      wait,
+    );
   }
 
   async get(id: RecordId): Promise<IdempotencyRecord | null> {
@@ -150,8 +262,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       attempt: num(fields.a) ?? 0,
       fingerprint: fields.f ?? '',
       leaseExpiresAtMs: fields.s === 'P' ? num(fields.e) : undefined,
-      result: fields.s === 'C' && fields.h === '1' ? fields.r : undefined,
+      // No r: completed without a result (h = '0' with r = '' in records of versions before 0.2).
+      result: fields.s === 'C' && fields.h !== '0' ? fields.r : undefined,
       error: fields.s === 'F' ? fields.x : undefined,
+      reserved: fields.s === 'P' && fields.v === '1',
+      deadLettered: fields.s === 'F' && fields.d === '1',
+      abandoned: fields.b === '1',
       createdAtMs: num(fields.c) ?? 0,
       updatedAtMs: num(fields.u) ?? 0,
       ttlMs,
@@ -170,31 +286,35 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /** Bounds a call by `commandTimeoutMs` and maps every failure to a typed error. */
   #guard<T>(promise: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
+    // One promise and one timer per call (no Promise.race and no second promise): this runs for every
+    // command, so its allocations show in the per-message profile (bench/README.md).
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
         () => reject(new StoreUnavailableError(`Redis did not answer within ${this.#timeoutMs} ms`)),
         this.#timeoutMs,
       );
       timer.unref?.();
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(toStoreError(err));
+        },
+      );
     });
-    return Promise.race([promise, timeout]).then(
-      (value) => {
-        clearTimeout(timer);
-        return value;
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        throw toStoreError(err);
-      },
-    );
   }
 }
 
+/** Claim outcomes after which the claim script has written the record. */
+const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
+
 type ScriptFn = (key: string, ...args: (string | number)[]) => Promise<unknown>;
 
-/** Maps an ioredis failure to `StoreUnavailableError` (transient) or `UnexpectedReplyError` (a bug). */
-function toStoreError(err: unknown): Error {
+/** Maps an ioredis failure to `StoreUnavailableError` (transient) or `UnexpectedReplyError` (a bug). @internal */
+export function toStoreError(err: unknown): Error {
   if (isIdempotencyError(err)) return err;
   const e = err as { name?: string; message?: string };
   if (e?.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message ?? '')) {

@@ -1,10 +1,18 @@
 import { InvalidOptionError } from '../errors';
-import { claimScript, completeScript, extendScript, failScript, releaseScript } from '../generated/scripts';
+import {
+  claimScript,
+  completeScript,
+  extendScript,
+  failScript,
+  markDeadLetteredScript,
+  releaseScript,
+  startScript,
+} from '../generated/scripts';
 import type { ClaimOptions } from './idempotency-store';
 import type { RedisClient } from './redis-client';
 
 /** Names of the scripts in `lua/`. */
-export type ScriptName = 'claim' | 'complete' | 'release' | 'fail' | 'extend';
+export type ScriptName = 'claim' | 'complete' | 'release' | 'fail' | 'extend' | 'start' | 'markDeadLettered';
 
 const SCRIPTS = {
   claim: claimScript,
@@ -12,9 +20,11 @@ const SCRIPTS = {
   release: releaseScript,
   fail: failScript,
   extend: extendScript,
+  start: startScript,
+  markDeadLettered: markDeadLetteredScript,
 } as const;
 
-/** Every script touches exactly one key: KEYS[1], the record (DESIGN.md, "The record and its states"). */
+/** Every script touches exactly one key: KEYS[1], the record (docs/design.md#the-record-and-its-states). */
 export const SCRIPT_NUMBER_OF_KEYS = 1;
 
 const defined = new WeakMap<object, Record<ScriptName, string>>();
@@ -51,6 +61,16 @@ function token(value: number): number {
   return value;
 }
 
+function fingerprintArg(value: string | undefined): string {
+  if (value === undefined || value === '') return '';
+  if (typeof value !== 'string' || !/^[0-9a-fA-F]{64}$/.test(value)) {
+    throw new InvalidOptionError(
+      `fingerprint must be 64 hex characters (SHA-256) or empty, got ${typeof value === 'string' ? `${value.length} characters` : typeof value}`,
+    );
+  }
+  return value.toLowerCase();
+}
+
 /**
  * Builds each script's ARGV in the order its header block lists, checking ranges first, so a bad
  * argument is an `InvalidOptionError` here rather than a Lua error on the server.
@@ -64,8 +84,9 @@ export const scriptArgs = {
     return [
       positiveInt('leaseMs', o.leaseMs),
       positiveInt('retentionMs', o.retentionMs),
-      o.fingerprint ?? '',
+      fingerprintArg(o.fingerprint),
       maxAttempts,
+      o.reserve ? '1' : '0',
     ];
   },
   complete(fencingToken: number, retentionMs: number, result: string | undefined): (string | number)[] {
@@ -76,13 +97,19 @@ export const scriptArgs = {
       result ?? '',
     ];
   },
-  release(fencingToken: number, retentionMs: number): (string | number)[] {
-    return [token(fencingToken), positiveInt('retentionMs', retentionMs)];
+  release(fencingToken: number, retentionMs: number, abandoned = false): (string | number)[] {
+    return [token(fencingToken), positiveInt('retentionMs', retentionMs), abandoned === true ? '1' : '0'];
   },
   fail(fencingToken: number, retentionMs: number, error: string): (string | number)[] {
     return [token(fencingToken), positiveInt('retentionMs', retentionMs), String(error)];
   },
   extend(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
     return [token(fencingToken), positiveInt('leaseMs', leaseMs), positiveInt('retentionMs', retentionMs)];
+  },
+  start(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
+    return [token(fencingToken), positiveInt('leaseMs', leaseMs), positiveInt('retentionMs', retentionMs)];
+  },
+  markDeadLettered(fencingToken: number): (string | number)[] {
+    return [token(fencingToken)];
   },
 };

@@ -1,5 +1,5 @@
 /**
- * The store contract: one table row per transition of DESIGN.md's state diagram (plus fencing and
+ * The store contract: one table row per transition of the state table of docs/design.md#the-record-and-its-states (plus fencing and
  * fingerprint rows), run against every {@link IdempotencyStore}: `MemoryIdempotencyStore` in the unit
  * project (fake clock) and `RedisIdempotencyStore` on real Redis, standalone and Cluster, in the
  * integration project (server clock). Both must give the same replies and leave the same records.
@@ -13,8 +13,10 @@ import type {
   ExtendReply,
   IdempotencyRecord,
   IdempotencyStore,
+  MarkDeadLetteredReply,
   RecordId,
   RecordState,
+  StartReply,
   WriteReply,
 } from '@idempotent-consumer/core';
 
@@ -26,11 +28,32 @@ export interface ContractClock {
   passTime(atMs: number): Promise<void>;
 }
 
+/** How a record is lost behind its holder's back. */
+export type RecordLoss = 'del' | 'pexpire';
+
 /** One store under test. */
 export interface ContractTarget {
   readonly store: IdempotencyStore;
   readonly clock: ContractClock;
+  /**
+   * Makes the store lose a record while it may be held (Redis: `DEL`, or `PEXPIRE 1` and wait; a store
+   * without such commands lets its clock pass the record's TTL). Resolves once the record is gone.
+   */
+  loseRecord(id: RecordId, how: RecordLoss): Promise<void>;
+  /** Releases what the store opened by itself (the Redis store's notification connection). */
+  close?(): void;
 }
+
+/**
+ * Placeholder for "the token of the n-th successful claim in this row" (1-based) in a row's expected
+ * reply or record: tokens come from the store's clock, so rows name them by order, never by value.
+ */
+export class TokenRef {
+  constructor(readonly n: number) {}
+}
+
+/** The token of the n-th successful claim of the row. */
+export const T = (n: number): TokenRef => new TokenRef(n);
 
 /** Timings of a contract run, in milliseconds. */
 export interface ContractSettings {
@@ -53,13 +76,15 @@ export const FP_A = 'a'.repeat(64);
 /** Another payload's fingerprint. */
 export const FP_B = 'b'.repeat(64);
 
-type Write = 'complete' | 'release' | 'fail' | 'extend';
-type AnyReply = ClaimReply | WriteReply | ExtendReply;
+type Write = 'complete' | 'release' | 'fail' | 'extend' | 'start';
+type AnyReply = ClaimReply | WriteReply | ExtendReply | StartReply | MarkDeadLetteredReply;
 
 /** Drives one record through a row: remembers the last token and lease, waits on the store's clock. */
 export class ContractKit {
   /** Token of the last successful claim (0 before any). */
   token = 0;
+  /** Tokens of every successful claim of the row, in order. */
+  readonly tokens: number[] = [];
   /** Lease of the last claim or extension, for TTL checks. */
   leaseMs = LONG_LEASE_MS;
 
@@ -85,6 +110,7 @@ export class ContractKit {
     const reply = await this.store.claim(this.id, o);
     if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
       this.token = reply.fencingToken;
+      this.tokens.push(reply.fencingToken);
       this.leaseMs = o.leaseMs;
     }
     return reply;
@@ -116,6 +142,11 @@ export class ContractKit {
     }
   }
 
+  /** Loses the record behind the holder's back (see {@link ContractTarget.loseRecord}). */
+  lose(how: RecordLoss): Promise<void> {
+    return this.target.loseRecord(this.id, how);
+  }
+
   /** Completes with the result `j"result"`; `result: null` completes without one. */
   complete(token = this.token, result: string | null = 'j"result"', retentionMs = RETENTION_MS) {
     return this.store.complete(this.id, token, { retentionMs, result: result ?? undefined });
@@ -123,6 +154,11 @@ export class ContractKit {
 
   release(token = this.token, retentionMs = RETENTION_MS) {
     return this.store.release(this.id, token, { retentionMs });
+  }
+
+  /** Releases as the runner does after `handlerTimeoutMs`: the handler may still be running. */
+  releaseAbandoned(token = this.token) {
+    return this.store.release(this.id, token, { retentionMs: RETENTION_MS, abandoned: true });
   }
 
   fail(token = this.token, retentionMs = RETENTION_MS) {
@@ -135,13 +171,36 @@ export class ContractKit {
     return reply;
   }
 
+  async start(token = this.token, leaseMs = LONG_LEASE_MS) {
+    const reply = await this.store.start(this.id, token, { leaseMs, retentionMs: RETENTION_MS });
+    if (reply.ok) this.leaseMs = leaseMs;
+    return reply;
+  }
+
+  markDeadLettered(token = this.token) {
+    return this.store.markDeadLettered(this.id, token);
+  }
+
   /** Any fenced write by name, with the given token. */
-  write(op: Write, token: number): Promise<WriteReply | ExtendReply> {
+  write(op: Write, token: number): Promise<WriteReply | ExtendReply | StartReply> {
     return this[op](token);
   }
 
   get(): Promise<IdempotencyRecord | null> {
     return this.store.get(this.id);
+  }
+
+  /** `expected` with every {@link TokenRef} replaced by the token it names. */
+  resolve<V>(expected: V): V {
+    if (expected instanceof TokenRef) {
+      const token = this.tokens[expected.n - 1];
+      if (token === undefined) throw new Error(`the row made no claim #${expected.n}`);
+      return token as V;
+    }
+    if (expected && typeof expected === 'object' && Object.getPrototypeOf(expected) === Object.prototype) {
+      return Object.fromEntries(Object.entries(expected).map(([k, v]) => [k, this.resolve(v)])) as V;
+    }
+    return expected;
   }
 }
 
@@ -176,43 +235,72 @@ const FENCING_STATES: {
   name: string;
   given: (k: ContractKit) => Promise<unknown>;
   token: (k: ContractKit) => number;
-  currentFencingToken: number;
+  currentFencingToken: TokenRef | 0;
   state: RecordState | null;
 }[] = [
   {
     name: 'IN_PROGRESS, re-claimed by another worker after its lease expired (the old token)',
     given: reclaimed,
-    token: (k) => k.token - 1,
-    currentFencingToken: 2,
+    token: (k) => k.tokens[0]!,
+    currentFencingToken: T(2),
     state: 'IN_PROGRESS',
   },
   {
     name: 'IN_PROGRESS, a token from the future',
     given: (k) => k.claim(),
     token: (k) => k.token + 1,
-    currentFencingToken: 1,
+    currentFencingToken: T(1),
     state: 'IN_PROGRESS',
   },
   {
     name: 'COMPLETED (the token that completed it)',
     given: completed,
     token: (k) => k.token,
-    currentFencingToken: 1,
+    currentFencingToken: T(1),
     state: 'COMPLETED',
   },
   {
     name: 'RELEASED (the token that released it)',
     given: released,
     token: (k) => k.token,
-    currentFencingToken: 1,
+    currentFencingToken: T(1),
     state: 'RELEASED',
   },
   {
     name: 'FAILED (the token that failed it)',
     given: failed,
     token: (k) => k.token,
-    currentFencingToken: 1,
+    currentFencingToken: T(1),
     state: 'FAILED',
+  },
+  {
+    name: 'IN_PROGRESS, the record deleted (DEL) and claimed again (the old holder)',
+    given: (k) =>
+      k
+        .claim()
+        .then(() => k.lose('del'))
+        .then(() => k.claim()),
+    token: (k) => k.tokens[0]!,
+    currentFencingToken: T(2),
+    state: 'IN_PROGRESS',
+  },
+  {
+    name: 'IN_PROGRESS, the record expired (PEXPIRE) and claimed again (the old holder)',
+    given: (k) =>
+      k
+        .claim()
+        .then(() => k.lose('pexpire'))
+        .then(() => k.claim()),
+    token: (k) => k.tokens[0]!,
+    currentFencingToken: T(2),
+    state: 'IN_PROGRESS',
+  },
+  {
+    name: 'IN_PROGRESS, the record deleted (DEL), nobody claimed since (the old holder)',
+    given: (k) => k.claim().then(() => k.lose('del')),
+    token: (k) => k.tokens[0]!,
+    currentFencingToken: 0,
+    state: null,
   },
   { name: '(none)', given: async () => {}, token: () => 1, currentFencingToken: 0, state: null },
 ];
@@ -233,20 +321,20 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
     {
       transition: '(none) —claim→ IN_PROGRESS: ACQUIRED, token 1, attempt 1, lease on the store clock',
       when: (k) => k.claim(),
-      reply: (r) => {
-        expect(r).toMatchObject({ outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 });
+      reply: (r, k) => {
+        expect(r).toMatchObject(k.resolve({ outcome: 'ACQUIRED', fencingToken: T(1), attempt: 1 }));
         const a = r as AcquiredReply;
         expect(a.leaseExpiresAtMs - a.serverTimeMs).toBe(LONG_LEASE_MS);
       },
-      record: { state: 'IN_PROGRESS', fencingToken: 1, attempt: 1, fingerprint: FP_A, result: undefined },
+      record: { state: 'IN_PROGRESS', fencingToken: T(1), attempt: 1, fingerprint: FP_A, result: undefined },
       ttl: 'lease+retention',
     },
     {
       transition: 'IN_PROGRESS (live lease) —claim→ IN_PROGRESS: CONFLICT with the remaining lease',
       given: (k) => k.claim(),
       when: (k) => k.claim(),
-      reply: (r) => {
-        expect(r).toMatchObject({ outcome: 'CONFLICT', fencingToken: 1, attempt: 1 });
+      reply: (r, k) => {
+        expect(r).toMatchObject(k.resolve({ outcome: 'CONFLICT', fencingToken: T(1), attempt: 1 }));
         const c = r as Extract<ClaimReply, { outcome: 'CONFLICT' }>;
         expect(c.remainingLeaseMs).toBeGreaterThan(0);
         expect(c.remainingLeaseMs).toBeLessThanOrEqual(LONG_LEASE_MS);
@@ -257,19 +345,19 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       transition: 'IN_PROGRESS (lease expired) —claim→ IN_PROGRESS: ACQUIRED_STALE, token and attempt + 1',
       given: (k) => k.claimAndExpire(),
       when: (k) => k.claim(),
-      reply: { outcome: 'ACQUIRED_STALE', fencingToken: 2, attempt: 2 },
-      record: { state: 'IN_PROGRESS', fencingToken: 2, attempt: 2, fingerprint: FP_A },
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(2), attempt: 2 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 2, fingerprint: FP_A },
       ttl: 'lease+retention',
     },
     {
       transition: 'IN_PROGRESS (lease expired) at maxAttempts —claim→ FAILED: ATTEMPTS_EXHAUSTED, lost lease',
       given: (k) => k.claimAndExpire({ maxAttempts: 1 }),
       when: (k) => k.claim({ maxAttempts: 1 }),
-      reply: (r) => {
-        expect(r).toMatchObject({ outcome: 'FAILED', fencingToken: 1, attempt: 1 });
+      reply: (r, k) => {
+        expect(r).toMatchObject(k.resolve({ outcome: 'FAILED', fencingToken: T(1), attempt: 1 }));
         expect((r as { error: string }).error).toMatch(/^ATTEMPTS_EXHAUSTED: 1 of 1 .*lost its lease/);
       },
-      record: { state: 'FAILED', fencingToken: 1, attempt: 1, leaseExpiresAtMs: undefined },
+      record: { state: 'FAILED', fencingToken: T(1), attempt: 1, leaseExpiresAtMs: undefined },
       ttl: 'retention',
     },
     // ── complete ───────────────────────────────────────────────────────────────────────────────────────
@@ -280,7 +368,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       reply: { ok: true },
       record: {
         state: 'COMPLETED',
-        fencingToken: 1,
+        fencingToken: T(1),
         attempt: 1,
         result: 'j"result"',
         leaseExpiresAtMs: undefined,
@@ -300,7 +388,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       given: (k) => k.claimAndExpire(),
       when: (k) => k.complete(),
       reply: { ok: true },
-      record: { state: 'COMPLETED', fencingToken: 1, result: 'j"result"' },
+      record: { state: 'COMPLETED', fencingToken: T(1), result: 'j"result"' },
       ttl: 'retention',
     },
     {
@@ -311,7 +399,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         const rec = await k.get();
         expect(r).toEqual({
           outcome: 'DUPLICATE',
-          fencingToken: 1,
+          fencingToken: k.tokens[0],
           attempt: 1,
           result: 'j"result"',
           completedAtMs: rec?.updatedAtMs,
@@ -327,15 +415,15 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       record: 'unchanged',
     },
     {
-      transition: 'COMPLETED —(retention lapses)→ (none): the next claim is attempt 1, token 1',
+      transition: 'COMPLETED —(retention lapses)→ (none): the next claim is attempt 1, with a greater token',
       given: (k) =>
         k
           .claim()
           .then(() => k.complete(k.token, 'j1', settings.shortRetentionMs))
           .then(() => k.forget()),
       when: (k) => k.claim(),
-      reply: { outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 },
-      record: { state: 'IN_PROGRESS', fencingToken: 1, attempt: 1 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 1 },
       ttl: 'lease+retention',
     },
     // ── release ────────────────────────────────────────────────────────────────────────────────────────
@@ -346,7 +434,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       reply: { ok: true },
       record: {
         state: 'RELEASED',
-        fencingToken: 1,
+        fencingToken: T(1),
         attempt: 1,
         fingerprint: FP_A,
         leaseExpiresAtMs: undefined,
@@ -357,15 +445,15 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       transition: 'RELEASED —claim→ IN_PROGRESS: ACQUIRED, token 2, attempt 2 (attempts survive release)',
       given: released,
       when: (k) => k.claim(),
-      reply: { outcome: 'ACQUIRED', fencingToken: 2, attempt: 2 },
-      record: { state: 'IN_PROGRESS', fencingToken: 2, attempt: 2 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 2 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 2 },
       ttl: 'lease+retention',
     },
     {
       transition: 'RELEASED below maxAttempts —claim→ IN_PROGRESS: ACQUIRED, attempt = maxAttempts',
       given: (k) => k.claim({ maxAttempts: 2 }).then(() => k.release()),
       when: (k) => k.claim({ maxAttempts: 2 }),
-      reply: { outcome: 'ACQUIRED', fencingToken: 2, attempt: 2 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 2 },
       record: { state: 'IN_PROGRESS', attempt: 2 },
       ttl: 'lease+retention',
     },
@@ -378,13 +466,13 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         }
       },
       when: (k) => k.claim({ maxAttempts: 2 }),
-      reply: (r) => {
-        expect(r).toMatchObject({ outcome: 'FAILED', fencingToken: 2, attempt: 2 });
+      reply: (r, k) => {
+        expect(r).toMatchObject(k.resolve({ outcome: 'FAILED', fencingToken: T(2), attempt: 2 }));
         expect((r as { error: string }).error).toBe('ATTEMPTS_EXHAUSTED: 2 of 2 attempts used');
       },
       record: {
         state: 'FAILED',
-        fencingToken: 2,
+        fencingToken: T(2),
         attempt: 2,
         error: 'ATTEMPTS_EXHAUSTED: 2 of 2 attempts used',
       },
@@ -399,9 +487,68 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         }
       },
       when: (k) => k.claim({ maxAttempts: 0 }),
-      reply: { outcome: 'ACQUIRED', fencingToken: 6, attempt: 6 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(6), attempt: 6 },
       record: { state: 'IN_PROGRESS', attempt: 6 },
       ttl: 'lease+retention',
+    },
+    // ── release of an abandoned handler (handlerTimeoutMs: it may still be running) ────────────────────
+    {
+      transition: 'IN_PROGRESS —release(token, abandoned)→ RELEASED, abandoned: OK, attempt kept',
+      given: (k) => k.claim(),
+      when: (k) => k.releaseAbandoned(),
+      reply: { ok: true },
+      record: { state: 'RELEASED', fencingToken: T(1), attempt: 1, abandoned: true },
+      ttl: 'retention',
+    },
+    {
+      transition:
+        'RELEASED abandoned —claim→ ACQUIRED_STALE (the earlier handler may be partial or still running), mark cleared',
+      given: (k) => k.claim().then(() => k.releaseAbandoned()),
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(2), attempt: 2, started: true },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 2, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'RELEASED abandoned —reserve, release, claim→ ACQUIRED_STALE: the mark stays until a handler starts',
+      given: async (k) => {
+        await k.claim();
+        await k.releaseAbandoned();
+        expect(await k.claim({ reserve: true })).toMatchObject({ outcome: 'ACQUIRED_STALE', started: false });
+        expect(await k.get()).toMatchObject({ reserved: true, abandoned: true });
+        await k.release();
+      },
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(3), attempt: 2, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 2, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'RELEASED abandoned, reserved —start(token)→ a handler runs: the mark is cleared',
+      given: (k) =>
+        k
+          .claim()
+          .then(() => k.releaseAbandoned())
+          .then(() => k.claim({ reserve: true })),
+      when: (k) => k.start(),
+      reply: { ok: true, attempt: 2 },
+      record: { state: 'IN_PROGRESS', attempt: 2, reserved: false, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'RELEASED abandoned at maxAttempts —claim→ FAILED: ATTEMPTS_EXHAUSTED, says it was abandoned',
+      given: (k) => k.claim({ maxAttempts: 1 }).then(() => k.releaseAbandoned()),
+      when: (k) => k.claim({ maxAttempts: 1 }),
+      reply: {
+        outcome: 'FAILED',
+        fencingToken: T(1),
+        attempt: 1,
+        error: 'ATTEMPTS_EXHAUSTED: 1 of 1 attempts used, the last one was abandoned by its handler timeout',
+      },
+      record: { state: 'FAILED', abandoned: false },
+      ttl: 'retention',
     },
     {
       transition: 'RELEASED —(retention lapses)→ (none): attempts are forgotten',
@@ -411,7 +558,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
           .then(() => k.release(k.token, settings.shortRetentionMs))
           .then(() => k.forget()),
       when: (k) => k.claim(),
-      reply: { outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1 },
       record: { state: 'IN_PROGRESS', attempt: 1 },
       ttl: 'lease+retention',
     },
@@ -421,14 +568,14 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       given: (k) => k.claim(),
       when: (k) => k.fail(),
       reply: { ok: true },
-      record: { state: 'FAILED', fencingToken: 1, error: 'Error: boom', leaseExpiresAtMs: undefined },
+      record: { state: 'FAILED', fencingToken: T(1), error: 'Error: boom', leaseExpiresAtMs: undefined },
       ttl: 'retention',
     },
     {
       transition: 'FAILED —claim→ FAILED: the recorded error, nothing changed',
       given: failed,
       when: (k) => k.claim(),
-      reply: { outcome: 'FAILED', fencingToken: 1, attempt: 1, error: 'Error: boom' },
+      reply: { outcome: 'FAILED', fencingToken: T(1), attempt: 1, error: 'Error: boom', deadLettered: false },
       record: 'unchanged',
     },
     {
@@ -439,7 +586,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
           .then(() => k.fail(k.token, settings.shortRetentionMs))
           .then(() => k.forget()),
       when: (k) => k.claim(),
-      reply: { outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1 },
       record: { state: 'IN_PROGRESS' },
       ttl: 'lease+retention',
     },
@@ -455,7 +602,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         expect(e.leaseExpiresAtMs - e.serverTimeMs).toBe(2 * LONG_LEASE_MS);
         expect((await k.get())?.leaseExpiresAtMs).toBe(e.leaseExpiresAtMs);
       },
-      record: { state: 'IN_PROGRESS', fencingToken: 1, attempt: 1 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(1), attempt: 1 },
       ttl: 'lease+retention',
     },
     {
@@ -463,14 +610,14 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       given: (k) => k.claimAndExpire(),
       when: (k) => k.extend(),
       reply: { ok: true },
-      record: { state: 'IN_PROGRESS', fencingToken: 1 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(1) },
       ttl: 'lease+retention',
     },
     {
       transition: 'IN_PROGRESS (extended) —claim→ CONFLICT: the extension holds off other claimers',
       given: (k) => k.claimAndExpire().then(() => k.extend()),
       when: (k) => k.claim(),
-      reply: { outcome: 'CONFLICT', fencingToken: 1 },
+      reply: { outcome: 'CONFLICT', fencingToken: T(1) },
       record: 'unchanged',
     },
     // ── fingerprint ────────────────────────────────────────────────────────────────────────────────────
@@ -486,9 +633,179 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         'RELEASED (claimed without a fingerprint) —claim with one→ ACQUIRED, the fingerprint is stored',
       given: (k) => k.claim({ fingerprint: '' }).then(() => k.release()),
       when: (k) => k.claim({ fingerprint: FP_B }),
-      reply: { outcome: 'ACQUIRED', fencingToken: 2 },
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2) },
       record: { state: 'IN_PROGRESS', fingerprint: FP_B },
       ttl: 'lease+retention',
+    },
+    // ── a lost record: tokens never repeat ────────────────────────────────────────────────────────────
+    {
+      transition: 'IN_PROGRESS —(DEL)→ (none) —claim→ ACQUIRED: attempt 1 again, a greater token',
+      given: (k) => k.claim().then(() => k.lose('del')),
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 1 },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'IN_PROGRESS —(PEXPIRE)→ (none) —claim→ ACQUIRED: attempt 1 again, a greater token',
+      given: (k) => k.claim().then(() => k.lose('pexpire')),
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1 },
+      record: { state: 'IN_PROGRESS', fencingToken: T(2), attempt: 1 },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'lost and re-claimed —complete(old token)→ LEASE_LOST: the old holder cannot record its result',
+      given: (k) =>
+        k
+          .claim()
+          .then(() => k.lose('del'))
+          .then(() => k.claim()),
+      when: (k) => k.complete(k.tokens[0]),
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(2), state: 'IN_PROGRESS' },
+      record: 'unchanged',
+    },
+    // ── reservations (claim with reserve) and start ───────────────────────────────────────────────────
+    {
+      transition: '(none) —claim(reserve)→ IN_PROGRESS reserved: ACQUIRED, started false, no attempt counted',
+      when: (k) => k.claim({ reserve: true }),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(1), attempt: 1, started: false },
+      record: { state: 'IN_PROGRESS', fencingToken: T(1), attempt: 0, reserved: true },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'IN_PROGRESS reserved —start(token)→ IN_PROGRESS: attempt 1 counted, lease renewed',
+      given: (k) => k.claim({ reserve: true }),
+      when: (k) => k.start(k.token, 2 * LONG_LEASE_MS),
+      reply: async (r, k) => {
+        expect(r).toMatchObject({ ok: true, attempt: 1 });
+        const st = r as Extract<StartReply, { ok: true }>;
+        expect(st.leaseExpiresAtMs - st.serverTimeMs).toBe(2 * LONG_LEASE_MS);
+        expect((await k.get())?.leaseExpiresAtMs).toBe(st.leaseExpiresAtMs);
+      },
+      record: { state: 'IN_PROGRESS', attempt: 1, reserved: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'IN_PROGRESS (counted claim) —start(token)→ attempt not counted twice',
+      given: (k) => k.claim(),
+      when: (k) => k.start(),
+      reply: { ok: true, attempt: 1 },
+      record: { state: 'IN_PROGRESS', attempt: 1, reserved: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'IN_PROGRESS reserved, started —start(token) again→ attempt 1: counted once',
+      given: (k) => k.claim({ reserve: true }).then(() => k.start()),
+      when: (k) => k.start(),
+      reply: { ok: true, attempt: 1 },
+      record: { state: 'IN_PROGRESS', attempt: 1, reserved: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS reserved —release(token)→ RELEASED: no attempt spent; the next claim is attempt 1',
+      given: (k) => k.claim({ reserve: true, maxAttempts: 1 }).then(() => k.release()),
+      when: (k) => k.claim({ maxAttempts: 1 }),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 1 },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS reserved (lease expired, never started) at maxAttempts —claim→ ACQUIRED, not stale, not FAILED',
+      given: async (k) => {
+        await k.claimAndExpire({ maxAttempts: 1, reserve: true });
+      },
+      when: (k) => k.claim({ maxAttempts: 1 }),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 1, reserved: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: 'IN_PROGRESS reserved, re-claimed after expiry —start(old token)→ LEASE_LOST, nothing runs',
+      given: async (k) => {
+        await k.claim({ reserve: true, leaseMs: settings.shortLeaseMs });
+        await k.expireLease();
+        await k.claim({ reserve: true });
+      },
+      when: (k) => k.start(k.tokens[0]),
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(2), state: 'IN_PROGRESS' },
+      record: { attempt: 0, reserved: true },
+    },
+    // ── the stalled holder at the last attempt ────────────────────────────────────────────────────────
+    {
+      transition:
+        "FAILED because the last lease lapsed —complete(that holder's token)→ COMPLETED: it ran once, its result counts",
+      given: async (k) => {
+        await k.claimAndExpire({ maxAttempts: 1 });
+        await k.claim({ maxAttempts: 1 });
+      },
+      when: (k) => k.complete(k.tokens[0]),
+      reply: { ok: true },
+      record: { state: 'COMPLETED', fencingToken: T(1), attempt: 1, result: 'j"result"', error: undefined },
+      ttl: 'retention',
+    },
+    {
+      transition:
+        'FAILED because the last lease lapsed —release/extend(token)→ LEASE_LOST: only complete is let through',
+      given: async (k) => {
+        await k.claimAndExpire({ maxAttempts: 1 });
+        await k.claim({ maxAttempts: 1 });
+      },
+      when: async (k) => {
+        expect(await k.extend(k.tokens[0])).toMatchObject({ ok: false, state: 'FAILED' });
+        return k.release(k.tokens[0]);
+      },
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(1), state: 'FAILED' },
+      record: 'unchanged',
+    },
+    {
+      transition:
+        "FAILED because the last lease lapsed, dead-lettered —complete(that holder's token)→ COMPLETED, the mark cleared",
+      given: async (k) => {
+        await k.claimAndExpire({ maxAttempts: 1 });
+        await k.claim({ maxAttempts: 1 });
+        expect(await k.markDeadLettered(k.tokens[0])).toMatchObject({ ok: true, first: true });
+      },
+      when: (k) => k.complete(k.tokens[0]),
+      reply: { ok: true },
+      record: { state: 'COMPLETED', fencingToken: T(1), deadLettered: false, error: undefined },
+      ttl: 'retention',
+    },
+    // ── dead-lettered once ────────────────────────────────────────────────────────────────────────────
+    {
+      transition: 'FAILED —markDeadLettered(token)→ OK first; the next claim reports deadLettered',
+      given: failed,
+      when: async (k) => {
+        expect(await k.markDeadLettered()).toEqual({ ok: true, first: true });
+        return k.claim();
+      },
+      reply: { outcome: 'FAILED', fencingToken: T(1), deadLettered: true },
+      record: { state: 'FAILED', deadLettered: true },
+      ttl: 'retention',
+    },
+    {
+      transition: 'FAILED and marked —markDeadLettered(token)→ OK, first false (idempotent)',
+      given: (k) => failed(k).then(() => k.markDeadLettered()),
+      when: (k) => k.markDeadLettered(),
+      reply: { ok: true, first: false },
+      record: 'unchanged',
+    },
+    {
+      transition: 'IN_PROGRESS —markDeadLettered(token)→ LEASE_LOST: only a FAILED record is marked',
+      given: (k) => k.claim(),
+      when: (k) => k.markDeadLettered(),
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(1), state: 'IN_PROGRESS' },
+      record: 'unchanged',
+    },
+    {
+      transition: 'FAILED —markDeadLettered(another token)→ LEASE_LOST',
+      given: failed,
+      when: (k) => k.markDeadLettered(k.token + 1),
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(1), state: 'FAILED' },
+      record: 'unchanged',
     },
   ];
 
@@ -497,12 +814,12 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       transition: `${s.name} —claim with another fingerprint→ PAYLOAD_MISMATCH (${s.state}), nothing changed`,
       given: s.given,
       when: (k) => k.claim({ fingerprint: FP_B }),
-      reply: { outcome: 'PAYLOAD_MISMATCH', state: s.state, fencingToken: 1, attempt: 1 },
+      reply: { outcome: 'PAYLOAD_MISMATCH', state: s.state, fencingToken: T(1), attempt: 1 },
       record: 'unchanged',
     });
   }
 
-  for (const op of ['complete', 'release', 'fail', 'extend'] as const) {
+  for (const op of ['complete', 'release', 'fail', 'extend', 'start'] as const) {
     for (const f of FENCING_STATES) {
       rows.push({
         transition: `${f.name} —${op}(wrong token)→ LEASE_LOST, nothing changed`,
@@ -545,7 +862,10 @@ export async function runContractRow(
   const before = await k.get();
   const reply = await row.when(k);
   if (typeof row.reply === 'function') await row.reply(reply, k);
-  else expect(reply).toMatchObject(row.reply);
+  else expect(reply).toMatchObject(k.resolve(row.reply));
+  // Every token issued for the key is greater than every token issued before it, also across a loss.
+  for (let i = 1; i < k.tokens.length; i++) expect(k.tokens[i]).toBeGreaterThan(k.tokens[i - 1]!);
+  for (const t of k.tokens) expect(Number.isSafeInteger(t)).toBe(true);
   const after = await k.get();
   if (row.record === 'unchanged') {
     expect(withoutTtl(after)).toEqual(withoutTtl(before));
@@ -553,7 +873,7 @@ export async function runContractRow(
   } else if (row.record === null) {
     expect(after).toBeNull();
   } else {
-    expect(after).toMatchObject(row.record);
+    expect(after).toMatchObject(k.resolve(row.record));
   }
   if (row.ttl) {
     expect(after).not.toBeNull();
@@ -584,9 +904,11 @@ export function describeStoreContract(
       const ids = Array.from({ length: 40 }, (_, i) => ({ scope: s.scope, key: `many-${i}` }));
       const options = { leaseMs: LONG_LEASE_MS, retentionMs: RETENTION_MS, fingerprint: FP_A };
       // Put every third key in COMPLETED and every third + 1 in IN_PROGRESS first.
+      const held = new Map<number, number>();
       for (const [i, id] of ids.entries()) {
         if (i % 3 === 2) continue;
         const r = await store.claim(id, options);
+        held.set(i, r.fencingToken);
         if (i % 3 === 0 && r.outcome === 'ACQUIRED') {
           await store.complete(id, r.fencingToken, { retentionMs: RETENTION_MS, result: `j${i}` });
         }
@@ -595,8 +917,9 @@ export function describeStoreContract(
       expect(replies).toHaveLength(ids.length);
       for (const [i, reply] of replies.entries()) {
         if (i % 3 === 0) expect(reply).toMatchObject({ outcome: 'DUPLICATE', result: `j${i}` });
-        else if (i % 3 === 1) expect(reply).toMatchObject({ outcome: 'CONFLICT', fencingToken: 1 });
-        else expect(reply).toMatchObject({ outcome: 'ACQUIRED', fencingToken: 1, attempt: 1 });
+        else if (i % 3 === 1) {
+          expect(reply).toMatchObject({ outcome: 'CONFLICT', fencingToken: held.get(i) });
+        } else expect(reply).toMatchObject({ outcome: 'ACQUIRED', attempt: 1, started: true });
       }
       await expect(store.claimMany([])).resolves.toEqual([]);
     });
@@ -648,6 +971,121 @@ export function describeStoreContract(
         code: 'INVALID_IDEMPOTENCY_KEY',
       });
       await expect(store.get(id)).rejects.toMatchObject({ code: 'INVALID_IDEMPOTENCY_KEY' });
+    });
+
+    describe('waitForOutcome: a bounded wait for the holder of a live lease', () => {
+      const options = { leaseMs: LONG_LEASE_MS, retentionMs: RETENTION_MS, fingerprint: FP_A };
+      const retention = { retentionMs: RETENTION_MS };
+      afterAll(() => target().close?.());
+
+      /** Claims `key`, starts a wait on it, and runs `outcome` once the wait is under way. */
+      async function waitAround(key: string, outcome: (id: RecordId, token: number) => Promise<unknown>) {
+        const { store } = target();
+        const id = { scope: settings().scope, key };
+        const held = await store.claim(id, options);
+        expect(held.outcome).toBe('ACQUIRED');
+        const startedAt = Date.now();
+        const waiting = store.waitForOutcome(id, options, { timeoutMs: 20_000 });
+        // Let the wait subscribe and make its first claim, then reach the outcome.
+        await new Promise((r) => setTimeout(r, 150));
+        const outcomeAt = Date.now();
+        await outcome(id, held.fencingToken);
+        const reply = await waiting;
+        return { reply, held, id, afterOutcomeMs: Date.now() - outcomeAt, totalMs: Date.now() - startedAt };
+      }
+
+      it('the holder completes: DUPLICATE with its stored result, long before the bound', async () => {
+        const { store } = target();
+        const w = await waitAround('wait-complete', (id, token) =>
+          store.complete(id, token, { ...retention, result: 'j"paid"' }),
+        );
+        expect(w.reply).toMatchObject({
+          outcome: 'DUPLICATE',
+          result: 'j"paid"',
+          fencingToken: w.held.fencingToken,
+        });
+        expect(w.totalMs).toBeLessThan(10_000);
+        process.stderr.write(`[waitForOutcome] ${title}: complete → DUPLICATE in ${w.afterOutcomeMs} ms\n`);
+      });
+
+      it('the holder releases: the waiter claims (ACQUIRED, a greater token, the next attempt)', async () => {
+        const { store } = target();
+        const w = await waitAround('wait-release', (id, token) => store.release(id, token, retention));
+        expect(w.reply).toMatchObject({ outcome: 'ACQUIRED', attempt: 2, started: true });
+        expect(w.reply.fencingToken).toBeGreaterThan(w.held.fencingToken);
+        expect(await store.get(w.id)).toMatchObject({
+          state: 'IN_PROGRESS',
+          fencingToken: w.reply.fencingToken,
+        });
+      });
+
+      it('the holder fails: FAILED with its error', async () => {
+        const { store } = target();
+        const w = await waitAround('wait-fail', (id, token) =>
+          store.fail(id, token, { ...retention, error: 'Error: declined' }),
+        );
+        expect(w.reply).toMatchObject({ outcome: 'FAILED', error: 'Error: declined', deadLettered: false });
+        expect(w.totalMs).toBeLessThan(10_000);
+      });
+
+      it('twenty waiters on one key: one complete answers them all', async () => {
+        const { store } = target();
+        const id = { scope: settings().scope, key: 'wait-many' };
+        const held = await store.claim(id, options);
+        const waits = Array.from({ length: 20 }, () =>
+          store.waitForOutcome(id, options, { timeoutMs: 20_000 }),
+        );
+        await new Promise((r) => setTimeout(r, 150));
+        await store.complete(id, held.fencingToken, { ...retention, result: 'j1' });
+        const replies = await Promise.all(waits);
+        expect(replies.map((r) => r.outcome)).toEqual(replies.map(() => 'DUPLICATE'));
+      });
+
+      it('no outcome within the bound: CONFLICT, after the bound', async () => {
+        const { store } = target();
+        const id = { scope: settings().scope, key: 'wait-bound' };
+        await store.claim(id, options);
+        const startedAt = Date.now();
+        const reply = await store.waitForOutcome(id, options, { timeoutMs: 300 });
+        expect(reply).toMatchObject({ outcome: 'CONFLICT' });
+        expect(Date.now() - startedAt).toBeGreaterThanOrEqual(290);
+      });
+
+      it('an aborted signal ends the wait with CONFLICT', async () => {
+        const { store } = target();
+        const id = { scope: settings().scope, key: 'wait-abort' };
+        await store.claim(id, options);
+        const controller = new AbortController();
+        const waiting = store.waitForOutcome(id, options, { timeoutMs: 20_000, signal: controller.signal });
+        setTimeout(() => controller.abort(), 100);
+        const startedAt = Date.now();
+        expect(await waiting).toMatchObject({ outcome: 'CONFLICT' });
+        expect(Date.now() - startedAt).toBeLessThan(10_000);
+      });
+
+      it("the holder's lease lapses during the wait: ACQUIRED_STALE", async () => {
+        const s = settings();
+        const { store } = target();
+        const id = { scope: s.scope, key: 'wait-lapse' };
+        await store.claim(id, { ...options, leaseMs: Math.max(s.shortLeaseMs, 1) });
+        const wait = store.waitForOutcome(id, options, { timeoutMs: 20_000 });
+        await target().clock.passTime((await store.get(id))!.leaseExpiresAtMs!);
+        expect(await wait).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 2 });
+      });
+
+      it('no holder: answers at once (ACQUIRED; COMPLETED → DUPLICATE); a bad bound is INVALID_OPTION', async () => {
+        const { store } = target();
+        const id = { scope: settings().scope, key: 'wait-none' };
+        const first = await store.waitForOutcome(id, options, { timeoutMs: 20_000 });
+        expect(first).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+        await store.complete(id, first.fencingToken, retention);
+        expect(await store.waitForOutcome(id, options, { timeoutMs: 0 })).toMatchObject({
+          outcome: 'DUPLICATE',
+        });
+        await expect(store.waitForOutcome(id, options, { timeoutMs: -1 })).rejects.toMatchObject({
+          code: 'INVALID_OPTION',
+        });
+      });
     });
 
     it('get returns null for a key never claimed', async () => {

@@ -6,12 +6,26 @@ import type {
   Idempotency,
   IdempotencyRecord,
   IdempotencyStore,
+  MarkDeadLetteredReply,
+  OutcomeWaitOptions,
   RecordId,
+  StartReply,
   WriteReply,
 } from '../../src';
 
 /** Store operations a {@link FaultyStore} can break. */
-export type Operation = 'claim' | 'claimMany' | 'complete' | 'release' | 'fail' | 'extend' | 'get' | 'ping';
+export type Operation =
+  | 'claim'
+  | 'claimMany'
+  | 'complete'
+  | 'release'
+  | 'fail'
+  | 'extend'
+  | 'start'
+  | 'markDeadLettered'
+  | 'waitForOutcome'
+  | 'get'
+  | 'ping';
 
 /**
  * What happens to the next calls of one operation: `throw` rejects without touching the store (the store
@@ -35,6 +49,9 @@ export class FaultyStore implements IdempotencyStore {
     release: 0,
     fail: 0,
     extend: 0,
+    start: 0,
+    markDeadLettered: 0,
+    waitForOutcome: 0,
     get: 0,
     ping: 0,
   };
@@ -98,6 +115,15 @@ export class FaultyStore implements IdempotencyStore {
     options: { leaseMs: number; retentionMs: number },
   ): Promise<ExtendReply> {
     return this.#do('extend', () => this.inner.extend(id, token, options));
+  }
+  start(id: RecordId, token: number, options: { leaseMs: number; retentionMs: number }): Promise<StartReply> {
+    return this.#do('start', () => this.inner.start(id, token, options));
+  }
+  markDeadLettered(id: RecordId, token: number): Promise<MarkDeadLetteredReply> {
+    return this.#do('markDeadLettered', () => this.inner.markDeadLettered(id, token));
+  }
+  waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply> {
+    return this.#do('waitForOutcome', () => this.inner.waitForOutcome(id, options, wait));
   }
   get(id: RecordId): Promise<IdempotencyRecord | null> {
     return this.#do('get', () => this.inner.get(id));

@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto';
+import type { Idempotency } from '@idempotent-consumer/core';
+import { hasKcat, startKafkaMockCluster } from '@idempotent-consumer/demo/dist/brokers/kafka-mock';
+import { idempotentEachBatch } from '@idempotent-consumer/kafka';
+import { Kafka, logLevel } from 'kafkajs';
+import { type AdapterRow, row, settleCounter } from './adapter-row';
+
+const TIMINGS = {
+  sessionTimeout: 10_000,
+  rebalanceTimeout: 10_000,
+  heartbeatInterval: 1000,
+  maxWaitTimeInMs: 50,
+};
+
+/**
+ * Kafka (`KAFKA_BROKERS`, else librdkafka's mock cluster through kcat, as the integration suites start it):
+ * `messages` messages (header `idempotency-key`) in one topic, consumed from the beginning by two consumer
+ * groups with KafkaJS `eachBatch`: one resolving each offset after a no-op handler, one through
+ * `idempotentEachBatch` with the same handler.
+ * @throws Error when there is neither KAFKA_BROKERS nor kcat.
+ */
+export async function benchKafka(idempotency: Idempotency, messages: number): Promise<AdapterRow> {
+  let stop = async () => {};
+  let brokers = process.env.KAFKA_BROKERS?.split(',');
+  if (!brokers) {
+    if (!hasKcat()) throw new Error('no KAFKA_BROKERS and no kcat (apt-get install -y kcat)');
+    const cluster = await startKafkaMockCluster({ brokers: 1 });
+    brokers = cluster.brokers;
+    stop = () => cluster.stop();
+  }
+  const kafka = new Kafka({ clientId: 'bench', brokers, logLevel: logLevel.NOTHING });
+  const topic = `bench.${process.pid}.${randomUUID().slice(0, 8)}`;
+  const producer = kafka.producer({ allowAutoTopicCreation: true });
+  try {
+    await producer.connect();
+    for (let i = 0; i < messages; i += 1000) {
+      await producer.send({
+        topic,
+        messages: Array.from({ length: Math.min(1000, messages - i) }, (_, j) => ({
+          key: String((i + j) % 64),
+          value: `{"n":${i + j}}`,
+          headers: { 'idempotency-key': `${topic}-${i + j}` },
+        })),
+      });
+    }
+    type Consumer = ReturnType<Kafka['consumer']>;
+    const consume = async (
+      eachBatch: (consumer: Consumer, groupId: string) => Parameters<Consumer['run']>[0],
+    ) => {
+      const groupId = `${topic}.${randomUUID().slice(0, 6)}`;
+      const consumer = kafka.consumer({ groupId, ...TIMINGS });
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run(eachBatch(consumer, groupId));
+      return consumer;
+    };
+
+    const bare = settleCounter(messages);
+    const bareConsumer = await consume(() => ({
+      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+        for (const message of batch.messages) {
+          await (async () => {})();
+          resolveOffset(message.offset);
+          bare.settled();
+        }
+        await heartbeat();
+      },
+    }));
+    const bareSeconds = await bare.done;
+    await bareConsumer.disconnect();
+
+    const sdk = settleCounter(messages);
+    let close = () => {};
+    const sdkConsumer = await consume((consumer, groupId) => {
+      const eachBatch = idempotentEachBatch(
+        { idempotency, consumer },
+        { groupId, deadLetterTopic: false },
+        async () => {
+          sdk.settled();
+        },
+      );
+      close = eachBatch.close;
+      return { eachBatch };
+    });
+    const sdkSeconds = await sdk.done;
+    await sdkConsumer.disconnect();
+    close();
+    return row('Kafka (KafkaJS)', 'eachBatch', messages, bareSeconds, sdkSeconds);
+  } finally {
+    await producer.disconnect().catch(() => {});
+    await stop();
+  }
+}

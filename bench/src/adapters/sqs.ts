@@ -1,0 +1,123 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import {
+  CreateQueueCommand,
+  DeleteMessageBatchCommand,
+  DeleteQueueCommand,
+  type Message,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
+import type { Idempotency } from '@idempotent-consumer/core';
+import { IdempotentSqsPoller } from '@idempotent-consumer/sqs';
+import { type AdapterRow, row, settleCounter } from './adapter-row';
+
+const CONCURRENCY = 32;
+
+/**
+ * Starts fauxqs (the SQS emulator the integration suites use) in a child process, so the emulator's CPU
+ * is not the bench's event loop. Resolves its endpoint.
+ */
+async function startFauxqs(): Promise<{ endpoint: string; child: ChildProcess }> {
+  const script =
+    "const { buildApp } = await import('fauxqs'); const app = buildApp({ logger: false });" +
+    "const a = await app.listen({ port: 0, host: '127.0.0.1' }); process.stdout.write(a + '\\n');";
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: __dirname,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const endpoint = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes('\n')) resolve(text.trim().replace('localhost', '127.0.0.1'));
+    });
+    child.once('exit', (code) => reject(new Error(`fauxqs exited (${code}) before listening`)));
+  });
+  return { endpoint, child };
+}
+
+/**
+ * SQS (`SQS_ENDPOINT`, else fauxqs in a child process): `messages` messages in each of two fresh queues;
+ * a receive/delete loop on the same `SQSClient` (32 messages in flight: ReceiveMessage of up to 10,
+ * no-op handler, DeleteMessageBatch) drains one, `IdempotentSqsPoller` at concurrency 32 the other.
+ */
+export async function benchSqs(idempotency: Idempotency, messages: number): Promise<AdapterRow> {
+  let child: ChildProcess | undefined;
+  let endpoint = process.env.SQS_ENDPOINT;
+  if (!endpoint) ({ endpoint, child } = await startFauxqs());
+  const sqs = new SQSClient({
+    endpoint,
+    region: process.env.AWS_REGION ?? 'us-east-1',
+    credentials: process.env.AWS_ACCESS_KEY_ID
+      ? undefined
+      : { accessKeyId: 'bench', secretAccessKey: 'bench' },
+    useQueueUrlAsEndpoint: false,
+  });
+  const run = `bench-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const urls: string[] = [];
+  try {
+    for (const name of ['bare', 'sdk']) {
+      const url = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-${name}` }))).QueueUrl!;
+      urls.push(url);
+      const sends: Promise<unknown>[] = [];
+      for (let i = 0; i < messages; i += 10) {
+        const entries = Array.from({ length: Math.min(10, messages - i) }, (_, j) => ({
+          Id: `m${j}`,
+          MessageBody: `{"n":${i + j}}`,
+        }));
+        sends.push(sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries })));
+        if (sends.length >= 16) await Promise.all(sends.splice(0));
+      }
+      await Promise.all(sends);
+    }
+    const [bareUrl, sdkUrl] = urls as [string, string];
+
+    const bare = settleCounter(messages);
+    let stopping = false;
+    const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, async () => {
+      while (!stopping) {
+        const out = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: bareUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+            VisibilityTimeout: 30,
+          }),
+        );
+        const received: Message[] = out.Messages ?? [];
+        if (received.length === 0) continue;
+        await Promise.all(received.map(async () => {}));
+        await sqs.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: bareUrl,
+            Entries: received.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle })),
+          }),
+        );
+        bare.settled(received.length);
+      }
+    });
+    const bareSeconds = await bare.done;
+    stopping = true;
+    await Promise.all(receivers);
+
+    const sdk = settleCounter(messages);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs },
+      { queueUrl: sdkUrl, concurrency: CONCURRENCY, waitTimeSeconds: 1, visibilityTimeoutSeconds: 30 },
+      async () => {},
+    );
+    poller.on('settled', ({ action }) => {
+      if (action === 'delete') sdk.settled();
+    });
+    poller.start();
+    const sdkSeconds = await sdk.done;
+    await poller.stop();
+    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSeconds, sdkSeconds);
+  } finally {
+    for (const url of urls) await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
+    sqs.destroy();
+    child?.kill('SIGKILL');
+  }
+}

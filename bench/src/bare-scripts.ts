@@ -1,0 +1,98 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type Redis from 'ioredis';
+import { BUSY, type Contender, LEASE_MS, RETENTION_MS } from './contender';
+
+/** The repository's `lua/` directory (bench/dist/ → ../../lua). */
+const LUA_DIR = join(__dirname, '..', '..', 'lua');
+
+/** A script of `lua/` with its SHA-1, loaded once into the server's script cache. */
+export interface LoadedScript {
+  readonly sha1: string;
+  readonly lua: string;
+}
+
+/** `--- @include "includes/<name>"` lines, expanded the way the core's build embeds the scripts. */
+const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
+
+function expand(source: string, seen = new Set<string>()): string {
+  return source.replace(INCLUDE, (_, path: string) => {
+    if (seen.has(path)) return `-- (${path} included above)`;
+    seen.add(path);
+    return `-- ${path}.lua\n${expand(readFileSync(join(LUA_DIR, `${path}.lua`), 'utf8').trimEnd(), seen)}`;
+  });
+}
+
+/**
+ * Reads `lua/<name>.lua` (includes expanded) and loads it (`SCRIPT LOAD`), so EVALSHA finds it. The text
+ * is byte for byte what the core embeds, so both send the same script (the same SHA-1).
+ */
+export async function loadScript(redis: Redis, name: string): Promise<LoadedScript> {
+  const lua = expand(readFileSync(join(LUA_DIR, `${name}.lua`), 'utf8'));
+  const sha1 = createHash('sha1').update(lua).digest('hex');
+  const loaded = (await redis.script('LOAD', lua)) as string;
+  if (loaded !== sha1) throw new Error(`SCRIPT LOAD returned ${loaded} for ${name}.lua, expected ${sha1}`);
+  return { sha1, lua };
+}
+
+/**
+ * The floor any Redis+Lua idempotency layer can reach with these scripts: a bare ioredis client that sends
+ * `lua/claim.lua` and, after the handler, `lua/complete.lua` with EVALSHA, decoding the replies inline. No
+ * library code: no key validation, no timeouts, no heartbeat, no events, no result codec beyond JSON.
+ */
+export async function bareScripts(redis: Redis, prefix: string, scope = 'bench'): Promise<BareScripts> {
+  const [claim, complete] = await Promise.all([loadScript(redis, 'claim'), loadScript(redis, 'complete')]);
+  return new BareScripts(redis, `${prefix}:${Buffer.byteLength(scope)}:${scope}:`, claim, complete);
+}
+
+/** See {@link bareScripts}. */
+export class BareScripts implements Contender {
+  readonly name = 'bare ioredis: EVALSHA claim + complete';
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keyPrefix: string,
+    private readonly claimScript: LoadedScript,
+    private readonly completeScript: LoadedScript,
+  ) {}
+
+  /**
+   * EVALSHA; on NOSCRIPT (someone ran SCRIPT FLUSH on the shared server) loads the script again and
+   * retries once, as every client does. Not on the hot path: the first try normally succeeds.
+   */
+  #evalsha(script: LoadedScript, key: string, ...args: (string | number)[]): Promise<unknown> {
+    return this.redis.evalsha(script.sha1, 1, key, ...args).catch(async (error: Error) => {
+      if (!error.message.startsWith('NOSCRIPT')) throw error;
+      await this.redis.script('LOAD', script.lua);
+      return this.redis.evalsha(script.sha1, 1, key, ...args);
+    });
+  }
+
+  /** One claim alone (the duplicate path's floor): the raw reply. */
+  claim(key: string): Promise<unknown[]> {
+    return this.#evalsha(this.claimScript, this.keyPrefix + key, LEASE_MS, RETENTION_MS, '', 0) as Promise<
+      unknown[]
+    >;
+  }
+
+  async process(key: string, handler: () => Promise<unknown>): Promise<unknown> {
+    const reply = await this.claim(key);
+    const outcome = reply[0];
+    if (outcome === 'DUPLICATE')
+      return reply[3] === 1 ? JSON.parse((reply[4] as string).slice(1)) : undefined;
+    if (outcome !== 'ACQUIRED' && outcome !== 'ACQUIRED_STALE') return BUSY;
+    const result = await handler();
+    await this.#evalsha(
+      this.completeScript,
+      this.keyPrefix + key,
+      reply[1] as number,
+      RETENTION_MS,
+      '1',
+      `j${JSON.stringify(result)}`,
+    );
+    return result;
+  }
+
+  async close(): Promise<void> {}
+}

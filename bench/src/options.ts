@@ -1,0 +1,69 @@
+import { Command, Option } from 'commander';
+
+/** The sections of the bench, in the order they run. */
+export const SECTIONS = ['core', 'peers', 'claimMany', 'adapters', 'memory'] as const;
+export type Section = (typeof SECTIONS)[number];
+
+/** How much the bench measures; `--quick` scales every count down to stay under a minute. */
+export interface BenchOptions {
+  readonly quick: boolean;
+  readonly sections: readonly Section[];
+  readonly out: string;
+  /** Rounds per scenario (order rotated each round; ratios are medians over rounds). */
+  readonly rounds: number;
+  /** Rounds of the peers (they are slower). */
+  readonly peerRounds: number;
+  /** Messages per round at 50 in flight, and sequentially. */
+  readonly concurrentMessages: number;
+  readonly sequentialMessages: number;
+  /** Messages per round for the peers (slower, so fewer). */
+  readonly peerMessages: number;
+  readonly inFlight: number;
+  readonly raceKeys: number;
+  readonly raceCallers: number;
+  readonly adapterMessages: { rabbitmq: number; kafka: number; sqs: number };
+  readonly memoryRecords: number;
+}
+
+/** Parses `npm run bench -- [options]` (commander). */
+export function parseOptions(argv: readonly string[]): BenchOptions {
+  const program = new Command('bench')
+    .description(
+      'Measures idempotent-consumer against the bare scripts, peer libraries and bare broker clients',
+    )
+    .option('--quick', 'smaller counts (under a minute)', false)
+    .addOption(
+      new Option('--only <sections...>', 'run only these sections').choices(SECTIONS as unknown as string[]),
+    )
+    .option('--out <file>', 'where to write the JSON results', 'bench/results/latest.json')
+    .option('--rounds <n>', 'rounds per scenario', (v) => Number.parseInt(v, 10))
+    .option('--in-flight <n>', 'messages in flight in the concurrent runs', (v) => Number.parseInt(v, 10), 50)
+    .parse(argv, { from: 'user' });
+  const o = program.opts<{
+    quick: boolean;
+    only?: Section[];
+    out: string;
+    rounds?: number;
+    inFlight: number;
+  }>();
+  const q = o.quick;
+  return {
+    quick: q,
+    sections: o.only ?? SECTIONS,
+    out: o.out,
+    // Many short rounds rather than a few long ones: on a shared machine the load changes within seconds,
+    // and a ratio taken between neighbours in time (then the median over rounds) shrugs most of it off.
+    rounds: o.rounds ?? (q ? 3 : 8),
+    peerRounds: o.rounds ?? (q ? 2 : 5),
+    concurrentMessages: q ? 1_500 : 4_000,
+    sequentialMessages: q ? 300 : 800,
+    peerMessages: q ? 600 : 2_500,
+    inFlight: o.inFlight,
+    raceKeys: q ? 50 : 200,
+    raceCallers: 16,
+    adapterMessages: q
+      ? { rabbitmq: 1_000, kafka: 1_000, sqs: 300 }
+      : { rabbitmq: 6_000, kafka: 6_000, sqs: 1_500 },
+    memoryRecords: q ? 10_000 : 100_000,
+  };
+}

@@ -1,0 +1,31 @@
+/**
+ * `node --cpu-prof --cpu-prof-dir=bench/results/profiles bench/dist/profile.js [run|bare] [messages] [in flight]`:
+ * `Idempotency.run` of a no-op handler (or the bare EVALSHA client) at 50 (or the given number) in flight on new keys, alone in
+ * the process, so a CPU profile shows where the time per message goes (see bench/README.md, "Profile").
+ */
+import { bareScripts } from './bare-scripts';
+import { noopHandler } from './contender';
+import { concurrent } from './measure';
+import { ours } from './ours';
+import { connectRedis, deleteByPrefix } from './redis';
+
+async function main(): Promise<void> {
+  const which = process.argv[2] ?? 'run';
+  const count = Number(process.argv[3] ?? 30_000);
+  const inFlight = Number(process.argv[4] ?? 50);
+  const prefix = `bench-profile:${process.pid}`;
+  const redis = await connectRedis(false);
+  try {
+    const contender = which === 'bare' ? await bareScripts(redis, prefix) : ours(redis, prefix);
+    await concurrent(2_000, 50, (i) => contender.process(`warm-${i}`, noopHandler));
+    const stats = await concurrent(count, inFlight, (i) => contender.process(`k-${i}`, noopHandler));
+    process.stdout.write(
+      `${contender.name}: ${Math.round(stats.perSecond)} msg/s, p99 ${Math.round(stats.p99Us)} µs\n`,
+    );
+  } finally {
+    await deleteByPrefix(redis, prefix);
+    await redis.quit();
+  }
+}
+
+void main();

@@ -1,0 +1,174 @@
+import { Idempotency, RedisIdempotencyStore, ReplicationTimeoutError } from '@idempotent-consumer/core';
+import Redis, { Cluster } from 'ioredis';
+import { waitFor } from '../../support/net';
+import { describeWithPrograms } from '../../support/programs';
+import { describeWithRedisCluster, RedisCluster } from '../../support/redis-cluster';
+import { RedisServer } from '../../support/redis-server';
+
+// waitForReplicas on a primary and a replica this suite starts (`redis-server --replicaof`): every write that
+// matters is on the replica when the store call resolves, and a write that fewer replicas acknowledged than
+// required rejects with REPLICATION_TIMEOUT (after it was applied on the primary).
+describeWithPrograms(
+  ['redis-server'],
+  'RedisIdempotencyStore waitForReplicas on a primary + replica it starts',
+  () => {
+    let primary: RedisServer;
+    let replica: RedisServer;
+    let client: Redis;
+    let replicaClient: Redis;
+    const prefix = `replica-wait-${process.pid}`;
+
+    beforeAll(async () => {
+      primary = await RedisServer.start();
+      replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+      client = new Redis(primary.url, { enableAutoPipelining: true });
+      replicaClient = new Redis(replica.url);
+      await waitFor(
+        'the replica to be in sync',
+        async () => /master_link_status:up/.test(await replicaClient.info('replication')),
+        20_000,
+      );
+    }, 60_000);
+
+    afterAll(async () => {
+      client?.disconnect();
+      replicaClient?.disconnect();
+      await replica?.dispose();
+      await primary?.dispose();
+    });
+
+    it('claim, complete, release and fail resolve only once the replica has the write', async () => {
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 1000 } },
+      );
+      const idempotency = new Idempotency({ store }, { leaseMs: 60_000, maxAttempts: 2 });
+      const onReplica = async (key: string) =>
+        (await replicaClient.hget(store.recordKey({ scope: 's', key }), 's')) ?? null;
+
+      for (let i = 0; i < 20; i++) {
+        const r = await idempotency.run({ scope: 's', key: `k-${i}` }, () => i);
+        expect(r).toMatchObject({ status: 'completed', recorded: true });
+        // Read from the replica right after: WAIT guaranteed it had the COMPLETED write.
+        expect(await onReplica(`k-${i}`)).toBe('C');
+      }
+      const claim = await store.claim({ scope: 's', key: 'held' }, { leaseMs: 60_000, retentionMs: 60_000 });
+      expect(await onReplica('held')).toBe('P');
+      await store.release({ scope: 's', key: 'held' }, claim.fencingToken, { retentionMs: 60_000 });
+      expect(await onReplica('held')).toBe('R');
+      const again = await store.claim({ scope: 's', key: 'held' }, { leaseMs: 60_000, retentionMs: 60_000 });
+      await store.fail({ scope: 's', key: 'held' }, again.fencingToken, { retentionMs: 60_000, error: 'E' });
+      expect(await onReplica('held')).toBe('F');
+    });
+
+    it('more replicas than acknowledge: REPLICATION_TIMEOUT, with the write applied on the primary only', async () => {
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 2, timeoutMs: 200 } },
+      );
+      const error = await store
+        .claim({ scope: 's', key: 'two-replicas' }, { leaseMs: 60_000, retentionMs: 60_000 })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ReplicationTimeoutError);
+      expect(error).toMatchObject({
+        code: 'REPLICATION_TIMEOUT',
+        retryable: true,
+        acknowledgedReplicas: 1,
+        requiredReplicas: 2,
+      });
+      expect(await store.get({ scope: 's', key: 'two-replicas' })).toMatchObject({ state: 'IN_PROGRESS' });
+      // A duplicate's claim writes nothing, so it does not wait.
+      await client.hset(store.recordKey({ scope: 's', key: 'done' }), {
+        s: 'C',
+        t: 1,
+        a: 1,
+        h: 0,
+        u: 1,
+        c: 1,
+      });
+      await expect(
+        store.claim({ scope: 's', key: 'done' }, { leaseMs: 1000, retentionMs: 1000 }),
+      ).resolves.toMatchObject({
+        outcome: 'DUPLICATE',
+      });
+    });
+
+    it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 300 } },
+      );
+      const id = { scope: 's', key: 'replica-down' };
+      const claim = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000 });
+      await replica.stop();
+      await waitFor(
+        'the primary to see no replica',
+        async () => /connected_slaves:0/.test(await client.info('replication')),
+        20_000,
+      );
+      await expect(store.complete(id, claim.fencingToken, { retentionMs: 60_000 })).rejects.toMatchObject({
+        code: 'REPLICATION_TIMEOUT',
+        acknowledgedReplicas: 0,
+      });
+      expect(await store.get(id)).toMatchObject({ state: 'COMPLETED' });
+    });
+
+    it('rejects bad options with InvalidOptionError', () => {
+      const make =
+        (waitForReplicas: { replicas: number; timeoutMs: number }, commandTimeoutMs?: number) => () =>
+          new RedisIdempotencyStore({ redis: client }, { waitForReplicas, commandTimeoutMs });
+      expect(make({ replicas: 0, timeoutMs: 100 })).toThrow(/replicas must be an integer >= 1/);
+      expect(make({ replicas: 1, timeoutMs: 0 })).toThrow(/timeoutMs must be an integer >= 1/);
+      expect(make({ replicas: 1, timeoutMs: 2000 }, 2000)).toThrow(/below commandTimeoutMs/);
+    });
+  },
+);
+
+// In a Cluster, WAIT must go to the connection that wrote the key (its slot's master), not a random node.
+describeWithRedisCluster(
+  'RedisIdempotencyStore waitForReplicas on a local Redis Cluster (3 masters + 3 replicas)',
+  () => {
+    let cluster: RedisCluster;
+    let redis: Cluster;
+
+    beforeAll(async () => {
+      cluster = await RedisCluster.start();
+      redis = new Cluster(cluster.nodes, { enableAutoPipelining: true, clusterRetryStrategy: () => 100 });
+      await waitFor('ioredis Cluster ready', () => redis.status === 'ready', 10_000);
+    }, 90_000);
+
+    afterAll(async () => {
+      await redis?.quit().catch(() => undefined);
+      await cluster?.stop();
+    });
+
+    it('every write is acknowledged by its master’s replica; 2 replicas per master cannot be had', async () => {
+      const store = new RedisIdempotencyStore(
+        { redis },
+        {
+          keyPrefix: `replica-wait-cluster-${process.pid}`,
+          waitForReplicas: { replicas: 1, timeoutMs: 1500 },
+        },
+      );
+      const idempotency = new Idempotency({ store });
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, i) => idempotency.run({ scope: 's', key: `k-${i}` }, () => i)),
+      );
+      for (const r of results)
+        expect(r).toMatchObject({ outcome: 'ACQUIRED', status: 'completed', recorded: true });
+      const strict = new RedisIdempotencyStore(
+        { redis },
+        {
+          keyPrefix: `replica-wait-cluster-${process.pid}`,
+          waitForReplicas: { replicas: 2, timeoutMs: 200 },
+        },
+      );
+      await expect(
+        strict.claim({ scope: 's', key: 'strict' }, { leaseMs: 1000, retentionMs: 1000 }),
+      ).rejects.toMatchObject({
+        code: 'REPLICATION_TIMEOUT',
+        acknowledgedReplicas: 1,
+      });
+    });
+  },
+);

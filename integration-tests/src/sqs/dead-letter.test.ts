@@ -1,0 +1,192 @@
+import type { Message } from '@aws-sdk/client-sqs';
+import { isIdempotencyError, NonRetryableError, TopologyMismatchError } from '@idempotent-consumer/core';
+import {
+  createSqsConsumerWiring,
+  IdempotentSqsPoller,
+  type SqsEvents,
+  type SqsHandlerContext,
+  type SqsIdempotencyOptions,
+} from '@idempotent-consumer/sqs';
+import { Consumer } from 'sqs-consumer';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { SqsFixture } from '../../support/sqs-fixture';
+import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
+
+jest.setTimeout(60_000);
+
+type DeadLettered = SqsEvents['deadLettered'][0];
+
+/** A key extractor that reads the key from a JSON body, so a malformed body makes it throw. */
+function jsonKey(calls: string[]) {
+  return (message: Message): string => {
+    calls.push(message.Body ?? '');
+    return (JSON.parse(message.Body ?? '') as { id: string }).id;
+  };
+}
+
+describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulator', ({ redis, sqs }) => {
+  let fx: SqsFixture;
+  const stops: (() => Promise<void>)[] = [];
+  beforeAll(() => {
+    fx = new SqsFixture(redis, sqs);
+  });
+  afterEach(async () => {
+    await Promise.all(stops.splice(0).map((s) => s()));
+  });
+  afterAll(() => fx.close());
+
+  function poller<T>(...args: ConstructorParameters<typeof IdempotentSqsPoller<T>>) {
+    const p = new IdempotentSqsPoller<T>(...args);
+    stops.push(async () => {
+      await p.stop();
+    });
+    return p;
+  }
+
+  function consumer(options: Parameters<typeof Consumer.create>[0]): Consumer {
+    const c = Consumer.create({ sqs: fx.sqs, waitTimeSeconds: 1, ...options });
+    c.on('error', () => {});
+    stops.push(
+      () =>
+        new Promise<void>((resolve) => {
+          if (!c.status.isRunning) return resolve();
+          c.once('stopped', () => resolve());
+          c.stop({ abort: true });
+        }),
+    );
+    return c;
+  }
+
+  type Form = 'poller' | 'handleMessage' | 'handleMessageBatch';
+
+  /** Starts the form on `options` and reports every dead-lettered message to `onDeadLettered`. */
+  async function startForm(
+    form: Form,
+    options: SqsIdempotencyOptions,
+    handler: (context: SqsHandlerContext) => Promise<unknown>,
+    onDeadLettered: (e: DeadLettered) => void,
+  ): Promise<void> {
+    const deps = { idempotency: fx.idempotency({ leaseMs: 3000 }), sqs: fx.sqs };
+    if (form === 'poller') {
+      const p = poller(deps, { ...options, waitTimeSeconds: 1 }, handler);
+      p.on('deadLettered', onDeadLettered);
+      await p.start();
+      return;
+    }
+    const wiring = createSqsConsumerWiring(
+      deps,
+      { ...options, batch: form === 'handleMessageBatch' },
+      handler,
+    );
+    wiring.events.on('deadLettered', onDeadLettered);
+    await wiring.verifyDeadLetter();
+    consumer({ ...wiring, queueUrl: options.queueUrl, batchSize: 10 }).start();
+  }
+
+  describe.each<Form>(['poller', 'handleMessage', 'handleMessageBatch'])('%s', (form) => {
+    it('dead-letters a message whose key extractor throws as invalid-key, once, without running the handler', async () => {
+      const dlq = await fx.queue(`inv-dlq-${form}`);
+      const q = await fx.queue(`inv-${form}`);
+      const extracted: string[] = [];
+      const ran: string[] = [];
+      const dead: DeadLettered[] = [];
+      await startForm(
+        form,
+        {
+          queueUrl: q.url,
+          idempotencyKey: jsonKey(extracted),
+          deadLetter: { queueUrl: dlq.url },
+          retryBackoff: { baseMs: 0 },
+        },
+        async ({ message: m }) => ran.push(m.Body!),
+        (p) => dead.push(p),
+      );
+      await sendMessage(fx.sqs, q.url, 'not json');
+      await sendMessage(fx.sqs, q.url, JSON.stringify({ id: 'ok-1' }));
+      let copies: Message[] = [];
+      await waitFor('the malformed message in the DLQ', async () => {
+        copies.push(...(await receiveAll(fx.sqs, dlq.url, 0)));
+        return copies.length >= 1;
+      });
+      await waitFor('source queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
+      copies = [...copies, ...(await receiveAll(fx.sqs, dlq.url, 0))];
+      expect(copies.map((c) => c.Body)).toEqual(['not json']);
+      const attribute = (name: string) => copies[0]!.MessageAttributes![name]?.StringValue;
+      expect(attribute('x-idempotency-dead-letter-reason')).toBe('invalid-key');
+      expect(attribute('x-idempotency-error')).toContain('SyntaxError');
+      expect(ran).toEqual([JSON.stringify({ id: 'ok-1' })]);
+      expect(extracted.filter((b) => b === 'not json')).toHaveLength(1);
+      expect(dead).toHaveLength(1);
+      expect(dead[0]).toMatchObject({
+        reason: 'invalid-key',
+        key: undefined,
+        via: 'copy',
+        destination: dlq.url,
+      });
+      expect(isIdempotencyError(dead[0]!.error) && dead[0]!.error.code).toBe('INVALID_IDEMPOTENCY_KEY');
+    });
+
+    it("refuses to start when deadLetter is 'redrive-policy' and the queue has no RedrivePolicy", async () => {
+      const q = await fx.queue(`no-redrive-${form}`, {}, false, { redrive: false });
+      await sendMessage(fx.sqs, q.url, 'waits');
+      const ran: string[] = [];
+      const start = startForm(
+        form,
+        { queueUrl: q.url },
+        async ({ message: m }) => ran.push(m.Body!),
+        () => {},
+      );
+      await expect(start).rejects.toBeInstanceOf(TopologyMismatchError);
+      await expect(start).rejects.toMatchObject({ code: 'TOPOLOGY_MISMATCH', retryable: false });
+      if (form !== 'poller') {
+        // A Consumer started anyway, with waitForStore as preReceiveMessageCallback, receives nothing: every
+        // poll is refused with the same error (sqs-consumer reports it as `error` and polls again).
+        const deps = { idempotency: fx.idempotency(), sqs: fx.sqs };
+        const wiring = createSqsConsumerWiring(deps, { queueUrl: q.url }, async ({ message: m }) =>
+          ran.push(m.Body!),
+        );
+        const errors: unknown[] = [];
+        const c = consumer({ ...wiring, queueUrl: q.url, pollingWaitTimeMs: 10 });
+        c.on('error', (e) => errors.push(e));
+        c.start();
+        await waitFor('two refused polls', () => errors.length >= 2);
+        expect(String(errors[0])).toContain('RedrivePolicy');
+      }
+      expect(ran).toEqual([]);
+      const [left] = await receiveAll(fx.sqs, q.url, 0);
+      expect(left?.Body).toBe('waits');
+    });
+
+    it("with 'redrive-policy', reports deadLettered once per message and SQS moves it to the DLQ", async () => {
+      const dlq = await fx.queue(`redrive-dlq-${form}`, {}, false, { redrive: false });
+      const q = await fx.queue(`redrive-${form}`, {
+        RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.arn, maxReceiveCount: '3' }),
+      });
+      const ran: string[] = [];
+      const dead: DeadLettered[] = [];
+      await startForm(
+        form,
+        { queueUrl: q.url, retryBackoff: { baseMs: 0 } },
+        async ({ message: m }) => {
+          ran.push(m.Body!);
+          throw new NonRetryableError('card declined');
+        },
+        (p) => dead.push(p),
+      );
+      await sendMessage(fx.sqs, q.url, 'declined', { key: `declined-${form}` });
+      let moved: Message[] = [];
+      await waitFor('SQS moved it to the DLQ', async () => {
+        moved = await receiveAll(fx.sqs, dlq.url, 0);
+        return moved.length === 1;
+      });
+      expect(moved[0]!.Body).toBe('declined');
+      expect(ran).toEqual(['declined']);
+      expect(dead).toHaveLength(1);
+      // The receive that reaches maxReceiveCount meets the FAILED record the first receive wrote.
+      expect(dead[0]).toMatchObject({ reason: 'failed-record', via: 'redrive-policy', destination: dlq.arn });
+      expect(dead[0]!.message.Attributes?.ApproximateReceiveCount).toBe('3');
+      expect(await queueDepth(fx.sqs, q.url)).toBe(0);
+    });
+  });
+});

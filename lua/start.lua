@@ -1,0 +1,43 @@
+--[[
+  start: the handler of a reserved claim (claim with reserve) starts now: count its attempt and renew the
+  lease, if the caller still holds the claim. On a claim whose attempt already counted it only renews the
+  lease, so calling it twice counts once. Either way it clears b (abandoned, see claim.lua): a handler
+  runs now.
+
+  KEYS[1]  record key
+
+  ARGV[1]  fencingToken    integer, the token the claim returned
+  ARGV[2]  leaseMs         integer > 0, the lease from now on the Redis server clock
+  ARGV[3]  retentionMs     integer > 0, how long the record outlives the lease
+
+  Replies:
+    {'OK', attempt, leaseExpiresAtMs, nowMs}   attempt: the counted attempt this handler runs as
+    {'LEASE_LOST', currentToken, state}        nothing changed
+]]
+--- @include "includes/clock"
+--- @include "includes/fence"
+local rcall = redis.call
+local key = KEYS[1]
+local fencingToken = tonumber(ARGV[1])
+local leaseMs = tonumber(ARGV[2])
+local retentionMs = tonumber(ARGV[3])
+if not fencingToken or not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 then
+  return redis.error_reply('ERR idempotency start: bad arguments')
+end
+
+local lost = fence(key, fencingToken, {P = true})
+if lost then
+  return lost
+end
+
+local now = serverClock()
+local rec = rcall('HMGET', key, 'a', 'v')
+local attempt = tonumber(rec[1] or '0')
+if rec[2] == '1' then
+  attempt = attempt + 1
+end
+rcall('HDEL', key, 'v', 'b')
+local expiresAt = now + leaseMs
+rcall('HSET', key, 'a', int(attempt), 'e', int(expiresAt), 'u', int(now))
+rcall('PEXPIRE', key, leaseMs + retentionMs)
+return {'OK', attempt, expiresAt, now}

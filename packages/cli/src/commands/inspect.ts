@@ -1,0 +1,59 @@
+import { EXIT } from '../io';
+import { fieldTable } from '../output';
+import { type RecordView, recordView } from '../record-view';
+import type { CommandContext } from './context';
+
+/**
+ * `inspect SCOPE KEY`: one record (the store's `get`) with its lease measured on the Redis server clock.
+ * Exit status 3 when there is no record.
+ */
+export async function inspect(
+  ctx: CommandContext,
+  scope: string,
+  key: string,
+  options: { previewChars: number },
+): Promise<number> {
+  const id = { scope, key };
+  const [record, serverTimeMs] = await Promise.all([ctx.admin.get(id), ctx.admin.serverTimeMs(id)]);
+  if (!record) {
+    ctx.out.result(
+      { scope, key, found: false },
+      () => `No record for key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`,
+    );
+    return EXIT.nothingDone;
+  }
+  const view = recordView(id, record, serverTimeMs, options.previewChars);
+  ctx.out.result({ found: true, ...view }, () => fieldTable(viewFields(view)));
+  return EXIT.ok;
+}
+
+/** The rows of one record's field/value table. */
+export function viewFields(view: RecordView): [string, string | number][] {
+  const rows: [string, string | number][] = [
+    ['scope', view.scope],
+    ['key', view.key],
+    ['state', view.state],
+    ['fencing token', view.fencingToken],
+    ['attempt', view.attempt],
+  ];
+  if (view.reserved)
+    rows.push(['reserved', 'yes: claimed by a batch, handler not started (no attempt counted)']);
+  if (view.deadLettered)
+    rows.push(['dead-lettered', 'yes: an adapter has sent the message to its dead-letter destination']);
+  if (view.leaseRemainingMs !== null) {
+    const lease =
+      view.leaseRemainingMs >= 0
+        ? `${view.leaseRemainingMs} ms remaining (until ${view.leaseExpiresAt})`
+        : `lapsed ${-view.leaseRemainingMs} ms ago (the next claim takes it over)`;
+    rows.push(['lease', lease]);
+  }
+  rows.push(
+    ['created', view.createdAt],
+    ['updated', view.updatedAt],
+    ['expires in', view.ttlMs < 0 ? 'never (no TTL)' : `${view.ttlMs} ms`],
+    ['fingerprint', view.fingerprint || '(none)'],
+  );
+  if (view.resultPreview !== null) rows.push(['result', view.resultPreview]);
+  if (view.errorPreview !== null) rows.push(['error', view.errorPreview]);
+  return rows;
+}

@@ -1,0 +1,41 @@
+import type { RecordState } from '@idempotent-consumer/core';
+import { EXIT } from '../io';
+import { table } from '../output';
+import { type RecordView, recordView } from '../record-view';
+import type { CommandContext } from './context';
+import { scanRecords } from './scan-records';
+
+/**
+ * `list SCOPE [--state …] [--limit N]`: the records of a scope (SCAN), optionally only in some states, at
+ * most `limit` of them, in the order SCAN finds them.
+ */
+export async function list(
+  ctx: CommandContext,
+  scope: string,
+  options: { states: readonly RecordState[]; limit: number; previewChars: number },
+): Promise<number> {
+  const serverTimeMs = await ctx.admin.serverTimeMs();
+  const views: RecordView[] = [];
+  let truncated = false;
+  for await (const { id, record } of scanRecords(ctx.admin, scope)) {
+    if (options.states.length > 0 && !options.states.includes(record.state)) continue;
+    if (views.length === options.limit) {
+      truncated = true;
+      break;
+    }
+    views.push(recordView(id, record, serverTimeMs, options.previewChars));
+  }
+  ctx.out.result({ scope, records: views, truncated }, () => {
+    const rows = views.map((v) => [
+      v.key,
+      v.state,
+      v.fencingToken,
+      v.attempt,
+      v.leaseRemainingMs === null ? '' : v.leaseRemainingMs,
+      v.updatedAt,
+    ]);
+    const more = truncated ? `\n(first ${options.limit}; raise --limit to see more)` : '';
+    return `${table(['key', 'state', 'token', 'attempt', 'lease left (ms)', 'updated'], rows)}${more}`;
+  });
+  return EXIT.ok;
+}

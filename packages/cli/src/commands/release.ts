@@ -1,0 +1,56 @@
+import { confirm } from '../confirm';
+import { EXIT } from '../io';
+import { fieldTable } from '../output';
+import { recordView } from '../record-view';
+import type { CommandContext } from './context';
+import { viewFields } from './inspect';
+
+/**
+ * `release SCOPE KEY`: makes a stuck IN_PROGRESS record, or a FAILED one, claimable again
+ * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it and asking. The
+ * script is given the fencing token shown, so a record claimed or written meanwhile is left alone
+ * (`TOKEN_CHANGED`, exit status 3).
+ */
+export async function release(
+  ctx: CommandContext,
+  scope: string,
+  key: string,
+  options: { retentionMs: number; previewChars: number },
+): Promise<number> {
+  const id = { scope, key };
+  const [record, serverTimeMs] = await Promise.all([ctx.admin.get(id), ctx.admin.serverTimeMs(id)]);
+  if (!record) {
+    ctx.out.result(
+      { scope, key, outcome: 'NOT_FOUND' },
+      () => `No record for key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`,
+    );
+    return EXIT.nothingDone;
+  }
+  if (record.state !== 'IN_PROGRESS' && record.state !== 'FAILED') {
+    ctx.out.result(
+      { scope, key, outcome: 'NOT_RELEASABLE', state: record.state },
+      () => `The record is ${record.state}: only IN_PROGRESS and FAILED records are released`,
+    );
+    return EXIT.nothingDone;
+  }
+  const view = recordView(id, record, serverTimeMs, options.previewChars);
+  if (!ctx.out.json) ctx.out.note(fieldTable(viewFields(view)));
+  const held = view.leaseRemainingMs !== null && view.leaseRemainingMs > 0;
+  await confirm(
+    ctx.io,
+    `Release ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} (${record.state}${held ? `, a worker's lease has ${view.leaseRemainingMs} ms left: its writes will be refused` : ''})? Its next message runs the handler again.`,
+    ctx.yes,
+  );
+  const reply = await ctx.admin.release(id, {
+    retentionMs: options.retentionMs,
+    expectedFencingToken: record.fencingToken,
+  });
+  ctx.out.result({ scope, key, ...reply }, () =>
+    reply.outcome === 'OK'
+      ? `Released (was ${reply.previousState}, fencing token ${reply.fencingToken}); the next claim runs attempt 1`
+      : reply.outcome === 'TOKEN_CHANGED'
+        ? `Not released: the record changed since it was read (now ${reply.state}, token ${reply.fencingToken}); inspect it again`
+        : `Not released: ${reply.outcome}`,
+  );
+  return reply.outcome === 'OK' ? EXIT.ok : EXIT.nothingDone;
+}

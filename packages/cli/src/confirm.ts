@@ -1,0 +1,34 @@
+import { createInterface } from 'node:readline/promises';
+import type { CliIo } from './io';
+
+/** Thrown when a change needs a confirmation that was not given; the CLI exits with status 2. */
+export class NotConfirmedError extends Error {
+  override readonly name = 'NotConfirmedError';
+}
+
+/**
+ * Asks `question [y/N]` on stderr and reads the answer from stdin; resolves when the answer is `y` or
+ * `yes`. With `yes` (the `--yes` flag) it does not ask. When nobody can answer (stdin is not a terminal)
+ * and `yes` is not set, it rejects with {@link NotConfirmedError} rather than guess.
+ */
+export async function confirm(io: CliIo, question: string, yes: boolean): Promise<void> {
+  if (yes) return;
+  if (!io.interactive) {
+    throw new NotConfirmedError(`${question} Not confirmed: stdin is not a terminal; pass --yes to confirm`);
+  }
+  const rl = createInterface({ input: io.stdin, output: io.stderr, terminal: false });
+  try {
+    // End of input (Ctrl-D, a closed pipe) counts as "no".
+    const answer = await new Promise<string>((resolve) => {
+      // readline emits 'close' before the answer's promise settles when the input ends right after it.
+      rl.once('close', () => setImmediate(() => resolve('')));
+      rl.question(`${question} [y/N] `).then(
+        (text) => resolve(text.trim().toLowerCase()),
+        () => resolve(''),
+      );
+    });
+    if (answer !== 'y' && answer !== 'yes') throw new NotConfirmedError('Not confirmed; nothing changed');
+  } finally {
+    rl.close();
+  }
+}

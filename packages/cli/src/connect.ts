@@ -1,0 +1,56 @@
+import { Cluster, Redis } from 'ioredis';
+
+/** How to reach Redis: a URL, and whether it is a Cluster (`undefined`: ask the server). */
+export interface ConnectOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…` for TLS. */
+  readonly url: string;
+  /** `true`: a Cluster; `false`: standalone; `undefined`: whichever `INFO cluster` reports. */
+  readonly cluster?: boolean;
+  /** How long a command may take before it fails, in milliseconds. */
+  readonly commandTimeoutMs: number;
+}
+
+/**
+ * Connects to Redis standalone or Cluster (ioredis). Without `cluster`, connects standalone first and
+ * switches to a `Cluster` client when `INFO cluster` reports `cluster_enabled:1`. The client does not
+ * retry a refused connection: an operator's command fails fast with the error.
+ */
+export async function connect(options: ConnectOptions): Promise<Redis | Cluster> {
+  const common = { commandTimeout: options.commandTimeoutMs, maxRetriesPerRequest: 1, lazyConnect: true };
+  const standalone = new Redis(options.url, { ...common, retryStrategy: () => null });
+  let lastError: Error | undefined;
+  standalone.on('error', (error: Error) => {
+    lastError = error; // reported once below, instead of ioredis' unhandled-error lines
+  });
+  try {
+    await standalone.connect();
+    const isCluster = options.cluster ?? /^cluster_enabled:1/m.test(await standalone.info('cluster'));
+    if (!isCluster) return standalone;
+  } catch (error) {
+    standalone.disconnect();
+    const reason = lastError ?? (error as Error);
+    throw new Error(`Cannot reach Redis at ${redactUrl(options.url)}: ${reason.message}`, { cause: reason });
+  }
+  const { host, port } = standalone.options;
+  const { username, password, tls } = standalone.options;
+  standalone.disconnect();
+  const cluster = new Cluster([{ host, port }], {
+    redisOptions: { ...common, username, password, tls },
+    clusterRetryStrategy: () => null,
+    lazyConnect: true,
+  });
+  cluster.on('error', () => {});
+  await cluster.connect();
+  return cluster;
+}
+
+/** The URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(an unparsable URL)';
+  }
+}

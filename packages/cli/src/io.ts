@@ -1,0 +1,37 @@
+import type { Readable, Writable } from 'node:stream';
+
+/**
+ * Where a CLI run reads and writes: the process's streams in `bin.ts`, buffers in tests. `interactive` is
+ * whether a person can answer a confirmation (stdin is a terminal).
+ */
+export interface CliIo {
+  readonly stdout: Writable;
+  readonly stderr: Writable;
+  readonly stdin: Readable;
+  readonly interactive: boolean;
+  /** The environment the defaults are read from (`REDIS_URL`). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** The process's own streams and environment. */
+export function processIo(): CliIo {
+  return {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    interactive: Boolean(process.stdin.isTTY),
+    env: process.env,
+  };
+}
+
+/** Exit statuses of the `idempotent-consumer` command. */
+export const EXIT = {
+  /** Done. */
+  ok: 0,
+  /** Redis failed or answered something unexpected. */
+  error: 1,
+  /** Bad usage, or a change was not confirmed. */
+  usage: 2,
+  /** Nothing to do: no such record, or it is not in a state the command changes. */
+  nothingDone: 3,
+} as const;

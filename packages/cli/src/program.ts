@@ -1,0 +1,180 @@
+import { isIdempotencyError, type RecordState, RedisIdempotencyAdmin } from '@idempotent-consumer/core';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import type { CommandContext } from './commands/context';
+import { inspect } from './commands/inspect';
+import { list } from './commands/list';
+import { purge } from './commands/purge';
+import { release } from './commands/release';
+import { stats } from './commands/stats';
+import { NotConfirmedError } from './confirm';
+import { connect } from './connect';
+import { type CliIo, EXIT } from './io';
+import { output } from './output';
+
+const STATES: readonly RecordState[] = ['IN_PROGRESS', 'COMPLETED', 'RELEASED', 'FAILED'];
+
+interface GlobalOptions {
+  url?: string;
+  cluster?: boolean;
+  prefix: string;
+  json: boolean;
+  yes: boolean;
+  commandTimeoutMs: number;
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('a positive integer is expected');
+  return n;
+}
+
+function stateList(value: string, previous: RecordState[] = []): RecordState[] {
+  const states = value.split(',').map((s) => s.trim().toUpperCase());
+  for (const s of states) {
+    if (!STATES.includes(s as RecordState)) {
+      throw new InvalidArgumentError(`unknown state ${JSON.stringify(s)}; one of ${STATES.join(', ')}`);
+    }
+  }
+  return [...previous, ...(states as RecordState[])];
+}
+
+/**
+ * Runs the `idempotent-consumer` command with `args` (the arguments after the program name) and resolves
+ * with its exit status (see {@link EXIT}); never calls `process.exit`.
+ */
+export async function runCli(args: readonly string[], io: CliIo): Promise<number> {
+  let status: number = EXIT.ok;
+  const program = new Command('idempotent-consumer')
+    .description(
+      'Inspect and repair the idempotency records of idempotent-consumer in Redis (standalone or Cluster).',
+    )
+    .option(
+      '-u, --url <url>',
+      'Redis URL (redis:// or rediss://), any node of a Cluster (default: $REDIS_URL, else redis://127.0.0.1:6379)',
+    )
+    .option('--cluster', 'the URL is a Redis Cluster node (default: ask the server with INFO cluster)')
+    .option('--no-cluster', 'the URL is a standalone Redis')
+    .option('-p, --prefix <prefix>', "the stores' keyPrefix", 'idem')
+    .option('--json', 'print JSON for scripts instead of tables', false)
+    .option('-y, --yes', 'do not ask for confirmation before a change', false)
+    .option(
+      '--command-timeout-ms <ms>',
+      'how long one Redis command may take, in milliseconds',
+      positiveInt,
+      5000,
+    )
+    .showHelpAfterError()
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    });
+
+  /** Wraps a command: connects, runs it, maps failures to an exit status, disconnects. */
+  const action =
+    <A extends unknown[]>(body: (ctx: CommandContext, ...args: A) => Promise<number>) =>
+    async (...args: A) => {
+      const options = program.opts<GlobalOptions>();
+      const url = options.url ?? io.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+      const out = output(io, options.json);
+      const redis = await connect({
+        url,
+        cluster: options.cluster,
+        commandTimeoutMs: options.commandTimeoutMs,
+      });
+      try {
+        const admin = new RedisIdempotencyAdmin({ redis }, { keyPrefix: options.prefix });
+        status = await body({ admin, out, io, yes: options.yes }, ...args);
+      } finally {
+        redis.disconnect();
+      }
+    };
+
+  program
+    .command('inspect')
+    .description(
+      'show one record: state, fencing token, attempt, lease left on the server clock, times, result and error',
+    )
+    .argument('<scope>', 'the scope (consumer group + topic, queue, HTTP route...)')
+    .argument('<key>', 'the idempotency key')
+    .option('--preview-chars <n>', 'longest result / error preview', positiveInt, 200)
+    .action(
+      action((ctx, scope: string, key: string, o: { previewChars: number }) => inspect(ctx, scope, key, o)),
+    );
+
+  program
+    .command('list')
+    .description('list the records of a scope (SCAN, never KEYS)')
+    .argument('<scope>', 'the scope')
+    .option(
+      '-s, --state <states>',
+      `only these states, comma-separated (${STATES.join(', ')})`,
+      stateList,
+      [],
+    )
+    .option('--limit <n>', 'at most this many records', positiveInt, 100)
+    .option('--preview-chars <n>', 'longest result / error preview (--json)', positiveInt, 200)
+    .action(
+      action((ctx, scope: string, o: { state: RecordState[]; limit: number; previewChars: number }) =>
+        list(ctx, scope, { states: o.state, limit: o.limit, previewChars: o.previewChars }),
+      ),
+    );
+
+  program
+    .command('stats')
+    .description('count the records of a scope per state (SCAN, never KEYS)')
+    .argument('<scope>', 'the scope')
+    .action(action((ctx, scope: string) => stats(ctx, scope)));
+
+  program
+    .command('release')
+    .description('make a stuck IN_PROGRESS or a FAILED record claimable again (asks first unless --yes)')
+    .argument('<scope>', 'the scope')
+    .argument('<key>', 'the idempotency key')
+    .option(
+      '--retention-ms <ms>',
+      'how long the released record is kept, in milliseconds',
+      positiveInt,
+      86_400_000,
+    )
+    .option('--preview-chars <n>', 'longest result / error preview', positiveInt, 200)
+    .action(
+      action((ctx, scope: string, key: string, o: { retentionMs: number; previewChars: number }) =>
+        release(ctx, scope, key, o),
+      ),
+    );
+
+  program
+    .command('purge')
+    .description(
+      'delete the records of a scope, except those whose lease a worker holds (asks first unless --yes)',
+    )
+    .argument('<scope>', 'the scope')
+    .option(
+      '-s, --state <states>',
+      `only these states, comma-separated (${STATES.join(', ')})`,
+      stateList,
+      [],
+    )
+    .action(
+      action((ctx, scope: string, o: { state: RecordState[] }) => purge(ctx, scope, { states: o.state })),
+    );
+
+  try {
+    await program.parseAsync(args, { from: 'user' });
+    return status;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage; // help and version exit 0
+    }
+    if (error instanceof NotConfirmedError) {
+      io.stderr.write(`${error.message}\n`);
+      return EXIT.usage;
+    }
+    const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
+    io.stderr.write(
+      `idempotent-consumer: ${error instanceof Error ? error.message : String(error)}${code}\n`,
+    );
+    return EXIT.error;
+  }
+}

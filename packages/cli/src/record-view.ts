@@ -1,0 +1,83 @@
+import {
+  decodeResult,
+  type IdempotencyRecord,
+  type RecordId,
+  type RecordState,
+} from '@idempotent-consumer/core';
+
+/** One record as the CLI shows it, in tables and in `--json` (the same fields). */
+export interface RecordView {
+  readonly scope: string;
+  readonly key: string;
+  readonly state: RecordState;
+  readonly fencingToken: number;
+  readonly attempt: number;
+  /** IN_PROGRESS only: claimed by a batch that has not started the handler yet (no attempt counted). */
+  readonly reserved: boolean;
+  /** FAILED only: an adapter has dead-lettered the message already. */
+  readonly deadLettered: boolean;
+  /**
+   * IN_PROGRESS only: lease expiry minus the Redis server's clock, in ms; negative when the lease lapsed
+   * (the next claim takes the record over as ACQUIRED_STALE). `null` in other states.
+   */
+  readonly leaseRemainingMs: number | null;
+  /** IN_PROGRESS only: when the lease ends, ISO 8601 on the server clock. */
+  readonly leaseExpiresAt: string | null;
+  /** First claim, ISO 8601 on the server clock. */
+  readonly createdAt: string;
+  /** Last change, ISO 8601 on the server clock. */
+  readonly updatedAt: string;
+  /** Milliseconds until Redis forgets the record (its key TTL); -1 when it has none. */
+  readonly ttlMs: number;
+  /** SHA-256 hex of the first payload, '' when none was given. */
+  readonly fingerprint: string;
+  /** COMPLETED with a result: the decoded result as JSON, cut at the preview length. */
+  readonly resultPreview: string | null;
+  /** FAILED: the recorded error, cut at the preview length. */
+  readonly errorPreview: string | null;
+}
+
+/** Builds the view of a record read with the store's `get`, at the server time `serverTimeMs`. */
+export function recordView(
+  id: RecordId,
+  record: IdempotencyRecord,
+  serverTimeMs: number,
+  previewChars: number,
+): RecordView {
+  const lease = record.state === 'IN_PROGRESS' ? record.leaseExpiresAtMs : undefined;
+  return {
+    scope: id.scope,
+    key: id.key,
+    state: record.state,
+    fencingToken: record.fencingToken,
+    attempt: record.attempt,
+    reserved: record.reserved,
+    deadLettered: record.deadLettered,
+    leaseRemainingMs: lease === undefined ? null : lease - serverTimeMs,
+    leaseExpiresAt: lease === undefined ? null : iso(lease),
+    createdAt: iso(record.createdAtMs),
+    updatedAt: iso(record.updatedAtMs),
+    ttlMs: record.ttlMs,
+    fingerprint: record.fingerprint,
+    resultPreview: record.result === undefined ? null : cut(resultJson(record.result), previewChars),
+    errorPreview: record.error === undefined ? null : cut(record.error, previewChars),
+  };
+}
+
+/** The stored result decoded (core's `decodeResult`: JSON, deflated JSON) as JSON text; raw if it cannot be. */
+function resultJson(encoded: string): string {
+  try {
+    return JSON.stringify(decodeResult(encoded)) ?? '';
+  } catch {
+    return encoded;
+  }
+}
+
+function iso(ms: number): string {
+  return Number.isFinite(ms) && ms > 0 ? new Date(ms).toISOString() : '';
+}
+
+/** `text` cut to `max` characters, with an ellipsis and the full length when it was longer. */
+export function cut(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} chars)`;
+}

@@ -1,0 +1,99 @@
+import { PassThrough } from 'node:stream';
+import { runCli } from '../src';
+import { cut, recordView } from '../src/record-view';
+
+/** Runs the CLI in-process with no Redis behind it: only what fails or prints before connecting. */
+async function run(args: string[]) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  stderr.on('data', (c: Buffer) => {
+    err += c.toString();
+  });
+  const status = await runCli(args, {
+    stdout,
+    stderr,
+    stdin: new PassThrough(),
+    interactive: false,
+    env: {},
+  });
+  return { status, out, err };
+}
+
+describe('idempotent-consumer CLI (no Redis)', () => {
+  it('--help lists every command and exits 0', async () => {
+    const { status, out } = await run(['--help']);
+    expect(status).toBe(0);
+    for (const command of ['inspect', 'list', 'stats', 'release', 'purge']) expect(out).toContain(command);
+  });
+
+  it.each([
+    [['frobnicate'], /unknown command 'frobnicate'/],
+    [['inspect', 'scope-only'], /missing required argument 'key'/],
+    [['list', 's', '--state', 'DONE'], /unknown state "DONE"/],
+    [['list', 's', '--limit', '0'], /a positive integer is expected/],
+  ])('%j is a usage error (exit 2) before any connection', async (args, message) => {
+    const { status, err } = await run(args);
+    expect(status).toBe(2);
+    expect(err).toMatch(message);
+  });
+
+  it('an unreachable Redis is exit 1 with the URL (password hidden) and the reason', async () => {
+    const { status, err } = await run(['--url', 'redis://user:secret@127.0.0.1:1', 'stats', 's']);
+    expect(status).toBe(1);
+    expect(err).toMatch(/^idempotent-consumer: Cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1/);
+    expect(err).not.toContain('secret');
+  });
+});
+
+describe('recordView', () => {
+  const base = {
+    fencingToken: 3,
+    attempt: 2,
+    fingerprint: '',
+    result: undefined,
+    error: undefined,
+    createdAtMs: 1_700_000_000_000,
+    updatedAtMs: 1_700_000_001_000,
+    ttlMs: 5000,
+    reserved: false,
+    deadLettered: false,
+    abandoned: false,
+  };
+
+  it('measures the lease on the server clock: remaining, or lapsed (negative)', () => {
+    const held = recordView(
+      { scope: 's', key: 'k' },
+      { ...base, state: 'IN_PROGRESS', leaseExpiresAtMs: 1_700_000_010_000 },
+      1_700_000_004_000,
+      50,
+    );
+    expect(held).toMatchObject({ leaseRemainingMs: 6000, leaseExpiresAt: '2023-11-14T22:13:30.000Z' });
+    const lapsed = recordView(
+      { scope: 's', key: 'k' },
+      { ...base, state: 'IN_PROGRESS', leaseExpiresAtMs: 1_700_000_010_000 },
+      1_700_000_012_500,
+      50,
+    );
+    expect(lapsed.leaseRemainingMs).toBe(-2500);
+  });
+
+  it('decodes the stored result (JSON) and cuts long previews', () => {
+    const view = recordView(
+      { scope: 's', key: 'k' },
+      { ...base, state: 'COMPLETED', leaseExpiresAtMs: undefined, result: 'j{"a":"xxxxxxxxxx"}' },
+      0,
+      8,
+    );
+    expect(view).toMatchObject({
+      leaseRemainingMs: null,
+      resultPreview: '{"a":"xx… (18 chars)',
+      errorPreview: null,
+    });
+    expect(cut('short', 10)).toBe('short');
+  });
+});

@@ -1,0 +1,83 @@
+import { performance } from 'node:perf_hooks';
+import { InvalidOptionError } from '../errors';
+import type { ClaimReply, OutcomeWaitOptions } from './idempotency-store';
+
+/**
+ * Subscribes to the outcome notifications of one record: `wake` is called whenever its holder completes,
+ * releases or fails it. Resolves with the function that unsubscribes. May reject (no notifications
+ * then: the wait polls).
+ */
+export type OutcomeListen = (wake: () => void) => Promise<() => void>;
+
+/** Polling intervals of a wait, in milliseconds: `firstMs`, doubling up to `capMs`. */
+export interface PollIntervals {
+  readonly firstMs: number;
+  readonly capMs: number;
+}
+
+/** Polling when notifications arrive (polls only cover a lost notification). */
+export const POLL_WITH_NOTIFICATIONS: PollIntervals = { firstMs: 25, capMs: 250 };
+/** Polling when no notification can arrive (the subscription failed). */
+export const POLL_WITHOUT_NOTIFICATIONS: PollIntervals = { firstMs: 2, capMs: 20 };
+
+/**
+ * The wait of {@link IdempotencyStore.waitForOutcome}, shared by the stores: subscribe, then claim again
+ * whenever a notification arrives, at polling intervals (doubling), and when the holder's lease ends,
+ * until a reply is not CONFLICT or the bound passes. The subscription comes before the first claim, so
+ * an outcome written in between is never missed.
+ *
+ * @throws {@link InvalidOptionError} when `timeoutMs` is not an integer >= 0.
+ */
+export async function waitForOutcome(
+  claim: () => Promise<ClaimReply>,
+  listen: OutcomeListen,
+  wait: OutcomeWaitOptions,
+): Promise<ClaimReply> {
+  if (!Number.isSafeInteger(wait?.timeoutMs) || wait.timeoutMs < 0) {
+    throw new InvalidOptionError(`timeoutMs must be an integer >= 0, got ${wait?.timeoutMs}`);
+  }
+  const deadline = performance.now() + wait.timeoutMs;
+  let notifications = 0;
+  let wakeUp: (() => void) | undefined;
+  const wake = () => {
+    notifications++;
+    wakeUp?.();
+  };
+  let unsubscribe: (() => void) | undefined;
+  try {
+    unsubscribe = await listen(wake);
+  } catch {
+    unsubscribe = undefined;
+  }
+  const polls = unsubscribe ? POLL_WITH_NOTIFICATIONS : POLL_WITHOUT_NOTIFICATIONS;
+  try {
+    for (let i = 0; ; i++) {
+      const seen = notifications;
+      wait.onClaim?.();
+      const reply = await claim();
+      if (reply.outcome !== 'CONFLICT') return reply;
+      const left = deadline - performance.now();
+      if (left <= 0 || wait.signal?.aborted) return reply;
+      if (notifications !== seen) continue; // an outcome was published while the claim was in flight
+      const delayMs = Math.min(
+        left,
+        reply.remainingLeaseMs + 1,
+        polls.firstMs * 2 ** Math.min(i, 16),
+        polls.capMs,
+      );
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          wakeUp = undefined;
+          wait.signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(1, Math.ceil(delayMs)));
+        wakeUp = done;
+        wait.signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  } finally {
+    unsubscribe?.();
+  }
+}

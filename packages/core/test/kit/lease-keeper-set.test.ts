@@ -1,0 +1,135 @@
+import {
+  type AcquiredReply,
+  type ClaimReply,
+  Idempotency,
+  InvalidOptionError,
+  MemoryIdempotencyStore,
+  type RecordId,
+  StoreUnavailableError,
+} from '../../src';
+import { LeaseKeeperSet } from '../../src/kit';
+import { FaultyStore } from '../support/faulty-store';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const ids: RecordId[] = [0, 1, 2].map((i) => ({ scope: 'batch', key: `m${i}` }));
+const timings = { leaseMs: 150, retentionMs: 60_000, heartbeatIntervalMs: 40 };
+
+function acquired(reply: ClaimReply | undefined): AcquiredReply {
+  if (reply?.outcome !== 'ACQUIRED' && reply?.outcome !== 'ACQUIRED_STALE')
+    throw new Error(`got ${reply?.outcome}`);
+  return reply;
+}
+
+/** A batch of three reservations on one store, as a batch consumer makes them. */
+async function setup() {
+  const store = new FaultyStore(new MemoryIdempotencyStore());
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
+  const replies = await idempotency.claimMany(ids.map((id) => ({ ...id })));
+  const set = new LeaseKeeperSet<number>(store, timings);
+  for (const [i, reply] of replies.entries()) set.add(i, ids[i]!, acquired(reply));
+  return { store, idempotency, set, replies };
+}
+
+describe('kit: LeaseKeeperSet', () => {
+  it('keeps every claim alive for several leases until it is taken; a rival meets CONFLICT meanwhile', async () => {
+    const { idempotency, set } = await setup();
+    const rival = new Idempotency({ store: idempotency.store, logger: false }, { leaseMs: 150 });
+    set.start();
+    await sleep(400); // more than two leases
+    for (const id of ids) expect((await rival.claim(id)).outcome).toBe('CONFLICT');
+    const reply = await set.take(2);
+    expect(reply).toBeDefined();
+    expect(set.has(2)).toBe(false);
+    const result = await idempotency.execute(ids[2]!, reply!, () => 'ran');
+    expect(result).toMatchObject({ status: 'completed', attempt: 1 });
+    await set.releaseAll();
+  });
+
+  it('releaseAll gives back every claim not taken; a reservation given back costs no attempt', async () => {
+    const { idempotency, set } = await setup();
+    set.start();
+    await set.take(0);
+    await set.releaseAll();
+    expect(set.size).toBe(0);
+    const again = await idempotency.claim(ids[1]!);
+    expect(again).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+    expect((await idempotency.claim(ids[0]!)).outcome).toBe('CONFLICT'); // taken: not released by the set
+  });
+
+  it('drops a claim whose extension the store refuses: take returns undefined and onLost reports it', async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
+    const [reply] = await idempotency.claimMany([ids[0]!]);
+    const lost: unknown[] = [];
+    const set = new LeaseKeeperSet<string>(store, timings, { onLost: (e) => lost.push(e) });
+    set.add('a', ids[0]!, acquired(reply));
+    // Another worker takes the key over after the lease lapses (the set has not started yet).
+    await sleep(200);
+    const rival = new Idempotency({ store, logger: false }, { leaseMs: 10_000 });
+    expect((await rival.claim(ids[0]!)).outcome).toMatch(/^ACQUIRED/);
+    set.start();
+    while (lost.length === 0) await sleep(10);
+    expect(lost).toEqual([{ id: ids[0], fencingToken: acquired(reply).fencingToken }]);
+    await expect(set.take('a')).resolves.toBeUndefined();
+    await set.releaseAll();
+  });
+
+  it('reports an extension the store does not answer and keeps the claim, trying again at the next beat', async () => {
+    const { store, set } = await setup();
+    const errors: string[] = [];
+    const reporting = new LeaseKeeperSet<number>(store, timings, {
+      onStoreError: (e) => errors.push(`${e.operation} ${e.id.key}`),
+    });
+    const reply = await set.take(0);
+    reporting.add(0, ids[0]!, reply!);
+    store.inject('extend', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 1);
+    reporting.start();
+    while (store.calls.extend < 2) await sleep(10);
+    expect(errors).toEqual(['extend m0']);
+    await expect(reporting.take(0)).resolves.toBe(reply);
+    await set.releaseAll();
+    await reporting.releaseAll();
+  });
+
+  it('take waits for a round of extensions in flight, and an added claim after releaseAll is released at once', async () => {
+    const { store, idempotency, set } = await setup();
+    store.inject(
+      'extend',
+      { kind: 'hangThenThrow', ms: 60, error: () => new StoreUnavailableError('slow') },
+      3,
+    );
+    set.start();
+    while (store.calls.extend === 0) await sleep(5);
+    const before = store.calls.extend;
+    await set.take(1);
+    expect(store.calls.extend).toBeGreaterThanOrEqual(before);
+    await set.releaseAll();
+    const [late] = await idempotency.claimMany([{ scope: 'batch', key: 'late' }]);
+    set.add(9, { scope: 'batch', key: 'late' }, acquired(late));
+    expect(set.has(9)).toBe(false);
+    while (store.calls.release < 3) await sleep(5); // two left over + the late one
+    expect((await idempotency.claim({ scope: 'batch', key: 'late' })).outcome).toBe('ACQUIRED');
+  });
+
+  it('a release the store does not answer is reported, never thrown', async () => {
+    const { store, set } = await setup();
+    const errors: string[] = [];
+    const reporting = new LeaseKeeperSet<number>(store, timings, {
+      onStoreError: (e) => errors.push(`${e.operation} ${e.id.key}`),
+    });
+    for (const i of [0, 1, 2]) reporting.add(i, ids[i]!, (await set.take(i))!);
+    store.inject('release', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 3);
+    await expect(reporting.releaseAll()).resolves.toBeUndefined();
+    expect(errors.sort()).toEqual(['release m0', 'release m1', 'release m2']);
+  });
+
+  it('checks its timings when it is built', () => {
+    const store = new MemoryIdempotencyStore();
+    expect(() => new LeaseKeeperSet(store, { ...timings, heartbeatIntervalMs: 0 })).toThrow(
+      InvalidOptionError,
+    );
+    expect(() => new LeaseKeeperSet(store, { ...timings, leaseMs: 1.5 })).toThrow(
+      /^leaseMs must be an integer >= 1/,
+    );
+  });
+});

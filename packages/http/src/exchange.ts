@@ -1,0 +1,262 @@
+import {
+  type HandlerContext,
+  type Idempotency,
+  InvalidKeyError,
+  ResultTooLargeError,
+  type RunResult,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
+import { parseIdempotencyKey } from './idempotency-key';
+import type { ResolvedHttpOptions } from './options';
+import { type HttpAnswer, type ProblemSlug, problemAnswer } from './problem';
+import { requestFingerprint } from './request-fingerprint';
+import { ServerErrorResponse } from './server-error-response';
+import { type OutgoingHeaders, replayAnswer, type StoredResponse, storeResponse } from './stored-response';
+
+/** What an adapter knows about a request when it reaches the idempotency step. */
+export interface IncomingRequest<Req> {
+  /** The framework's request, passed to the `tenant` option. */
+  readonly request: Req;
+  readonly method: string;
+  /** The route template, such as `/orders/:id` (never the raw URL). */
+  readonly route: string;
+  /** The request headers, names in lower case (Node's `IncomingMessage.headers`). */
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The parsed body, as the framework's body parser left it (see `requestFingerprint`). */
+  readonly body: unknown;
+  /**
+   * True when the request has a body that the framework did not parse (`body` is then `undefined`): a
+   * covered request with a key is answered 415, since its payload cannot be fingerprinted.
+   */
+  readonly unparsedBody?: boolean;
+  /** Aborts when the client is gone: a wait for another request's outcome then ends at once. */
+  readonly signal?: AbortSignal;
+  /** A per-route setting: covered whatever `methods` and `routes` say, with this `required`. */
+  readonly routeConfig?: { readonly required?: boolean };
+}
+
+/** What to do with a request. */
+export type Admission =
+  /** Not covered, or no key on a route that does not require one: run the handler untouched. */
+  | { readonly kind: 'pass' }
+  /** Answer this (an error problem, or the replay of a stored response); the handler does not run. */
+  | { readonly kind: 'answer'; readonly answer: HttpAnswer }
+  /** The key is claimed (or the store is down and fail-open): run the handler, then `exchange.finish`. */
+  | { readonly kind: 'run'; readonly exchange: Exchange };
+
+/** The response a handler produced, as the adapter captured it. */
+export interface FinishedResponse {
+  readonly status: number;
+  readonly headers: OutgoingHeaders;
+  /** The whole body; `undefined` when it passed `maxResponseBytes` and was not buffered to the end. */
+  readonly body: Buffer | undefined;
+  /** Body bytes seen (at least `maxResponseBytes + 1` when `body` is `undefined`). */
+  readonly bytes: number;
+  /** The error the handler threw, when the framework reported one (used for 5xx answers). */
+  readonly error?: unknown;
+}
+
+/** The scope of a request: method, route template and tenant, encoded so that no two collide. */
+export function httpScope(method: string, route: string, tenant: string | undefined): string {
+  return JSON.stringify(tenant === undefined ? [method, route] : [method, route, tenant]);
+}
+
+/**
+ * The framework-neutral part of the middleware and the plugin: decides what a request gets (draft "The
+ * Idempotency-Key HTTP Header Field", section 2.7) and records how its handler ended, on an
+ * {@link Idempotency} runner.
+ */
+export class HttpIdempotency<Req> {
+  constructor(
+    readonly idempotency: Idempotency,
+    readonly options: ResolvedHttpOptions<Req>,
+  ) {}
+
+  /**
+   * Decides what a request gets: pass, an answer, or a claimed run.
+   * @throws what the `tenant` function throws, an `InvalidPayloadError` from an unserializable parsed
+   *   body, and the runner's `UnexpectedReplyError` and `InvalidOptionError`; the adapters hand them to the
+   *   framework's error handling.
+   */
+  async admit(incoming: IncomingRequest<Req>): Promise<Admission> {
+    const o = this.options;
+    const method = incoming.method.toUpperCase();
+    const override = incoming.routeConfig;
+    if (!override && (!o.methods.has(method) || !o.routes(incoming.route, method))) return { kind: 'pass' };
+    const required = override?.required ?? o.required;
+    const parsed = parseIdempotencyKey(incoming.headers['idempotency-key'], o.maxKeyBytes);
+    if (parsed.kind === 'missing') {
+      return required
+        ? this.#problem(
+            'missing-idempotency-key',
+            `${method} ${incoming.route} requires an Idempotency-Key header`,
+          )
+        : { kind: 'pass' };
+    }
+    if (parsed.kind === 'invalid') return this.#problem('invalid-idempotency-key', parsed.detail);
+
+    if (incoming.unparsedBody) {
+      const type = joinHeader(incoming.headers['content-type']) ?? 'none';
+      return this.#problem(
+        'unsupported-media-type',
+        `The body's media type (${type}) is not parsed by this route, so its payload cannot be fingerprinted`,
+      );
+    }
+    const tenant = o.tenant ? await o.tenant(incoming.request) : undefined;
+    const scope = httpScope(method, incoming.route, tenant);
+    const key = parsed.key;
+    const headers: Record<string, string | undefined> = {};
+    for (const name of o.fingerprintHeaders) headers[name] = joinHeader(incoming.headers[name]);
+    const fingerprint = requestFingerprint(incoming.body, headers);
+
+    const started = deferred<HandlerContext>();
+    const response = deferred<StoredResponse | undefined>();
+    const result = this.idempotency.run<StoredResponse | undefined>(
+      { scope, key, fingerprint },
+      (context) => {
+        started.resolve(context);
+        return response.promise;
+      },
+      { ...o.runOptions, signal: incoming.signal },
+    );
+    const first = await Promise.race([
+      started.promise.then((context) => ({ context })),
+      result.then(
+        (settled) => ({ settled }),
+        (error: unknown) => ({ error }),
+      ),
+    ]);
+    if ('context' in first) {
+      return { kind: 'run', exchange: new Exchange(this.options, first.context, response, result) };
+    }
+    if ('error' in first) return this.#storeError(first.error);
+    return this.#settled(first.settled);
+  }
+
+  #settled(r: RunResult<StoredResponse | undefined>): Admission {
+    switch (r.outcome) {
+      case 'DUPLICATE': {
+        const replay = replayAnswer(r.result, this.options.replayedHeader);
+        if (replay) return { kind: 'answer', answer: replay };
+        return this.#problem(
+          'response-not-stored',
+          'The first request with this key completed, but its response was not stored for replay',
+        );
+      }
+      case 'CONFLICT':
+        return this.#problem(
+          'request-in-progress',
+          'Another request with this key is being processed; retry after the Retry-After delay',
+          r.retryAfterMs,
+        );
+      case 'PAYLOAD_MISMATCH':
+        return this.#problem(
+          'idempotency-key-reused',
+          'This key was first used with another request payload; use a new key for a different request',
+        );
+      case 'FAILED':
+        return this.#problem(
+          'idempotency-key-failed',
+          `The operation for this key was recorded as failed after ${r.attempt} attempt(s); use a new key`,
+        );
+      default:
+        // ACQUIRED, ACQUIRED_STALE and UNPROTECTED start the handler first; they cannot settle here.
+        throw new TypeError(`Unexpected run outcome before the handler started: ${r.outcome}`);
+    }
+  }
+
+  #storeError(error: unknown): Admission {
+    if (error instanceof StoreUnavailableError) {
+      return this.#problem(
+        'store-unavailable',
+        'The idempotency store did not answer; nothing was processed. Retry after the Retry-After delay',
+        this.options.storeUnavailableRetryAfterMs,
+      );
+    }
+    if (error instanceof InvalidKeyError) return this.#problem('invalid-idempotency-key', error.message);
+    throw error;
+  }
+
+  #problem(slug: ProblemSlug, detail: string, retryAfterMs?: number): Admission {
+    const answer = problemAnswer(this.options.problemTypeBaseUri, slug, detail, retryAfterMs);
+    return { kind: 'answer', answer };
+  }
+}
+
+/**
+ * One claimed request whose handler runs. The adapter captures the handler's response and calls
+ * {@link Exchange.finish} once, before anything is sent, so the record is written before the client sees
+ * the answer (a retry after the answer finds the key completed or released, never in progress).
+ */
+export class Exchange {
+  #finished = false;
+
+  /** @internal Built by {@link HttpIdempotency.admit}. */
+  constructor(
+    /** The options of the middleware or plugin that admitted the request. */
+    readonly options: ResolvedHttpOptions<never>,
+    /** The claim's context (fencing token, attempt, outcome, lease signal), exposed on the request. */
+    readonly context: HandlerContext,
+    private readonly response: {
+      resolve(value: StoredResponse | undefined): void;
+      reject(error: unknown): void;
+    },
+    private readonly result: Promise<RunResult<StoredResponse | undefined>>,
+  ) {}
+
+  /**
+   * Records how the handler ended: a 5xx answer releases the key (`ServerErrorResponse`, or the error the
+   * framework reported); any other answer completes it with the stored response; a body above
+   * `maxResponseBytes` follows `onResponseTooLarge`. Resolves once the record is written (or every write
+   * attempt failed), with the answer to send instead of the handler's, or `undefined` to send the
+   * handler's own. Never rejects.
+   */
+  async finish(finished: FinishedResponse): Promise<HttpAnswer | undefined> {
+    if (this.#finished) return undefined;
+    this.#finished = true;
+    const o = this.options;
+    const { scope, key } = this.context;
+    let replacement: HttpAnswer | undefined;
+    if (finished.status >= 500) {
+      this.response.reject(finished.error ?? new ServerErrorResponse(finished.status));
+    } else if (finished.body === undefined || finished.bytes > o.maxResponseBytes) {
+      try {
+        o.onResponseNotStored?.({ scope, key, status: finished.status, bytes: finished.bytes });
+      } catch {
+        // A listener's bug must not change the answer.
+      }
+      if (o.onResponseTooLarge === 'fail') {
+        const detail = `The response body passed maxResponseBytes (${o.maxResponseBytes} bytes); it was not sent and cannot be replayed`;
+        this.response.reject(new ResultTooLargeError(detail));
+        replacement = problemAnswer(o.problemTypeBaseUri, 'response-too-large', detail);
+      } else {
+        this.response.resolve(undefined);
+      }
+    } else {
+      this.response.resolve(storeResponse(finished.status, finished.headers, finished.body, o.replayHeaders));
+    }
+    await this.result.catch(() => undefined);
+    return replacement;
+  }
+}
+
+/** `Promise.withResolvers` (Node 22+) for Node 20. */
+interface Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+function joinHeader(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(', ');
+}

@@ -1,0 +1,137 @@
+import type { ServerResponse } from 'node:http';
+import { replaceHeaders } from './answer';
+import type { Exchange } from './exchange';
+import type { HttpAnswer } from './problem';
+
+type WriteCallback = (error?: Error | null) => void;
+type Chunk = string | Buffer | Uint8Array;
+
+/**
+ * Captures what an Express handler writes to `res` (Node's `writeHead`, `write` and `end`, which
+ * `res.send`, `res.json` and streams all go through) so that the record is written before anything is
+ * sent: the body is buffered up to `maxResponseBytes`; at `end` the exchange is finished and then the
+ * handler's response (or the exchange's replacement) is sent.
+ *
+ * A body that passes `maxResponseBytes`: with `pass-through` the buffered part and the rest are streamed as
+ * written and the exchange finishes (without a stored response) when the handler ends the response; with
+ * `fail` the exchange finishes at once, its 500 answer is sent, and the rest of the handler's writes are
+ * dropped.
+ */
+export function captureExpressResponse(res: ServerResponse, exchange: Exchange): void {
+  const { maxResponseBytes, onResponseTooLarge } = exchange.options;
+  const original = {
+    writeHead: res.writeHead,
+    write: res.write as (...args: unknown[]) => boolean,
+    end: res.end as (...args: unknown[]) => ServerResponse,
+  };
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  // buffer: capturing; through: streaming the handler's writes (pass-through); dropped: the handler's
+  // writes are discarded (fail); sent: our own answer went out, later writes are discarded.
+  let mode: 'buffer' | 'through' | 'dropped' | 'sent' = 'buffer';
+
+  const add = (chunk: Chunk | undefined, encoding: BufferEncoding | undefined) => {
+    if (chunk === undefined || chunk === null) return;
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : Buffer.from(chunk);
+    chunks.push(buffer);
+    bytes += buffer.length;
+  };
+  const send = (answer: HttpAnswer | undefined, body: Buffer, callback?: WriteCallback) => {
+    mode = 'sent';
+    if (answer) {
+      res.statusCode = answer.status;
+      replaceHeaders(res, answer);
+    }
+    original.end.call(res, answer ? answer.body : body, callback);
+  };
+  const overflow = () => {
+    // A 5xx body is never stored (the key is released), so it streams on whatever the policy.
+    if (onResponseTooLarge === 'pass-through' || res.statusCode >= 500) {
+      mode = 'through';
+      const head = Buffer.concat(chunks);
+      chunks.length = 0;
+      original.write.call(res, head);
+      return;
+    }
+    mode = 'dropped';
+    void exchange
+      .finish({ status: res.statusCode, headers: res.getHeaders(), body: undefined, bytes })
+      .then((answer) => send(answer, Buffer.alloc(0)));
+  };
+
+  res.writeHead = function writeHead(this: ServerResponse, status: number, ...rest: unknown[]) {
+    if (mode === 'through' || (mode === 'sent' && !res.headersSent)) {
+      return original.writeHead.call(this, status, ...(rest as []));
+    }
+    if (mode !== 'buffer') return res;
+    // Keep status and headers on `res` until the record is written; Node sends them with the body.
+    res.statusCode = status;
+    if (typeof rest[0] === 'string') res.statusMessage = rest[0];
+    const last = rest[rest.length - 1];
+    if (Array.isArray(last)) {
+      const pairs: unknown[] = Array.isArray(last[0]) ? last : toPairs(last);
+      for (const [name, value] of pairs as [string, string][]) res.setHeader(name, value);
+    } else if (last && typeof last === 'object') {
+      for (const [name, value] of Object.entries(last)) {
+        if (value !== undefined) res.setHeader(name, value as string);
+      }
+    }
+    return res;
+  } as ServerResponse['writeHead'];
+
+  res.write = function write(this: ServerResponse, chunk: Chunk, ...rest: unknown[]) {
+    if (mode === 'through') return original.write.call(this, chunk, ...rest);
+    const { encoding, callback } = writeArgs(rest);
+    if (mode === 'buffer') {
+      add(chunk, encoding);
+      if (bytes > maxResponseBytes) overflow();
+    }
+    if (callback) process.nextTick(callback);
+    return true;
+  } as ServerResponse['write'];
+
+  res.end = function end(this: ServerResponse, ...args: unknown[]) {
+    const chunk = typeof args[0] === 'function' ? undefined : (args[0] as Chunk | undefined);
+    const { encoding, callback } = writeArgs(typeof args[0] === 'function' ? args : args.slice(1));
+    if (mode === 'through') {
+      mode = 'sent';
+      const finished = { status: res.statusCode, headers: res.getHeaders(), body: undefined, bytes };
+      original.end.call(res, chunk, encoding, callback);
+      void exchange.finish(finished);
+      return this;
+    }
+    if (mode !== 'buffer') {
+      if (callback) process.nextTick(callback);
+      return this;
+    }
+    add(chunk, encoding);
+    if (bytes > maxResponseBytes && onResponseTooLarge === 'fail' && res.statusCode < 500) {
+      overflow();
+      return this;
+    }
+    mode = 'dropped';
+    const body = Buffer.concat(chunks);
+    void exchange
+      .finish({ status: res.statusCode, headers: res.getHeaders(), body, bytes })
+      .then((answer) => send(answer, body, callback));
+    return this;
+  } as ServerResponse['end'];
+}
+
+function writeArgs(rest: unknown[]): {
+  encoding: BufferEncoding | undefined;
+  callback: WriteCallback | undefined;
+} {
+  const [a, b] = rest;
+  if (typeof a === 'function') return { encoding: undefined, callback: a as WriteCallback };
+  return {
+    encoding: typeof a === 'string' ? (a as BufferEncoding) : undefined,
+    callback: typeof b === 'function' ? (b as WriteCallback) : undefined,
+  };
+}
+
+function toPairs(flat: unknown[]): [unknown, unknown][] {
+  const pairs: [unknown, unknown][] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([flat[i], flat[i + 1]]);
+  return pairs;
+}

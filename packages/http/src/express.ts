@@ -1,0 +1,104 @@
+/**
+ * `@idempotent-consumer/http/express`: the `Idempotency-Key` middleware for Express 4 and 5.
+ * @packageDocumentation
+ */
+import type { HandlerContext, Idempotency } from '@idempotent-consumer/core';
+import { InvalidOptionError } from '@idempotent-consumer/core';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { replaceHeaders } from './answer';
+import { HttpIdempotency } from './exchange';
+import { captureExpressResponse } from './express-response-capture';
+import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
+import type { HttpAnswer } from './problem';
+
+declare global {
+  namespace Express {
+    interface Request {
+      /**
+       * Set by the `@idempotent-consumer/http` middleware while a claimed request runs: the claim's
+       * fencing token and attempt, `ACQUIRED`/`ACQUIRED_STALE` (or `UNPROTECTED` when the store is down and
+       * the runner fails open), and a `signal` that aborts when the lease is lost. `undefined` on requests
+       * the middleware passed untouched.
+       */
+      idempotency?: HandlerContext;
+    }
+  }
+}
+
+/** What the middleware needs: the runner whose store keeps the records. */
+export interface ExpressIdempotencyDependencies {
+  readonly idempotency: Idempotency;
+}
+
+/**
+ * Express middleware for the `Idempotency-Key` request header (IETF HTTPAPI draft "The Idempotency-Key
+ * HTTP Header Field"). Mount it on a route, after the body parser, so that the route template is known:
+ * `app.post('/orders', express.json(), idempotent, handler)`. The scope of a key is the method, the route
+ * template (`req.baseUrl + req.route.path`, never the raw URL) and the `tenant`.
+ *
+ * A covered request with a key is claimed on the runner: the first runs the handler, whose response is
+ * captured, stored and then sent; later ones get the stored response replayed with `Idempotent-Replayed:
+ * true`, or a problem answer (400, 409 + `Retry-After`, 422, 503 + `Retry-After`). 5xx answers and errors
+ * release the key. The package README lists every outcome.
+ *
+ * Calls `next(error)` with an `InvalidOptionError` when mounted outside a route, and with whatever `tenant`
+ * throws. A covered request with a key and a body that no parser before the middleware parsed (another
+ * media type) is answered 415 `unsupported-media-type`: its payload could not be fingerprinted.
+ *
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when an option is out of range.
+ * @example
+ * ```ts
+ * const idempotent = createIdempotencyMiddleware({ idempotency }, { required: true });
+ * app.post('/orders', express.json(), idempotent, async (req, res) => {
+ *   const order = await orders.create(req.body, { fencingToken: req.idempotency?.fencingToken });
+ *   res.status(201).location(`/orders/${order.id}`).json(order);
+ * });
+ * ```
+ */
+export function createIdempotencyMiddleware(
+  dependencies: ExpressIdempotencyDependencies,
+  options: HttpIdempotencyOptions<Request> = {},
+): RequestHandler {
+  if (!dependencies?.idempotency)
+    throw new InvalidOptionError('createIdempotencyMiddleware needs { idempotency }');
+  const http = new HttpIdempotency<Request>(dependencies.idempotency, resolveHttpOptions(options));
+  return (req: Request, res: Response, next: NextFunction) => {
+    handle(http, req, res, next).catch(next);
+  };
+}
+
+async function handle(http: HttpIdempotency<Request>, req: Request, res: Response, next: NextFunction) {
+  if (!req.route) {
+    throw new InvalidOptionError(
+      'The idempotency middleware must be mounted on a route (app.post(path, middleware, handler)) to know its template',
+    );
+  }
+  const gone = new AbortController();
+  res.once('close', () => gone.abort());
+  const admission = await http.admit({
+    request: req,
+    signal: gone.signal,
+    method: req.method,
+    route: `${req.baseUrl}${String(req.route.path)}`,
+    headers: req.headers,
+    body: req.body,
+    // No body parser before the middleware took this media type: the payload cannot be fingerprinted.
+    unparsedBody: req.body === undefined && hasBody(req),
+  });
+  if (admission.kind === 'pass') return next();
+  if (admission.kind === 'answer') return sendAnswer(res, admission.answer);
+  req.idempotency = admission.exchange.context;
+  captureExpressResponse(res, admission.exchange);
+  next();
+}
+
+function sendAnswer(res: Response, answer: HttpAnswer): void {
+  res.statusCode = answer.status;
+  replaceHeaders(res, answer);
+  res.end(answer.body);
+}
+
+/** Whether a request carries a body (RFC 9112, section 6.3). */
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}

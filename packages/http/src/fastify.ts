@@ -1,0 +1,171 @@
+/**
+ * `@idempotent-consumer/http/fastify`: the `Idempotency-Key` plugin for Fastify 5.
+ * @packageDocumentation
+ */
+import type { Readable } from 'node:stream';
+import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idempotent-consumer/core';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { type Exchange, type FinishedResponse, HttpIdempotency } from './exchange';
+import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
+import type { HttpAnswer } from './problem';
+import { bufferStream } from './stream-buffer';
+
+/** Per-route setting, in the route's `config.idempotency`. */
+export interface RouteIdempotencyConfig {
+  /**
+   * Whether the route requires an `Idempotency-Key` (400 without one). A route with this object is covered
+   * whatever the plugin's `methods` and `routes` say. @defaultValue the plugin's `required`
+   */
+  readonly required?: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Set by the `@idempotent-consumer/http` plugin while a claimed request runs: the claim's fencing token
+     * and attempt, `ACQUIRED`/`ACQUIRED_STALE` (or `UNPROTECTED` when the store is down and the runner
+     * fails open), and a `signal` that aborts when the lease is lost. `undefined` on requests the plugin
+     * passed untouched.
+     */
+    idempotency?: HandlerContext;
+  }
+  interface FastifyContextConfig {
+    /** `false`: the route is never covered; an object: always covered, see {@link RouteIdempotencyConfig}. */
+    idempotency?: false | RouteIdempotencyConfig;
+  }
+}
+
+/** Options of {@link fastifyIdempotency}: the runner, and the options shared with the Express middleware. */
+export interface FastifyIdempotencyOptions extends HttpIdempotencyOptions<FastifyRequest> {
+  /** The runner whose store keeps the records. */
+  readonly idempotency: Idempotency;
+}
+
+interface InFlight {
+  readonly exchange: Exchange;
+  error?: unknown;
+}
+
+/**
+ * Fastify plugin for the `Idempotency-Key` request header (IETF HTTPAPI draft "The Idempotency-Key HTTP
+ * Header Field"), registered without encapsulation (`fastify-plugin`) so it covers the routes of the
+ * instance it is registered on. The scope of a key is the method, the route template
+ * (`request.routeOptions.url`, never the raw URL) and the `tenant`.
+ *
+ * In `preHandler` (after body parsing and validation) a covered request with a key is claimed: the first
+ * runs the handler; later ones get the stored response replayed with `Idempotent-Replayed: true`, or a
+ * problem answer (400, 409 + `Retry-After`, 422, 503 + `Retry-After`). In `onSend` the handler's
+ * response is stored (5xx answers and thrown errors release the key) before it is sent. The package README
+ * lists every outcome.
+ *
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} at registration when `idempotency` is missing or an option is out of
+ *   range.
+ * @example
+ * ```ts
+ * await app.register(fastifyIdempotency, { idempotency, required: true });
+ * app.post('/orders', async (request, reply) => {
+ *   const order = await orders.create(request.body, { fencingToken: request.idempotency?.fencingToken });
+ *   return reply.code(201).header('location', `/orders/${order.id}`).send(order);
+ * });
+ * ```
+ */
+const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
+  const { idempotency, ...httpOptions } = options;
+  if (!idempotency) throw new InvalidOptionError('fastifyIdempotency needs { idempotency }');
+  const http = new HttpIdempotency<FastifyRequest>(idempotency, resolveHttpOptions(httpOptions));
+  const inFlight = new WeakMap<FastifyRequest, InFlight>();
+  if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
+
+  fastify.addHook('preHandler', async (request, reply) => {
+    const config = request.routeOptions.config?.idempotency;
+    const route = request.routeOptions.url;
+    if (config === false || route === undefined) return;
+    const gone = new AbortController();
+    reply.raw.once('close', () => gone.abort());
+    const admission = await http.admit({
+      request,
+      signal: gone.signal,
+      method: request.method,
+      route,
+      headers: request.headers,
+      body: request.body,
+      routeConfig: config,
+    });
+    if (admission.kind === 'pass') return;
+    if (admission.kind === 'answer') return send(reply, admission.answer);
+    inFlight.set(request, { exchange: admission.exchange });
+    request.idempotency = admission.exchange.context;
+  });
+
+  fastify.addHook('onError', async (request, _reply, error) => {
+    const state = inFlight.get(request);
+    if (state) state.error = error;
+  });
+
+  fastify.addHook('onSend', async (request, reply, payload: unknown) => {
+    const state = inFlight.get(request);
+    if (!state) return payload;
+    inFlight.delete(request);
+    const status = reply.statusCode;
+    const base = { status, headers: reply.getHeaders(), error: state.error };
+    if (isReadable(payload)) {
+      const buffered = await bufferStream(payload, http.options.maxResponseBytes);
+      if (buffered.complete)
+        return finish(
+          reply,
+          state.exchange,
+          { ...base, body: buffered.body, bytes: buffered.body.length },
+          buffered.body,
+        );
+      const finished: FinishedResponse = { ...base, body: undefined, bytes: buffered.bytes };
+      if (status >= 500) {
+        await state.exchange.finish(finished); // released; the error body streams on
+        return buffered.whole();
+      }
+      if (http.options.onResponseTooLarge === 'pass-through') {
+        // Sent as it streams; the key completes (without a stored response) once the response is done.
+        reply.raw.once('close', () => void state.exchange.finish(finished));
+        return buffered.whole();
+      }
+      buffered.discard();
+      return finish(reply, state.exchange, finished, Buffer.alloc(0));
+    }
+    const body = toBuffer(payload);
+    return finish(reply, state.exchange, { ...base, body, bytes: body.length }, payload);
+  });
+};
+
+/**
+ * The Fastify plugin; register it with `app.register(fastifyIdempotency, { idempotency, ...options })`.
+ * See the description of the plugin function above for what it does.
+ */
+export const fastifyIdempotency = fp(plugin, { name: '@idempotent-consumer/http', fastify: '5.x' });
+
+async function finish(
+  reply: FastifyReply,
+  exchange: Exchange,
+  finished: FinishedResponse,
+  payload: unknown,
+): Promise<unknown> {
+  const answer = await exchange.finish(finished);
+  if (!answer) return payload;
+  for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+  reply.code(answer.status).headers(answer.headers);
+  return answer.body;
+}
+
+function send(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
+  return reply.code(answer.status).headers(answer.headers).send(answer.body);
+}
+
+function isReadable(payload: unknown): payload is Readable {
+  return typeof (payload as Readable | null)?.pipe === 'function';
+}
+
+function toBuffer(payload: unknown): Buffer {
+  if (payload === undefined || payload === null) return Buffer.alloc(0);
+  if (Buffer.isBuffer(payload)) return payload;
+  if (payload instanceof Uint8Array) return Buffer.from(payload);
+  return Buffer.from(String(payload));
+}

@@ -1,0 +1,165 @@
+import { InvalidOptionError } from '@idempotent-consumer/core';
+import { DEFAULT_REPLAY_HEADERS } from './stored-response';
+
+/** What happens to a response whose body is larger than `maxResponseBytes`. */
+export type ResponseTooLargePolicy = 'fail' | 'pass-through';
+
+/**
+ * Options of the Express middleware and the Fastify plugin (the same for both). Every field has a
+ * default; see each `@defaultValue`. `Req` is the framework's request type.
+ */
+export interface HttpIdempotencyOptions<Req = unknown> {
+  /**
+   * HTTP methods covered (any case); requests with other methods pass untouched.
+   * @defaultValue `['POST', 'PATCH']`
+   */
+  methods?: readonly string[];
+  /**
+   * Route templates covered (Express: `req.baseUrl + req.route.path`, Fastify: `request.routeOptions.url`,
+   * such as `/orders/:id`), or a predicate on the template and method. @defaultValue every route
+   */
+  routes?: readonly string[] | ((route: string, method: string) => boolean);
+  /**
+   * Whether a covered request must carry an `Idempotency-Key`: without one it is answered 400
+   * (`missing-idempotency-key`). When false, a request without the header runs without idempotency.
+   * @defaultValue false
+   */
+  required?: boolean;
+  /**
+   * The tenant a request belongs to (for example the authenticated account), added to the scope so that two
+   * tenants' equal keys never share a record. `undefined`: no tenant. A function that throws or rejects
+   * fails the request through the framework's error handling. @defaultValue no tenant
+   */
+  tenant?: (request: Req) => string | undefined | Promise<string | undefined>;
+  /** Longest accepted idempotency key, in UTF-8 bytes; longer keys are answered 400. @defaultValue 255 */
+  maxKeyBytes?: number;
+  /**
+   * Request headers that are part of the payload fingerprint besides the body (names, any case), for
+   * example `['content-type']`. @defaultValue none: the body only
+   */
+  fingerprintHeaders?: readonly string[];
+  /**
+   * Response headers stored and replayed (names, any case). `Set-Cookie` is not replayed unless listed.
+   * @defaultValue `content-type`, `content-language`, `content-location`, `location`, `etag`,
+   * `last-modified`, `link`
+   */
+  replayHeaders?: readonly string[];
+  /** Header added to every replayed response, with the value `true`. @defaultValue `'Idempotent-Replayed'` */
+  replayedHeader?: string;
+  /**
+   * Largest response body stored for replay, in bytes. Keep the runner's `maxResultBytes` above it (the
+   * stored response is the body, as UTF-8 text or base64, plus status and headers, deflated above
+   * `compressAboveBytes`). @defaultValue 65536
+   */
+  maxResponseBytes?: number;
+  /**
+   * What happens to a response body larger than `maxResponseBytes`, streamed or not (it is buffered up to
+   * the cap first): `fail` answers 500 `response-too-large` instead and records the key FAILED (the
+   * handler's side effect happened, so it is not run again); `pass-through` sends the response as the
+   * handler made it (streaming the rest once the cap is passed) and completes the key without a stored
+   * response, so later requests with the key get 409 `response-not-stored`. Never silent: `onResponseNotStored`
+   * is called either way. @defaultValue `'fail'`
+   */
+  onResponseTooLarge?: ResponseTooLargePolicy;
+  /**
+   * Called when a response was not stored because its body passed `maxResponseBytes` (either policy).
+   * Errors it throws are ignored. @defaultValue none
+   */
+  onResponseNotStored?: (info: { scope: string; key: string; status: number; bytes: number }) => void;
+  /**
+   * `Retry-After` of the 503 answered when the store does not answer (fail closed), in milliseconds,
+   * sent rounded up to whole seconds. @defaultValue 1000
+   */
+  storeUnavailableRetryAfterMs?: number;
+  /**
+   * Prefix of every problem `type` URI; the problem's slug is appended.
+   * @defaultValue `'urn:idempotent-consumer:problem:'`
+   */
+  problemTypeBaseUri?: string;
+  /**
+   * How long a request that meets another in flight with the same key waits for that one's outcome, in
+   * milliseconds (the runner's `conflictWaitMs`): its completion is replayed, its 5xx lets this request
+   * claim and run, its failure answers 409 `idempotency-key-failed`. After the bound (or when the client
+   * disconnects) the answer is 409 `request-in-progress` with `Retry-After` from the holder's remaining
+   * lease. 0 answers 409 at once. @defaultValue 5000
+   */
+  conflictWaitMs?: number;
+  /** Overrides the runner's `leaseMs` for these requests, in milliseconds. @defaultValue the runner's */
+  leaseMs?: number;
+  /**
+   * Overrides the runner's `maxAttempts` for these requests (5xx answers use attempts).
+   * @defaultValue the runner's
+   */
+  maxAttempts?: number;
+}
+
+/** {@link HttpIdempotencyOptions} with defaults applied. */
+export interface ResolvedHttpOptions<Req = unknown> {
+  readonly methods: ReadonlySet<string>;
+  readonly routes: (route: string, method: string) => boolean;
+  readonly required: boolean;
+  readonly tenant: ((request: Req) => string | undefined | Promise<string | undefined>) | undefined;
+  readonly maxKeyBytes: number;
+  readonly fingerprintHeaders: readonly string[];
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly replayedHeader: string;
+  readonly maxResponseBytes: number;
+  readonly onResponseTooLarge: ResponseTooLargePolicy;
+  readonly onResponseNotStored: HttpIdempotencyOptions['onResponseNotStored'];
+  readonly storeUnavailableRetryAfterMs: number;
+  readonly problemTypeBaseUri: string;
+  readonly runOptions: { leaseMs?: number; maxAttempts?: number; conflictWaitMs: number };
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionError(`${name} must be an integer >= 1, got ${value}`);
+  }
+  return value;
+}
+
+function nonNegativeInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidOptionError(`${name} must be an integer >= 0, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * Applies defaults and checks ranges.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when an option is out of range.
+ */
+export function resolveHttpOptions<Req>(options: HttpIdempotencyOptions<Req> = {}): ResolvedHttpOptions<Req> {
+  const routes = options.routes;
+  const onResponseTooLarge = options.onResponseTooLarge ?? 'fail';
+  if (onResponseTooLarge !== 'fail' && onResponseTooLarge !== 'pass-through') {
+    throw new InvalidOptionError(
+      `onResponseTooLarge must be 'fail' or 'pass-through', got ${String(onResponseTooLarge)}`,
+    );
+  }
+  const methods = new Set((options.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase()));
+  const templates = Array.isArray(routes) ? new Set<string>(routes) : undefined;
+  return {
+    methods,
+    routes: typeof routes === 'function' ? routes : templates ? (route) => templates.has(route) : () => true,
+    required: options.required ?? false,
+    tenant: options.tenant,
+    maxKeyBytes: positiveInteger('maxKeyBytes', options.maxKeyBytes ?? 255),
+    fingerprintHeaders: (options.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
+    replayHeaders: new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase())),
+    replayedHeader: options.replayedHeader ?? 'Idempotent-Replayed',
+    maxResponseBytes: positiveInteger('maxResponseBytes', options.maxResponseBytes ?? 65_536),
+    onResponseTooLarge,
+    onResponseNotStored: options.onResponseNotStored,
+    storeUnavailableRetryAfterMs: positiveInteger(
+      'storeUnavailableRetryAfterMs',
+      options.storeUnavailableRetryAfterMs ?? 1000,
+    ),
+    problemTypeBaseUri: options.problemTypeBaseUri ?? 'urn:idempotent-consumer:problem:',
+    runOptions: {
+      leaseMs: options.leaseMs,
+      maxAttempts: options.maxAttempts,
+      conflictWaitMs: nonNegativeInteger('conflictWaitMs', options.conflictWaitMs ?? 5000),
+    },
+  };
+}

@@ -1,0 +1,40 @@
+import { createHash } from 'node:crypto';
+import { fingerprint, type JsonValue } from '@idempotent-consumer/core';
+
+/** A request body as the frameworks hand it over: parsed JSON, text, raw bytes, or none. */
+export type RequestBody = unknown;
+
+/**
+ * The fingerprint (SHA-256 hex) of a request, compared by the claim so that the same idempotency key with
+ * another payload is answered 422 (draft, section 2.2 "Idempotency Fingerprint").
+ *
+ * - a parsed body (object, array, number, boolean, `null`, as `express.json()` or Fastify's JSON parser
+ *   give it) is hashed as canonical JSON (RFC 8785, the core's `fingerprint()`): key order and number
+ *   formatting do not matter;
+ * - a `Buffer`/`Uint8Array` (`express.raw()`, a Fastify buffer parser) or a `string` (`express.text()`,
+ *   Fastify's text parser) is hashed as its bytes;
+ * - no body (`undefined`) is hashed as zero bytes.
+ *
+ * With `headers` (chosen request headers, names in lower case), the fingerprint is the SHA-256 of the
+ * canonical JSON `{"body": <body fingerprint>, "headers": {name: value or null}}`, so a change of one of
+ * those headers is a different payload too.
+ *
+ * @throws `InvalidPayloadError` (from the core) when a parsed body cannot be serialized as canonical
+ *   JSON (a `bigint`, `NaN`, a cycle: only custom body parsers produce these).
+ */
+export function requestFingerprint(
+  body: RequestBody,
+  headers?: Readonly<Record<string, string | undefined>>,
+): string {
+  const bodyFingerprint = fingerprintBody(body);
+  if (!headers || Object.keys(headers).length === 0) return bodyFingerprint;
+  const chosen: Record<string, string | null> = {};
+  for (const [name, value] of Object.entries(headers)) chosen[name.toLowerCase()] = value ?? null;
+  return fingerprint({ body: bodyFingerprint, headers: chosen });
+}
+
+function fingerprintBody(body: RequestBody): string {
+  if (body === undefined) return createHash('sha256').digest('hex');
+  if (typeof body === 'string' || body instanceof Uint8Array) return fingerprint(body);
+  return fingerprint(body as JsonValue);
+}

@@ -1,0 +1,137 @@
+import { InvalidOptionError } from '@idempotent-consumer/core';
+
+/** The SQL dialects the inbox speaks. `mysql` covers MySQL 8 and MariaDB 10.5+. */
+export type SqlDialect = 'postgres' | 'mysql';
+
+/** The table name used when none is given. */
+export const DEFAULT_INBOX_TABLE = 'idempotency_inbox';
+
+/** Every statement the inbox runs, for one dialect and one table. Parameters are listed per statement. */
+export interface InboxStatements {
+  /** Creates the table and its expiry index if they do not exist. */
+  readonly schema: readonly string[];
+  /**
+   * Autocommitted before the transaction. Params: scope, key, fencing token, retention in ms. Inserts the
+   * row uncommitted with this token, or raises the token of an uncommitted row holding a lower one;
+   * a committed row, or one holding a higher token, is left as it is.
+   */
+  readonly fence: string;
+  /** Params: scope, key. Columns: `fencing_token`, `committed_at_ms` (null until committed), `result`. */
+  readonly read: string;
+  /**
+   * Inside the transaction, last. Params: result (JSON text or null), retention in ms, scope, key,
+   * fencing token. Marks the row committed only while it is uncommitted and holds exactly this token;
+   * changes 1 row, or 0 when the key already committed or a later claim fenced it.
+   */
+  readonly commit: string;
+  /** Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. */
+  readonly deleteExpired: string;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * Validates and quotes a table name, optionally schema-qualified (`schema.table`; on MySQL the schema is
+ * the database).
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when a part is not a plain identifier (letters, digits, `_`).
+ */
+export function quoteTable(dialect: SqlDialect, table: string): string {
+  const parts = typeof table === 'string' ? table.split('.') : [];
+  if (parts.length < 1 || parts.length > 2 || !parts.every((p) => IDENTIFIER.test(p))) {
+    throw new InvalidOptionError(
+      `table must be an identifier or schema.identifier (letters, digits, _), got ${JSON.stringify(table)}`,
+    );
+  }
+  const q = dialect === 'postgres' ? '"' : '`';
+  return parts.map((p) => `${q}${p}${q}`).join('.');
+}
+
+/** The name of the expiry index (unqualified, derived from the table's own name). */
+function indexName(table: string): string {
+  return `${table.split('.').pop()}_expires_at`;
+}
+
+/**
+ * The statements of one dialect on one table.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} for an unknown dialect or an invalid table name.
+ */
+export function inboxStatements(dialect: SqlDialect, table: string = DEFAULT_INBOX_TABLE): InboxStatements {
+  if (dialect === 'postgres') return postgresStatements(table);
+  if (dialect === 'mysql') return mysqlStatements(table);
+  throw new InvalidOptionError(`dialect must be 'postgres' or 'mysql', got ${JSON.stringify(dialect)}`);
+}
+
+function postgresStatements(table: string): InboxStatements {
+  const t = quoteTable('postgres', table);
+  return {
+    schema: [
+      `CREATE TABLE IF NOT EXISTS ${t} (
+  scope text NOT NULL,
+  idempotency_key text NOT NULL,
+  fencing_token bigint NOT NULL,
+  committed_at timestamptz NULL,
+  result text NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (scope, idempotency_key)
+)`,
+      `CREATE INDEX IF NOT EXISTS "${indexName(table)}" ON ${t} (expires_at)`,
+    ],
+    fence: `INSERT INTO ${t} AS i (scope, idempotency_key, fencing_token, expires_at)
+VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
+ON CONFLICT (scope, idempotency_key) DO UPDATE
+SET fencing_token = excluded.fencing_token, expires_at = excluded.expires_at
+WHERE i.committed_at IS NULL AND i.fencing_token < excluded.fencing_token`,
+    read: `SELECT fencing_token::text AS fencing_token,
+  (extract(epoch FROM committed_at) * 1000)::bigint::text AS committed_at_ms, result
+FROM ${t} WHERE scope = $1 AND idempotency_key = $2`,
+    commit: `UPDATE ${t}
+SET committed_at = now(), result = $1, expires_at = now() + $2::bigint * interval '1 millisecond'
+WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_at IS NULL`,
+    deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
+  SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+)`,
+  };
+}
+
+function mysqlStatements(table: string): InboxStatements {
+  const t = quoteTable('mysql', table);
+  // Binary collation: idempotency keys compare byte for byte ('A' and 'a' are two keys). Times are UTC.
+  const expiry = 'TIMESTAMPADD(MICROSECOND, ? * 1000, UTC_TIMESTAMP(3))';
+  const raise = 'committed_at IS NULL AND fencing_token < VALUES(fencing_token)';
+  return {
+    schema: [
+      `CREATE TABLE IF NOT EXISTS ${t} (
+  scope VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  idempotency_key VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  fencing_token BIGINT NOT NULL,
+  committed_at DATETIME(3) NULL,
+  result MEDIUMTEXT NULL,
+  expires_at DATETIME(3) NOT NULL,
+  PRIMARY KEY (scope, idempotency_key),
+  KEY \`${indexName(table)}\` (expires_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+    ],
+    // Assignments run left to right on the updated row: expires_at must be decided before fencing_token.
+    fence: `INSERT INTO ${t} (scope, idempotency_key, fencing_token, expires_at)
+VALUES (?, ?, ?, ${expiry})
+ON DUPLICATE KEY UPDATE
+expires_at = IF(${raise}, VALUES(expires_at), expires_at),
+fencing_token = IF(${raise}, VALUES(fencing_token), fencing_token)`,
+    read: `SELECT CAST(fencing_token AS CHAR) AS fencing_token,
+  CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', committed_at) DIV 1000 AS CHAR) AS committed_at_ms,
+  result
+FROM ${t} WHERE scope = ? AND idempotency_key = ?`,
+    commit: `UPDATE ${t}
+SET committed_at = UTC_TIMESTAMP(3), result = ?, expires_at = ${expiry}
+WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND committed_at IS NULL`,
+    deleteExpired: `DELETE FROM ${t} WHERE expires_at < UTC_TIMESTAMP(3) ORDER BY expires_at LIMIT ?`,
+  };
+}
+
+/**
+ * The DDL of the inbox table (and its expiry index) as one script, statements separated by `;`. The
+ * migration files under `migrations/` are this script for the default table name.
+ */
+export function inboxSchemaSql(dialect: SqlDialect, table: string = DEFAULT_INBOX_TABLE): string {
+  return `${inboxStatements(dialect, table).schema.join(';\n\n')};\n`;
+}

@@ -1,0 +1,310 @@
+import {
+  type HandlerContext,
+  InvalidOptionError,
+  LeaseLostError,
+  MissingKeyError,
+  NonRetryableError,
+} from '@idempotent-consumer/core';
+import { DEFAULT_INBOX_TABLE, type InboxStatements, inboxStatements, type SqlDialect } from './dialect';
+import type { RunInTransaction, SqlClient } from './sql-client';
+
+/**
+ * What the inbox needs from a handler's context: the core's `HandlerContext` and every adapter's fit.
+ * `key` may be `undefined` only to accept contexts of deliveries run without a key (RabbitMQ's
+ * `missingKey: 'process'`): the inbox then throws `MissingKeyError`.
+ */
+export type InboxContext = Pick<HandlerContext, 'scope' | 'fencingToken'> & {
+  readonly key: string | undefined;
+  /** When given and aborted (the claim was lost), the transaction rolls back before its commit statement. */
+  readonly signal?: AbortSignal;
+};
+
+/** How a {@link TransactionalInbox.run} ended. */
+export type InboxRunResult<T> =
+  | {
+      /** The side effect and the inbox row committed together, in this call. */
+      readonly status: 'committed';
+      readonly result: T;
+    }
+  | {
+      /**
+       * The inbox row was already committed (by an earlier run of this key: a crashed or lease-lost
+       * worker, a redelivery after the Redis record was lost): the side effect was not run again.
+       */
+      readonly status: 'duplicate';
+      /** The value the committing run's side effect returned (JSON round-tripped), `undefined` if none. */
+      readonly result: T | undefined;
+      /** The fencing token of the run that committed. */
+      readonly fencingToken: number;
+      /** When it committed, in ms since the epoch on the database's clock. */
+      readonly committedAtMs: number;
+    };
+
+/** The state of one key's inbox row. */
+export interface InboxRow {
+  readonly fencingToken: number;
+  /** `undefined` while uncommitted (fenced by a claim whose transaction has not committed). */
+  readonly committedAtMs: number | undefined;
+  /** The stored result as JSON text, `undefined` when none. */
+  readonly result: string | undefined;
+}
+
+/** Options of {@link TransactionalInbox}. */
+export interface TransactionalInboxOptions {
+  /** `postgres` (PostgreSQL 12+) or `mysql` (MySQL 8, MariaDB 10.5+). */
+  readonly dialect: SqlDialect;
+  /**
+   * Runs statements outside any transaction (autocommit): the fence before the transaction and the
+   * reads after a refused commit. Usually the pool: `pgClient(pool)`, `mysqlClient(pool)`.
+   */
+  readonly client: SqlClient;
+  /** Runs a body in one transaction: `pgTransaction(pool)`, `mysqlTransaction(pool)`, or the ORM's. */
+  readonly transaction: RunInTransaction;
+  /** Table name, optionally `schema.table`. Default `idempotency_inbox`. */
+  readonly table?: string;
+  /**
+   * How long a row is kept after its last write, in milliseconds, before {@link TransactionalInbox.deleteExpired}
+   * may delete it. Must outlast every redelivery of the key (and the Redis record's retention): a
+   * redelivery after the row is gone runs the side effect again. Default 7 days (604 800 000).
+   */
+  readonly retentionMs?: number;
+}
+
+/** Default {@link TransactionalInboxOptions.retentionMs}: 7 days. */
+export const DEFAULT_INBOX_RETENTION_MS = 7 * 24 * 3_600_000;
+
+/** Thrown inside the transaction body to make the transaction roll back when the commit statement is refused. */
+class CommitRefused extends Error {}
+
+/**
+ * A transactional inbox: records (scope, idempotency key, fencing token) in the same database transaction
+ * as a handler's side effect, so the effect commits at most once per key, even when a worker dies
+ * between its commit and the COMPLETED write to Redis, or the Redis record is lost (docs/design.md).
+ *
+ * {@link TransactionalInbox.run} does, for one key:
+ * 1. fence (autocommit): insert the row uncommitted with the claim's fencing token, or raise the token of
+ *    an uncommitted row; a committed row means the effect already happened: return `duplicate` without
+ *    running it; a higher token means a later claim owns the key: throw `LeaseLostError`;
+ * 2. in one transaction: run the side effect, then mark the row committed only if it still holds this
+ *    token and is uncommitted; if it does not, roll back (the effect's writes vanish) and report
+ *    `duplicate` or throw `LeaseLostError`.
+ *
+ * @example
+ * ```ts
+ * const inbox = new TransactionalInbox({ dialect: 'postgres', client: pgClient(pool), transaction: pgTransaction(pool) });
+ * await idempotency.run({ scope: 'payments', key: msg.id }, (ctx) =>
+ *   inbox.run(ctx, (tx) => tx.query('INSERT INTO ledger (payment_id, cents) VALUES ($1, $2)', [msg.id, 500])));
+ * ```
+ */
+export class TransactionalInbox {
+  /** The dialect's statements on this inbox's table. */
+  readonly statements: InboxStatements;
+  /** The resolved retention, in milliseconds. */
+  readonly retentionMs: number;
+  readonly #client: SqlClient;
+  readonly #transaction: RunInTransaction;
+
+  /** @throws {@link @idempotent-consumer/core!InvalidOptionError} for an unknown dialect, a bad table name or retention, or a missing client. */
+  constructor(options: TransactionalInboxOptions) {
+    if (
+      !options ||
+      typeof options.client?.query !== 'function' ||
+      typeof options.transaction !== 'function'
+    ) {
+      throw new InvalidOptionError('TransactionalInbox needs { dialect, client, transaction }');
+    }
+    this.statements = inboxStatements(options.dialect, options.table ?? DEFAULT_INBOX_TABLE);
+    const retentionMs = options.retentionMs ?? DEFAULT_INBOX_RETENTION_MS;
+    if (!Number.isSafeInteger(retentionMs) || retentionMs < 1) {
+      throw new InvalidOptionError(`retentionMs must be an integer >= 1, got ${retentionMs}`);
+    }
+    this.retentionMs = retentionMs;
+    this.#client = options.client;
+    this.#transaction = options.transaction;
+  }
+
+  /** Creates the table and its index if missing (the same DDL as the migration files). */
+  async createSchema(): Promise<void> {
+    for (const statement of this.statements.schema) await this.#client.query(statement, []);
+  }
+
+  /**
+   * Runs `effect` in one transaction with the inbox row, so its writes commit at most once per
+   * (scope, key) across every worker and every retry (a run whose commit is refused is rolled back). See
+   * the class description for the steps.
+   *
+   * @param context the handler's context (scope, key, fencing token, signal).
+   * @param effect the side effect; every write must go through `tx` (the transaction), or it is not covered.
+   * @returns `committed` with the effect's value, or `duplicate` with the value stored by the run that committed.
+   * @throws `LeaseLostError` (retryable) when a later claim of the key fenced this one, or `context.signal`
+   *   aborted before the commit: nothing was committed. `NonRetryableError` when the effect's value cannot
+   *   be stored as JSON (rolled back). Whatever `effect` or the database throws (rolled back; the driver's
+   *   errors count as retryable for the core runner, so the claim is released and the message retried).
+   */
+  async run<T>(context: InboxContext, effect: (tx: SqlClient) => Promise<T>): Promise<InboxRunResult<T>> {
+    checkContext(context);
+    const fenced = await this.fence(context);
+    if (fenced.status === 'duplicate') return fenced as InboxRunResult<T>;
+    try {
+      const result = await this.#transaction(async (tx) => {
+        const value = await effect(tx);
+        if (!(await this.commit(tx, context, value))) throw new CommitRefused();
+        return value;
+      });
+      return { status: 'committed', result };
+    } catch (error) {
+      if (!isCommitRefused(error)) throw error;
+      return this.#afterRefusal(context) as Promise<InboxRunResult<T>>;
+    }
+  }
+
+  /**
+   * A handler for the core runner or any adapter (their contexts extend the core's `HandlerContext`) that
+   * runs `effect` through {@link TransactionalInbox.run} and resolves with its value: the fresh one when
+   * this run committed, the stored one when an earlier run had (so a run after a crash completes the
+   * Redis record with the same result, without a second write).
+   *
+   * @example
+   * ```ts
+   * createIdempotentConsumer({ idempotency, connection }, { queue: 'payments' },
+   *   inbox.handler((tx, { message }) => tx.query('INSERT INTO ledger …', [...])));
+   * ```
+   */
+  handler<C extends InboxContext = HandlerContext, T = unknown>(
+    effect: (tx: SqlClient, context: C) => Promise<T>,
+  ): (context: C) => Promise<T | undefined> {
+    return async (context) => (await this.run(context, (tx) => effect(tx, context))).result;
+  }
+
+  /**
+   * Step 1 of {@link TransactionalInbox.run}, for callers that open the transaction themselves: fences
+   * the key with the context's token (autocommit, on `client`).
+   * @returns `proceed` (run the transaction, ending with {@link TransactionalInbox.commit}) or `duplicate`.
+   * @throws `LeaseLostError` when the row holds a higher token; `MissingKeyError` when the context has no
+   *   key; `InvalidOptionError` when it is not a handler context; the database's errors.
+   */
+  async fence(
+    context: InboxContext,
+  ): Promise<{ readonly status: 'proceed' } | Extract<InboxRunResult<unknown>, { status: 'duplicate' }>> {
+    checkContext(context);
+    await this.#client.query(this.statements.fence, [
+      context.scope,
+      context.key,
+      context.fencingToken,
+      this.retentionMs,
+    ]);
+    const row = await this.read(context);
+    if (row?.committedAtMs !== undefined) return duplicateOf(row);
+    if (row && row.fencingToken > context.fencingToken) throw fencedOut(context, row.fencingToken);
+    return { status: 'proceed' };
+  }
+
+  /**
+   * Step 2 of {@link TransactionalInbox.run}: the last statement of the caller's transaction. Marks the row
+   * committed with `value` (stored as JSON) if it is still uncommitted and holds the context's token.
+   * @returns true when marked (commit the transaction); false when refused: roll back, then
+   *   {@link TransactionalInbox.read} tells whether the key committed elsewhere or was fenced.
+   * @throws `LeaseLostError` when `context.signal` is aborted; `NonRetryableError` when `value` is not JSON.
+   */
+  async commit(tx: SqlClient, context: InboxContext, value: unknown): Promise<boolean> {
+    if (context.signal?.aborted) {
+      throw new LeaseLostError(`The claim of ${context.scope}/${context.key} was lost before the commit`, {
+        cause: context.signal.reason,
+      });
+    }
+    let result: string | null;
+    try {
+      result = value === undefined ? null : (JSON.stringify(value) ?? null);
+    } catch (error) {
+      throw new NonRetryableError('The side effect returned a value that cannot be stored as JSON', {
+        cause: error,
+      });
+    }
+    const { rowCount } = await tx.query(this.statements.commit, [
+      result,
+      this.retentionMs,
+      context.scope,
+      context.key,
+      context.fencingToken,
+    ]);
+    return rowCount === 1;
+  }
+
+  /** Reads one key's row (autocommit), `undefined` when there is none. */
+  async read(id: { readonly scope: string; readonly key: string }): Promise<InboxRow | undefined> {
+    const { rows } = await this.#client.query(this.statements.read, [id.scope, id.key]);
+    const row = rows[0];
+    if (!row) return undefined;
+    const committed = row.committed_at_ms;
+    return {
+      fencingToken: Number(row.fencing_token),
+      committedAtMs: committed === null || committed === undefined ? undefined : Number(committed),
+      result: row.result === null || row.result === undefined ? undefined : String(row.result),
+    };
+  }
+
+  /**
+   * Deletes rows whose retention ended, `batchSize` at a time (each batch one statement on the
+   * `expires_at` index), until a batch comes back short. Run it periodically (a cron job, a timer).
+   * @returns how many rows were deleted.
+   */
+  async deleteExpired(options: { readonly batchSize?: number } = {}): Promise<number> {
+    const batchSize = options.batchSize ?? 1000;
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+      throw new InvalidOptionError(`batchSize must be an integer >= 1, got ${batchSize}`);
+    }
+    let deleted = 0;
+    for (;;) {
+      const { rowCount } = await this.#client.query(this.statements.deleteExpired, [batchSize]);
+      deleted += rowCount;
+      if (rowCount < batchSize) return deleted;
+    }
+  }
+
+  async #afterRefusal(context: InboxContext & { key: string }): Promise<InboxRunResult<unknown>> {
+    const row = await this.read(context);
+    if (row?.committedAtMs !== undefined) return duplicateOf(row);
+    throw fencedOut(context, row?.fencingToken);
+  }
+}
+
+/** True for the refusal, also when an ORM's transaction call wrapped it (as `cause`). */
+function isCommitRefused(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof CommitRefused) return true;
+  }
+  return false;
+}
+
+function checkContext(context: InboxContext): asserts context is InboxContext & { key: string } {
+  if (context && context.key === undefined && typeof context.scope === 'string') {
+    throw new MissingKeyError(
+      `A delivery of ${context.scope} without an idempotency key cannot go through the inbox (missingKey: 'process'?)`,
+    );
+  }
+  if (
+    typeof context?.scope !== 'string' ||
+    typeof context.key !== 'string' ||
+    !Number.isSafeInteger(context.fencingToken) ||
+    context.fencingToken < 0
+  ) {
+    throw new InvalidOptionError('The inbox needs the handler context: { scope, key, fencingToken }');
+  }
+}
+
+function duplicateOf(row: InboxRow): Extract<InboxRunResult<unknown>, { status: 'duplicate' }> {
+  return {
+    status: 'duplicate',
+    result: row.result === undefined ? undefined : JSON.parse(row.result),
+    fencingToken: row.fencingToken,
+    committedAtMs: row.committedAtMs ?? 0,
+  };
+}
+
+function fencedOut(context: InboxContext, current: number | undefined): LeaseLostError {
+  return new LeaseLostError(
+    current === undefined
+      ? `The inbox row of ${context.scope}/${context.key} vanished before the commit (deleted as expired?)`
+      : `The inbox row of ${context.scope}/${context.key} is fenced by token ${current}; this claim holds ${context.fencingToken}`,
+  );
+}

@@ -1,0 +1,64 @@
+import type { RunInTransaction, SqlClient } from './sql-client';
+
+/**
+ * The part of a `mysql2/promise` `Pool`, `PoolConnection` or `Connection` the inbox uses (structural, so
+ * `mysql2` stays an optional peer dependency). `query` resolves `[rows, fields]` for a `SELECT` and
+ * `[{ affectedRows }, undefined]` for other statements.
+ */
+export interface MysqlQueryable {
+  query(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
+}
+
+/** The part of a `mysql2/promise` `Pool` that {@link mysqlTransaction} uses. */
+export interface MysqlPool {
+  getConnection(): Promise<
+    MysqlQueryable & {
+      beginTransaction(): Promise<void>;
+      commit(): Promise<void>;
+      rollback(): Promise<void>;
+      release(): void;
+      destroy(): void;
+    }
+  >;
+}
+
+/** Adapts a `mysql2/promise` `Pool`, `PoolConnection` or `Connection` to a {@link SqlClient}. */
+export function mysqlClient(queryable: MysqlQueryable): SqlClient {
+  return {
+    async query(sql, params) {
+      const [result] = await queryable.query(sql, [...params]);
+      if (Array.isArray(result))
+        return { rows: result as Record<string, unknown>[], rowCount: result.length };
+      return { rows: [], rowCount: Number((result as { affectedRows?: number }).affectedRows ?? 0) };
+    },
+  };
+}
+
+/**
+ * A {@link RunInTransaction} on a `mysql2/promise` `Pool`: gets a connection, `beginTransaction`, runs
+ * the body, `commit` (or `rollback` and rethrow), and releases the connection (destroying it when the
+ * rollback failed). A `commit` that fails rejects: whether it took effect is then unknown, which the
+ * inbox resolves on the next attempt.
+ */
+export function mysqlTransaction(pool: MysqlPool): RunInTransaction {
+  return async (body) => {
+    const connection = await pool.getConnection();
+    let broken = false;
+    try {
+      await connection.beginTransaction();
+      try {
+        const result = await body(mysqlClient(connection));
+        await connection.commit();
+        return result;
+      } catch (error) {
+        await connection.rollback().catch(() => {
+          broken = true;
+        });
+        throw error;
+      }
+    } finally {
+      if (broken) connection.destroy();
+      else connection.release();
+    }
+  };
+}

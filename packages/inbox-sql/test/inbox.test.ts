@@ -1,0 +1,203 @@
+import { LeaseLostError, NonRetryableError } from '@idempotent-consumer/core';
+import {
+  type InboxContext,
+  type InboxRow,
+  mysqlClient,
+  type RunInTransaction,
+  type SqlClient,
+  type SqlResult,
+  TransactionalInbox,
+} from '../src';
+
+/**
+ * A scripted database: the fence and cleanup statements succeed, `read` answers `state.row` (a test
+ * changes it to play another worker), and the commit statement changes `commitRows` rows. The real
+ * behaviour of the statements is tested on PostgreSQL and MariaDB in integration-tests/src/inbox.
+ */
+function scripted(row: InboxRow | undefined, commitRows = 1, wrapErrors = false) {
+  const log: string[] = [];
+  const state = { row };
+  let inbox: TransactionalInbox;
+  const client: SqlClient = {
+    async query(sql): Promise<SqlResult> {
+      const s = inbox.statements;
+      if (sql === s.fence) log.push('fence');
+      else if (sql === s.read) {
+        log.push('read');
+        const r = state.row;
+        return {
+          rows: r
+            ? [
+                {
+                  fencing_token: String(r.fencingToken),
+                  committed_at_ms: r.committedAtMs ?? null,
+                  result: r.result ?? null,
+                },
+              ]
+            : [],
+          rowCount: r ? 1 : 0,
+        };
+      } else if (sql === s.commit) {
+        log.push('commit');
+        return { rows: [], rowCount: commitRows };
+      } else log.push(sql);
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  const transaction: RunInTransaction = async (body) => {
+    log.push('begin');
+    try {
+      const value = await body(client);
+      log.push('commit-transaction');
+      return value;
+    } catch (error) {
+      log.push('rollback');
+      throw wrapErrors ? new Error('Transaction failed', { cause: error }) : error;
+    }
+  };
+  inbox = new TransactionalInbox({ dialect: 'postgres', client, transaction });
+  return { inbox, log, state };
+}
+
+const ctx = { scope: 'payments', key: 'p-1', fencingToken: 3 };
+
+describe('TransactionalInbox.run', () => {
+  it('fences, runs the effect in the transaction, commits the row last', async () => {
+    const { inbox, log } = scripted({ fencingToken: 3, committedAtMs: undefined, result: undefined });
+    const r = await inbox.run(ctx, async (tx) => {
+      await tx.query('INSERT ledger', []);
+      return { ok: 1 };
+    });
+    expect(r).toEqual({ status: 'committed', result: { ok: 1 } });
+    expect(log).toEqual(['fence', 'read', 'begin', 'INSERT ledger', 'commit', 'commit-transaction']);
+  });
+
+  it('a committed row is a duplicate: the effect does not run, no transaction opens', async () => {
+    const { inbox, log } = scripted({ fencingToken: 2, committedAtMs: 1700000000000, result: '"done"' });
+    const effect = jest.fn();
+    await expect(inbox.run(ctx, effect)).resolves.toEqual({
+      status: 'duplicate',
+      result: 'done',
+      fencingToken: 2,
+      committedAtMs: 1700000000000,
+    });
+    expect(effect).not.toHaveBeenCalled();
+    expect(log).toEqual(['fence', 'read']);
+  });
+
+  it('a higher token in the row: LeaseLostError before anything runs', async () => {
+    const { inbox, log } = scripted({ fencingToken: 4, committedAtMs: undefined, result: undefined });
+    const effect = jest.fn();
+    await expect(inbox.run(ctx, effect)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(effect).not.toHaveBeenCalled();
+    expect(log).toEqual(['fence', 'read']);
+  });
+
+  it('a refused commit rolls back; a row committed meanwhile makes it a duplicate', async () => {
+    const { inbox, log, state } = scripted(
+      { fencingToken: 3, committedAtMs: undefined, result: undefined },
+      0,
+    );
+    const r = inbox.run(ctx, async () => {
+      state.row = { fencingToken: 4, committedAtMs: 5, result: '1' }; // another holder commits meanwhile
+      return 2;
+    });
+    await expect(r).resolves.toMatchObject({ status: 'duplicate', result: 1, fencingToken: 4 });
+    expect(log).toEqual(['fence', 'read', 'begin', 'commit', 'rollback', 'read']);
+  });
+
+  it('a refused commit is recognised when the ORM wraps the error (cause)', async () => {
+    const { inbox, state } = scripted(
+      { fencingToken: 3, committedAtMs: undefined, result: undefined },
+      0,
+      true,
+    );
+    const r = inbox.run(ctx, async () => {
+      state.row = { fencingToken: 4, committedAtMs: 5, result: '1' };
+    });
+    await expect(r).resolves.toMatchObject({ status: 'duplicate', fencingToken: 4 });
+  });
+
+  it('a refused commit with the row fenced by a later claim: rolled back, LeaseLostError', async () => {
+    const { inbox, log, state } = scripted(
+      { fencingToken: 3, committedAtMs: undefined, result: undefined },
+      0,
+    );
+    const r = inbox.run(ctx, async () => {
+      state.row = { fencingToken: 9, committedAtMs: undefined, result: undefined };
+    });
+    await expect(r).rejects.toThrow(/fenced by token 9; this claim holds 3/);
+    expect(log).toEqual(['fence', 'read', 'begin', 'commit', 'rollback', 'read']);
+  });
+
+  it('an aborted signal (claim lost) rolls back before the commit statement', async () => {
+    const { inbox, log } = scripted({ fencingToken: 3, committedAtMs: undefined, result: undefined });
+    const controller = new AbortController();
+    const r = inbox.run({ ...ctx, signal: controller.signal }, async () => controller.abort());
+    await expect(r).rejects.toBeInstanceOf(LeaseLostError);
+    expect(log).toEqual(['fence', 'read', 'begin', 'rollback']);
+  });
+
+  it('a value that is not JSON: NonRetryableError, rolled back', async () => {
+    const { inbox, log } = scripted({ fencingToken: 3, committedAtMs: undefined, result: undefined });
+    await expect(inbox.run(ctx, async () => 1n)).rejects.toBeInstanceOf(NonRetryableError);
+    expect(log).toEqual(['fence', 'read', 'begin', 'rollback']);
+  });
+
+  it('the effect throws: rolled back, rethrown as is', async () => {
+    const { inbox, log } = scripted({ fencingToken: 3, committedAtMs: undefined, result: undefined });
+    const boom = new Error('gateway down');
+    await expect(
+      inbox.run(ctx, async () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    expect(log).toEqual(['fence', 'read', 'begin', 'rollback']);
+  });
+
+  it('handler() resolves with the fresh or the stored value', async () => {
+    const fresh = scripted({ fencingToken: 3, committedAtMs: undefined, result: undefined });
+    await expect(fresh.inbox.handler<InboxContext>(async () => 'new')(ctx)).resolves.toBe('new');
+    const stored = scripted({ fencingToken: 1, committedAtMs: 1, result: '"old"' });
+    await expect(stored.inbox.handler<InboxContext>(async () => 'new')(ctx)).resolves.toBe('old');
+  });
+});
+
+describe('TransactionalInbox options', () => {
+  const client: SqlClient = { query: async () => ({ rows: [], rowCount: 0 }) };
+  const transaction: RunInTransaction = (body) => body(client);
+  it.each([0, -1, 1.5, Number.NaN])('rejects retentionMs %p', (retentionMs) => {
+    expect(() => new TransactionalInbox({ dialect: 'mysql', client, transaction, retentionMs })).toThrow(
+      /retentionMs must be an integer >= 1/,
+    );
+  });
+  it('needs a client and a transaction', () => {
+    expect(() => new TransactionalInbox({ dialect: 'mysql' } as never)).toThrow(
+      /needs \{ dialect, client, transaction \}/,
+    );
+  });
+  it('rejects a context without a fencing token', async () => {
+    const inbox = new TransactionalInbox({ dialect: 'postgres', client, transaction });
+    await expect(inbox.run({ scope: 's', key: 'k' } as never, async () => 1)).rejects.toThrow(
+      /handler context/,
+    );
+  });
+  it('deleteExpired loops until a batch comes back short', async () => {
+    const counts = [2, 2, 1];
+    const inbox = new TransactionalInbox({
+      dialect: 'postgres',
+      client: { query: async () => ({ rows: [], rowCount: counts.shift() ?? 0 }) },
+      transaction,
+    });
+    await expect(inbox.deleteExpired({ batchSize: 2 })).resolves.toBe(5);
+  });
+});
+
+describe('mysqlClient', () => {
+  it('maps rows and ResultSetHeader', async () => {
+    const rows = mysqlClient({ query: async () => [[{ a: 1 }], []] });
+    await expect(rows.query('SELECT', [])).resolves.toEqual({ rows: [{ a: 1 }], rowCount: 1 });
+    const header = mysqlClient({ query: async () => [{ affectedRows: 2 }, undefined] });
+    await expect(header.query('UPDATE', [])).resolves.toEqual({ rows: [], rowCount: 2 });
+  });
+});

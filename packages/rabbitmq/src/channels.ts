@@ -1,0 +1,155 @@
+import type { AmqpConnection, ConsumeChannel, PublishChannel } from './amqp-types';
+import { type CloseReason, closeReasonOf } from './close-reason';
+import { ConfirmPublisher } from './confirm-publisher';
+
+/** Which of its channels closed, why, and whether the whole connection went with it. */
+export interface ChannelClosed {
+  readonly channel: 'consume' | 'publish';
+  /** The channel's error, else the connection's close error; `undefined` for a close the client asked for. */
+  readonly error: unknown;
+  readonly reason: CloseReason | undefined;
+  /** Whether the connection closed (its channels cannot be reopened on it). */
+  readonly connectionClosed: boolean;
+}
+
+/**
+ * The channels a consumer opens on its connection, and only those (it never closes the connection):
+ * a consume channel (manual acks, `prefetch`) and a confirm channel for republishing, reopened on first
+ * use after it closed. Reports a channel that closed without {@link ConsumerChannels.close}, with the
+ * broker's reason read from the channel's error or, when the broker closed the whole connection, from
+ * the connection's `close` event.
+ */
+export class ConsumerChannels {
+  #connection: AmqpConnection | undefined;
+  #connectionError: unknown;
+  #connectionClosed = false;
+  #consume: ConsumeChannel | undefined;
+  #publishChannel: PublishChannel | undefined;
+  #publisher: ConfirmPublisher | undefined;
+  #publisherOpening: Promise<ConfirmPublisher> | undefined;
+  #closing = false;
+
+  constructor(private readonly onClosed: (event: ChannelClosed) => void) {}
+
+  /** The open consume channel, `undefined` while there is none. */
+  get consume(): ConsumeChannel | undefined {
+    return this.#consume;
+  }
+
+  /** The connection the channels were opened on, `undefined` before {@link ConsumerChannels.open}. */
+  get connection(): AmqpConnection | undefined {
+    return this.#connection;
+  }
+
+  /** Whether the connection emitted `close`: no channel can be opened on it again. */
+  get connectionClosed(): boolean {
+    return this.#connectionClosed;
+  }
+
+  /**
+   * Opens the consume channel (with `basic.qos prefetch`) and the confirm channel on `connection`,
+   * replacing channels opened before (which must be closed already).
+   * @throws the broker's or the socket's error when a channel cannot be opened.
+   */
+  async open(connection: AmqpConnection, prefetch: number): Promise<ConsumeChannel> {
+    this.#closing = false;
+    if (connection !== this.#connection) {
+      this.#detach();
+      this.#connection = connection;
+      this.#connectionError = undefined;
+      this.#connectionClosed = false;
+      connection.on?.('close', this.#onConnectionClose);
+      connection.on?.('error', this.#onConnectionError);
+    }
+    const channel = await connection.createChannel();
+    let lastError: unknown;
+    channel.on('error', (error: unknown) => {
+      // The 'close' event that follows reports it; without a listener an 'error' would crash the process.
+      lastError = error;
+    });
+    channel.on('close', () => {
+      if (this.#consume !== channel) return;
+      this.#consume = undefined;
+      if (!this.#closing) this.#report('consume', lastError);
+    });
+    this.#consume = channel;
+    await channel.prefetch(prefetch);
+    await this.publisher();
+    return channel;
+  }
+
+  /** The confirm channel's publisher, (re)opened on first use after it closed; one open at a time. */
+  publisher(): Promise<ConfirmPublisher> {
+    if (this.#publisher) return Promise.resolve(this.#publisher);
+    this.#publisherOpening ??= this.#openPublisher().finally(() => {
+      this.#publisherOpening = undefined;
+    });
+    return this.#publisherOpening;
+  }
+
+  async #openPublisher(): Promise<ConfirmPublisher> {
+    const connection = this.#connection;
+    if (!connection || this.#closing) throw new Error('The consumer has no open connection');
+    const channel = await connection.createConfirmChannel();
+    let lastError: unknown;
+    channel.on('error', (error: unknown) => {
+      // Reported through 'close'; the publisher rejects pending publishes.
+      lastError = error;
+    });
+    channel.on('close', () => {
+      if (this.#publishChannel !== channel) return;
+      this.#publishChannel = undefined;
+      this.#publisher = undefined;
+      if (!this.#closing) this.#report('publish', lastError);
+    });
+    this.#publishChannel = channel;
+    this.#publisher = new ConfirmPublisher(channel);
+    return this.#publisher;
+  }
+
+  /** Closes the channels it opened (the broker requeues what they left unacked); never rejects. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    const channels = [this.#publishChannel, this.#consume];
+    this.#publishChannel = undefined;
+    this.#publisher = undefined;
+    this.#consume = undefined;
+    await Promise.allSettled(channels.map((c) => c?.close()));
+  }
+
+  /** {@link ConsumerChannels.close}, and stops listening to the connection. */
+  async dispose(): Promise<void> {
+    await this.close();
+    this.#detach();
+  }
+
+  #detach(): void {
+    this.#connection?.off?.('close', this.#onConnectionClose);
+    this.#connection?.off?.('error', this.#onConnectionError);
+  }
+
+  readonly #onConnectionClose = (error?: unknown): void => {
+    this.#connectionClosed = true;
+    if (error !== undefined) this.#connectionError = error;
+  };
+
+  readonly #onConnectionError = (error?: unknown): void => {
+    if (error !== undefined) this.#connectionError = error;
+  };
+
+  /**
+   * Reports a closed channel with the channel's error, else the connection's. amqplib closes every
+   * channel of a connection the broker closed before it emits the connection's `close` with the reason,
+   * in the same synchronous call, so the report waits for the microtask after it.
+   */
+  #report(channel: 'consume' | 'publish', channelError: unknown): void {
+    queueMicrotask(() => {
+      const error = channelError ?? this.#connectionError;
+      const reason =
+        channelError !== undefined
+          ? closeReasonOf(channelError, 'channel')
+          : closeReasonOf(this.#connectionError, 'connection');
+      this.onClosed({ channel, error, reason, connectionClosed: this.#connectionClosed });
+    });
+  }
+}

@@ -1,0 +1,148 @@
+import { sleep } from '@idempotent-consumer/core/kit';
+import type { ConsumeMessage } from 'amqplib';
+import type { ConsumeChannel } from './amqp-types';
+import type { ConfirmPublisher } from './confirm-publisher';
+import type { Decision, RequeueReason } from './decide';
+import type { DeliverySubject, Emit } from './events';
+import { deadLetterHeaders, republishOptions, retryHeaders } from './republish-headers';
+import type { ConsumerTopology } from './topology';
+
+/** One delivery being settled: the message, the channel it came on, and what events say about it. */
+export interface Delivery {
+  readonly message: ConsumeMessage;
+  /** The channel it was delivered on: its delivery tag means something only there. */
+  readonly channel: ConsumeChannel;
+  readonly subject: DeliverySubject;
+}
+
+/** What a {@link Settler} works with. */
+export interface SettlerContext {
+  readonly topology: ConsumerTopology;
+  /** The confirm publisher (reopened when it closed). */
+  readonly publisher: () => Promise<ConfirmPublisher>;
+  /** Whether `channel` is still the consumer's open consume channel. */
+  readonly isOpen: (channel: ConsumeChannel) => boolean;
+  /** How long a delivery whose republish failed waits before it is requeued, in milliseconds. */
+  readonly requeueAfterMs: number;
+  /** Ends that wait early (the consumer stops). */
+  readonly signal: AbortSignal;
+  readonly emit: Emit;
+}
+
+/**
+ * Carries out a {@link Decision} on the broker (docs/design.md#outcome-to-broker-action, RabbitMQ column):
+ * `ack`; `retry` and `dead-letter` as a copy published on the confirm channel (mandatory, so an
+ * unroutable copy is refused), the original acked only once the broker confirmed the copy; `requeue` as
+ * `nack` with requeue. Each delivery is settled at most once, on the channel it came on.
+ */
+export class Settler {
+  readonly #settled = new WeakSet<ConsumeMessage>();
+
+  constructor(private readonly context: SettlerContext) {}
+
+  /** Carries out `decision`; never rejects. */
+  async apply(delivery: Delivery, decision: Decision): Promise<void> {
+    switch (decision.action) {
+      case 'ack':
+        if (this.#settle(delivery, 'ack')) this.context.emit('settled', { ...delivery.subject, decision });
+        return;
+      case 'requeue':
+        this.requeue(delivery, decision.reason);
+        return;
+      case 'retry': {
+        const tier = this.context.topology.delayTiers.find((t) => t.delayMs === decision.delayMs)!;
+        const headers = retryHeaders(delivery.message, delivery.subject, decision);
+        if (!(await this.#republish(delivery, '', tier.queue, headers, decision.delayMs))) return;
+        if (!this.#settle(delivery, 'ack')) return;
+        this.context.emit('retryScheduled', {
+          ...delivery.subject,
+          reason: decision.reason,
+          delayMs: decision.delayMs,
+          wantedDelayMs: decision.wantedDelayMs,
+          delayQueue: tier.queue,
+          error: decision.error,
+        });
+        this.context.emit('settled', { ...delivery.subject, decision });
+        return;
+      }
+      case 'dead-letter': {
+        const { deadLetterExchange: exchange, deadLetterRoutingKey: routingKey } = this.context.topology;
+        const headers = deadLetterHeaders(delivery.message, delivery.subject, decision);
+        const shortestTierMs = this.context.topology.delayTiers[0]!.delayMs;
+        if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return;
+        if (!this.#settle(delivery, 'ack')) return;
+        this.context.emit('deadLettered', {
+          ...delivery.subject,
+          reason: decision.reason,
+          error: decision.error,
+          destination: { exchange, routingKey },
+        });
+        this.context.emit('settled', { ...delivery.subject, decision });
+        return;
+      }
+    }
+  }
+
+  /** `nack` with requeue; the broker delivers the message again. */
+  requeue(delivery: Delivery, reason: RequeueReason): void {
+    if (this.#settle(delivery, 'nack')) {
+      this.context.emit('settled', { ...delivery.subject, decision: { action: 'requeue', reason } });
+    }
+  }
+
+  /**
+   * Publishes a copy and waits for the broker's confirm. On failure the delivery is requeued after
+   * `requeueAfterMs` (never an immediate requeue loop), and false is returned. A delivery whose channel
+   * closed is not copied: the broker has requeued it already.
+   */
+  async #republish(
+    delivery: Delivery,
+    exchange: string,
+    routingKey: string,
+    headers: Record<string, unknown>,
+    requeueAfterMs: number,
+  ): Promise<boolean> {
+    if (!this.context.isOpen(delivery.channel)) {
+      this.#settle(delivery, 'ack'); // reports the closed channel as a brokerError
+      return false;
+    }
+    const { message } = delivery;
+    try {
+      const publisher = await this.context.publisher();
+      await publisher.publish(exchange, routingKey, message.content, republishOptions(message, headers));
+      return true;
+    } catch (error) {
+      this.context.emit('brokerError', {
+        queue: delivery.subject.source.queue,
+        operation: 'publish',
+        error,
+        subject: delivery.subject,
+      });
+      await sleep(requeueAfterMs, this.context.signal);
+      this.requeue(delivery, 'publish-failed');
+      return false;
+    }
+  }
+
+  /**
+   * Acks or nacks (with requeue) a delivery at most once (a second settle of one delivery tag is a
+   * channel error in AMQP 0-9-1), on the channel it came on. False (and `brokerError`) when that channel
+   * is closed or refused it: the broker redelivers the message.
+   */
+  #settle(delivery: Delivery, operation: 'ack' | 'nack'): boolean {
+    const { message, channel, subject } = delivery;
+    if (this.#settled.has(message)) return false;
+    this.#settled.add(message);
+    try {
+      if (!this.context.isOpen(channel)) {
+        throw new Error('The consume channel closed; the broker redelivers the message');
+      }
+      if (operation === 'ack') channel.ack(message);
+      else channel.nack(message, false, true);
+      return true;
+    } catch (error) {
+      this.context.emit('brokerError', { queue: subject.source.queue, operation, error, subject });
+      return false;
+    }
+  }
+}

@@ -1,0 +1,171 @@
+import {
+  type BackoffOptions,
+  computeBackoffMs,
+  type DeadLetterReason,
+  deadLetterReasonOf,
+  type RunResult,
+} from '@idempotent-consumer/core';
+import { toVisibilitySeconds } from './message-attributes';
+
+/** Why a message was dead-lettered: the core's vocabulary, shared by every adapter. */
+export type { DeadLetterReason };
+
+/**
+ * What happened to one message before any SQS request, the input of {@link decide}:
+ * - `run`: the runner answered (a claim settled without running, an execution, or an unprotected run);
+ * - `missing-key`: no idempotency key and `missingKey: 'dead-letter'`;
+ * - `invalid-key`: the key extractor threw, or the runner refused the key;
+ * - `store-unavailable`: the store did not answer the claim (fail closed);
+ * - `fifo-blocked`: an earlier message of its FIFO group in the same batch did not finish;
+ * - `error`: an unexpected error (reported as `brokerError` by the caller).
+ * `receiveCount` is the message's `ApproximateReceiveCount` (1 when unknown).
+ */
+export type MessageResult<T> = { readonly receiveCount: number } & (
+  | { readonly kind: 'run'; readonly result: RunResult<T> }
+  | { readonly kind: 'missing-key'; readonly error: unknown }
+  | { readonly kind: 'invalid-key'; readonly error: unknown }
+  | { readonly kind: 'store-unavailable'; readonly error: unknown }
+  | { readonly kind: 'fifo-blocked' }
+  | { readonly kind: 'error'; readonly error: unknown }
+);
+
+/**
+ * What the adapter does with one message (docs/design.md#outcome-to-broker-action, SQS column):
+ * - `delete`: the handler completed (`completed`), the key already completed (`duplicate`), or it ran
+ *   without protection and returned (`unprotected`);
+ * - `change-visibility`: it comes back after `visibilityTimeoutSeconds`: another worker holds the lease
+ *   (`conflict`), the handler threw a retryable error (`retry`), or an earlier message of its FIFO group
+ *   did not finish (`fifo-blocked`, 0 s);
+ * - `dead-letter`: a copy goes to the dead-letter queue and the message is deleted, or (redrive policy) it
+ *   is made visible at once for SQS to move; `reason` is the core's `DeadLetterReason`;
+ * - `leave`: nothing is sent to SQS and the message stays invisible until its visibility timeout lapses:
+ *   the store did not answer (`store-unavailable`), the claim was lost to another worker (`lease-lost`), the
+ *   dead-letter copy or check failed (`dead-letter-failed`), an unexpected error (`error`), or `stop()` gave
+ *   up waiting for it (`abandoned`).
+ */
+export type Decision =
+  | { readonly action: 'delete'; readonly reason: 'completed' | 'duplicate' | 'unprotected' }
+  | {
+      readonly action: 'change-visibility';
+      readonly reason: 'conflict' | 'retry' | 'fifo-blocked';
+      /** The new visibility timeout, in seconds from now (0 to 43200). */
+      readonly visibilityTimeoutSeconds: number;
+    }
+  | {
+      readonly action: 'dead-letter';
+      readonly reason: DeadLetterReason;
+      /** The record's attempt count (0 when no claim was made; the receive count for unprotected runs). */
+      readonly attempt: number;
+      readonly error: unknown;
+    }
+  | {
+      readonly action: 'leave';
+      readonly reason: 'store-unavailable' | 'lease-lost' | 'dead-letter-failed' | 'error' | 'abandoned';
+    };
+
+/** What {@link decide} needs besides the result. */
+export interface DecisionPolicy {
+  /** Visibility backoff after a retryable error, from `ApproximateReceiveCount`. */
+  readonly retryBackoff: BackoffOptions;
+  /** The longest visibility timeout of a CONFLICT, in milliseconds. */
+  readonly maxConflictDelayMs: number;
+  /** Most receives of an unprotected message whose handler throws (the runner bounds protected ones). */
+  readonly maxAttempts: number;
+  /** The runner's `isRetryable` (a predicate that throws counts the error as retryable). */
+  readonly isRetryable: (error: unknown) => boolean;
+  /** Injectable randomness for the backoff jitter. */
+  readonly random?: () => number;
+}
+
+/**
+ * The SQS action for one message: a pure function of what happened ({@link MessageResult}) and the
+ * policy, carried out by the poller or the sqs-consumer wiring. Unprotected runs whose handler throws are
+ * retried until their `ApproximateReceiveCount` reaches `maxAttempts` (an error `isRetryable` refuses at once),
+ * then dead-lettered, as the runner bounds protected ones.
+ */
+export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Decision {
+  const retry = (): Decision => ({
+    action: 'change-visibility',
+    reason: 'retry',
+    visibilityTimeoutSeconds: toVisibilitySeconds(
+      computeBackoffMs(input.receiveCount, policy.retryBackoff, policy.random),
+    ),
+  });
+  switch (input.kind) {
+    case 'missing-key':
+      return { action: 'dead-letter', reason: 'missing-key', attempt: 0, error: input.error };
+    case 'invalid-key':
+      return { action: 'dead-letter', reason: 'invalid-key', attempt: 0, error: input.error };
+    case 'store-unavailable':
+      return { action: 'leave', reason: 'store-unavailable' };
+    case 'fifo-blocked':
+      return { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 };
+    case 'error':
+      return { action: 'leave', reason: 'error' };
+    case 'run':
+      break;
+  }
+  const r = input.result;
+  switch (r.outcome) {
+    case 'DUPLICATE':
+      return { action: 'delete', reason: 'duplicate' };
+    case 'CONFLICT':
+      return {
+        action: 'change-visibility',
+        reason: 'conflict',
+        visibilityTimeoutSeconds: Math.max(
+          1,
+          toVisibilitySeconds(Math.min(r.retryAfterMs, policy.maxConflictDelayMs)),
+        ),
+      };
+    case 'PAYLOAD_MISMATCH':
+      return { action: 'dead-letter', reason: 'payload-mismatch', attempt: r.attempt, error: undefined };
+    case 'FAILED':
+      return { action: 'dead-letter', reason: 'failed-record', attempt: r.attempt, error: r.error };
+    case 'UNPROTECTED': {
+      if (r.status === 'completed') return { action: 'delete', reason: 'unprotected' };
+      if (!retryable(policy, r.error)) {
+        return {
+          action: 'dead-letter',
+          reason: 'non-retryable',
+          attempt: input.receiveCount,
+          error: r.error,
+        };
+      }
+      if (input.receiveCount >= policy.maxAttempts) {
+        return {
+          action: 'dead-letter',
+          reason: 'attempts-exhausted',
+          attempt: input.receiveCount,
+          error: r.error,
+        };
+      }
+      return retry();
+    }
+    case 'ACQUIRED':
+    case 'ACQUIRED_STALE':
+      switch (r.status) {
+        case 'completed':
+          return { action: 'delete', reason: 'completed' };
+        case 'released':
+          return retry();
+        case 'failed':
+          return {
+            action: 'dead-letter',
+            reason: deadLetterReasonOf(r)!,
+            attempt: r.attempt,
+            error: r.error,
+          };
+        case 'lease-lost':
+          return { action: 'leave', reason: 'lease-lost' };
+      }
+  }
+}
+
+function retryable(policy: DecisionPolicy, error: unknown): boolean {
+  try {
+    return policy.isRetryable(error) !== false;
+  } catch {
+    return true;
+  }
+}

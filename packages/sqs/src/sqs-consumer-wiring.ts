@@ -1,0 +1,175 @@
+import {
+  ChangeMessageVisibilityCommand,
+  type Message,
+  type MessageSystemAttributeName,
+} from '@aws-sdk/client-sqs';
+import { InvalidOptionError } from '@idempotent-consumer/core';
+import { StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import { processBatch } from './batch-processing';
+import type { SqsEvents } from './events';
+import type { SqsHandler } from './handler';
+import { SqsMessageProcessor } from './message-processor';
+import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
+import type { ProcessedMessage } from './processed';
+import { reportProcessed, sqsRequestOf } from './report';
+import { visibilityBatcher } from './sqs-batcher';
+import type { SqsDependencies } from './sqs-client';
+
+/** Options of {@link createSqsConsumerWiring}. */
+export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
+  /**
+   * `false`: the wiring has a `handleMessage` (one message per call); `true`: a `handleMessageBatch`
+   * (the received batch claimed in one round trip, `Idempotency.claimMany`; standard-queue messages run
+   * concurrently and each FIFO message group in order). @defaultValue false
+   */
+  readonly batch?: boolean;
+}
+
+/**
+ * The sqs-consumer (v11+) options that make a `Consumer` effectively once: spread it into
+ * `Consumer.create({ ...wiring, queueUrl, sqs })`. Its own (enumerable) fields are exactly the Consumer
+ * options it sets; `events` and `verifyDeadLetter` are on the prototype, so spreading leaves them out.
+ */
+export interface SqsConsumerWiring<T> {
+  /** The message handler (`batch: false`). Resolves the message to delete, `undefined` to leave it. */
+  readonly handleMessage?: (message: Message) => Promise<Message | undefined>;
+  /** The batch handler (`batch: true`). Resolves with exactly the messages to delete. */
+  readonly handleMessageBatch?: (messages: Message[]) => Promise<Message[]>;
+  /**
+   * Fail closed: resolves at once while the store answers; after a message found it unavailable, resolves
+   * once a ping succeeds, so the Consumer receives nothing meanwhile. It first awaits the dead-letter check
+   * ({@link SqsConsumerWiring.verifyDeadLetter}) and rejects with its error, so a Consumer whose
+   * dead-letter mode cannot work receives nothing (sqs-consumer reports the rejection as an `error` event
+   * and polls again).
+   */
+  readonly preReceiveMessageCallback: () => Promise<void>;
+  /** `['All']`: the `idempotency-key` attribute (and every other) is received. */
+  readonly messageAttributeNames: string[];
+  /** `ApproximateReceiveCount` (retry backoff, redrive) and `MessageGroupId` (FIFO order). */
+  readonly messageSystemAttributeNames: MessageSystemAttributeName[];
+  /** The events of every message ({@link SqsEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
+  readonly events: TypedEventEmitter<SqsEvents<T>>;
+  /**
+   * Checks, once, that the dead-letter mode can work (`GetQueueAttributes`): with
+   * `deadLetter: 'redrive-policy'` (the default) the queue must have a `RedrivePolicy`, with `{ queueUrl }`
+   * that queue must exist. The pre-receive callback runs it anyway; await it before `Consumer.start()` to
+   * refuse to start on a bad setup instead of polling with errors.
+   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`) when it cannot work;
+   * {@link SqsOperationError} when SQS did not answer.
+   */
+  verifyDeadLetter(): Promise<void>;
+}
+
+/**
+ * Makes the options of an effectively-once sqs-consumer `Consumer`: the handler wrapped per the outcome
+ * mapping (docs/design.md#outcome-to-broker-action, SQS column), the fail-closed
+ * `preReceiveMessageCallback`, and the attribute names to request. sqs-consumer deletes a message when the
+ * handler resolves with it and leaves it when it does not; the wiring resolves it for completed, duplicate,
+ * unprotected and dead-lettered (copy sent) messages, and sets the visibility timeout itself otherwise
+ * (conflict, retry, FIFO-blocked, redrive policy). It never rejects, so sqs-consumer's
+ * `terminateVisibilityTimeout` never overrides those changes. While the handler runs, each lease heartbeat
+ * extends the message's visibility timeout.
+ *
+ * @example
+ * ```ts
+ * const wiring = createSqsConsumerWiring({ idempotency, sqs }, { queueUrl, deadLetter: { queueUrl: dlqUrl } },
+ *   async ({ message, fencingToken }) => charge(JSON.parse(message.Body!), fencingToken));
+ * await wiring.verifyDeadLetter();
+ * Consumer.create({ ...wiring, queueUrl, sqs }).start();
+ * ```
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range.
+ */
+export function createSqsConsumerWiring<T>(
+  dependencies: SqsDependencies,
+  options: SqsConsumerWiringOptions,
+  handler: SqsHandler<T>,
+): SqsConsumerWiring<T> {
+  if (!dependencies?.idempotency || !dependencies.sqs) {
+    throw new InvalidOptionError('createSqsConsumerWiring needs { idempotency, sqs }');
+  }
+  if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
+  const resolved = resolveSqsOptions(options);
+  const { queueUrl, scope } = resolved;
+  const events = new TypedEventEmitter<SqsEvents<T>>();
+  const brokerError = (operation: string, error: unknown, message: Message) =>
+    events.emit('brokerError', { queueUrl, operation, error, message });
+  const setVisibility = async (message: Message, seconds: number) => {
+    if (!message.ReceiptHandle) return;
+    try {
+      await dependencies.sqs.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: message.ReceiptHandle,
+          VisibilityTimeout: seconds,
+        }),
+      );
+    } catch (error) {
+      brokerError('ChangeMessageVisibility', error, message);
+    }
+  };
+  const processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
+    changeVisibility: setVisibility,
+    onError: brokerError,
+  });
+  const gate = new StoreGate(
+    dependencies.idempotency.store,
+    { storeProbeBackoff: resolved.storeProbeBackoff },
+    {
+      onStoreUnavailable: ({ error }) => events.emit('storeUnavailable', { queueUrl, error }),
+      onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
+    },
+  );
+  const report = (processed: ProcessedMessage<T>) => {
+    if (processed.storeUnavailable) gate.close(processed.storeError);
+    reportProcessed(events, queueUrl, scope, processed);
+  };
+
+  const wiring: Record<string, unknown> = {};
+  if (options.batch) {
+    const visibility = visibilityBatcher(dependencies.sqs, queueUrl, 5);
+    wiring.handleMessageBatch = async (messages: Message[]): Promise<Message[]> => {
+      const toDelete: Message[] = [];
+      const changes: Promise<void>[] = [];
+      await processBatch(processor, messages, (processed) => {
+        const request = sqsRequestOf(processed);
+        const { message } = processed;
+        if (request === 'delete') {
+          toDelete.push(message);
+          report(processed);
+        } else if (request !== undefined && message.ReceiptHandle) {
+          changes.push(
+            visibility
+              .add({ ReceiptHandle: message.ReceiptHandle, VisibilityTimeout: request })
+              .catch((error) => brokerError('ChangeMessageVisibilityBatch', error, message))
+              .then(() => report(processed)),
+          );
+        } else report(processed);
+      });
+      await Promise.all(changes);
+      return toDelete;
+    };
+  } else {
+    wiring.handleMessage = async (message: Message): Promise<Message | undefined> => {
+      const [processed] = await processBatch(processor, [message], () => {});
+      const request = sqsRequestOf(processed!);
+      if (typeof request === 'number') await setVisibility(message, request);
+      report(processed!);
+      return request === 'delete' ? message : undefined;
+    };
+  }
+  wiring.preReceiveMessageCallback = async () => {
+    await processor.verifyDeadLetter();
+    await gate.waitUntilOpen();
+  };
+  wiring.messageAttributeNames = ['All'];
+  wiring.messageSystemAttributeNames = ['ApproximateReceiveCount', 'MessageGroupId'];
+  const hidden = Object.create({
+    get events() {
+      return events;
+    },
+    async verifyDeadLetter() {
+      await processor.verifyDeadLetter();
+    },
+  }) as object;
+  return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring<T>;
+}

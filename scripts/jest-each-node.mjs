@@ -1,0 +1,109 @@
+#!/usr/bin/env node
+// Runs the whole Jest suite on the Node that runs this script (the machine's Node) and then on the newest
+// supported Node release line, 24, so `npm test` checks both ends of what the packages support (engines
+// `>=20`; Node 22 lies between them). Arguments are passed to Jest (`npm test -- packages/core`).
+//
+// Node 24 comes from the registry's `node` package (its binary packages, no other download), installed once
+// into node_modules/.cache/node24 (outside the tracked tree; `NODE24_BIN=/path/to/node` uses another one).
+// When it cannot be had (no registry), the second run is reported as SKIPPED with the reason; set
+// `REQUIRE_NODE24=1` to make that a failure. Exit status: non-zero when any run failed.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const jestBin = join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+const extraMajor = 24;
+const cacheDir = join(root, 'node_modules', '.cache', `node${extraMajor}`);
+const jestArgs = process.argv.slice(2);
+
+/** Major version of a Node binary, or undefined when it does not run. */
+function majorOf(bin) {
+  const out = spawnSync(bin, ['--version'], { encoding: 'utf8' });
+  const match = out.status === 0 ? /^v(\d+)\./.exec(out.stdout.trim()) : null;
+  return match ? { major: Number(match[1]), version: out.stdout.trim() } : undefined;
+}
+
+/** Path of a Node `extraMajor` binary, installing it into the cache when absent; or a reason it is not. */
+function findExtraNode() {
+  const override = process.env.NODE24_BIN;
+  if (override) {
+    return majorOf(override)?.major === extraMajor
+      ? { bin: override }
+      : { reason: `NODE24_BIN=${override} is not a Node ${extraMajor} binary` };
+  }
+  const bin = join(cacheDir, 'node_modules', '.bin', 'node');
+  if (majorOf(bin)?.major === extraMajor) return { bin };
+  console.log(`[test] installing node@${extraMajor} from the registry into ${cacheDir}`);
+  mkdirSync(cacheDir, { recursive: true });
+  const install = spawnSync(
+    'npm',
+    [
+      'install',
+      '--prefix',
+      cacheDir,
+      '--no-save',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      `node@${extraMajor}`,
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit'] },
+  );
+  if (install.status === 0 && existsSync(bin) && majorOf(bin)?.major === extraMajor) return { bin };
+  return { reason: `npm install node@${extraMajor} failed (exit ${install.status ?? install.signal})` };
+}
+
+/** Runs Jest with one Node binary; resolves with its exit code, duration and the reporter's summary line. */
+function runJest(nodeBin, label) {
+  console.log(`\n[test] ===== Jest on ${label} (${nodeBin}) =====`);
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(nodeBin, [jestBin, ...jestArgs], {
+      cwd: root,
+      stdio: ['inherit', 'pipe', 'inherit'],
+    });
+    let tail = '';
+    child.stdout.on('data', (chunk) => {
+      process.stdout.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4096);
+    });
+    child.on('close', (code, signal) =>
+      resolve({
+        label,
+        code: code ?? 1,
+        signal,
+        seconds: (Date.now() - started) / 1000,
+        counts: /Summary: (\d+) passed, (\d+) failed, (\d+) skipped/.exec(tail)?.slice(1).map(Number),
+      }),
+    );
+  });
+}
+
+const here = majorOf(process.execPath);
+const runs = [await runJest(process.execPath, `Node ${here.version}`)];
+let skipped;
+if (here.major !== extraMajor) {
+  const extra = findExtraNode();
+  if (extra.bin) runs.push(await runJest(extra.bin, `Node ${majorOf(extra.bin).version}`));
+  else skipped = `Node ${extraMajor}: SKIPPED, ${extra.reason}`;
+}
+
+console.log('\n[test] ===== Jest per Node release =====');
+for (const run of runs) {
+  const verdict = run.code === 0 ? 'passed' : `FAILED (exit ${run.signal ?? run.code})`;
+  const counts = run.counts
+    ? `${run.counts[0]} passed, ${run.counts[1]} failed, ${run.counts[2]} skipped`
+    : 'no counts';
+  console.log(`[test] ${run.label}: ${verdict} in ${run.seconds.toFixed(0)} s (${counts})`);
+}
+if (skipped) console.log(`[test] ${skipped}`);
+// The closing line keeps the shape of scripts/summary-reporter.js, summed over the runs, for any CI to read.
+const total = [0, 1, 2].map((i) => runs.reduce((sum, run) => sum + (run.counts?.[i] ?? 0), 0));
+console.log(
+  `Summary: ${total[0]} passed, ${total[1]} failed, ${total[2]} skipped (${runs.map((r) => r.label).join(' + ')})`,
+);
+const failed =
+  runs.some((run) => run.code !== 0) || (skipped !== undefined && process.env.REQUIRE_NODE24 === '1');
+process.exitCode = failed ? 1 : 0;
