@@ -14,6 +14,9 @@ const moduleNameMapper = {
 
 /** @type {import('jest').Config} */
 module.exports = {
+  // On a 2-core machine Jest runs every suite in its own process; one forgotten socket or timer would keep
+  // it alive after the last test and stall CI. Exit after the run; global-teardown.ts names what was left.
+  forceExit: true,
   reporters: ['default', '<rootDir>/scripts/summary-reporter.js'],
   projects: [
     {

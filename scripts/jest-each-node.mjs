@@ -17,6 +17,9 @@ const jestBin = join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 const extraMajor = 24;
 const cacheDir = join(root, 'node_modules', '.cache', `node${extraMajor}`);
 const jestArgs = process.argv.slice(2);
+// A run that lasts longer than this is stopped and counted as failed, so a hang cannot stall CI
+// (a whole run takes about 7 minutes on a quiet 2-core machine).
+const runLimitSeconds = Number(process.env.JEST_RUN_LIMIT_SECONDS ?? 1500);
 
 /** Major version of a Node binary, or undefined when it does not run. */
 function majorOf(bin) {
@@ -65,19 +68,24 @@ function runJest(nodeBin, label) {
       stdio: ['inherit', 'pipe', 'inherit'],
     });
     let tail = '';
+    const watchdog = setTimeout(() => {
+      console.log(`\n[test] Jest on ${label} ran longer than ${runLimitSeconds} s; stopping it`);
+      child.kill('SIGKILL');
+    }, runLimitSeconds * 1000);
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk);
       tail = (tail + chunk.toString()).slice(-4096);
     });
-    child.on('close', (code, signal) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(watchdog);
       resolve({
         label,
         code: code ?? 1,
         signal,
         seconds: (Date.now() - started) / 1000,
         counts: /Summary: (\d+) passed, (\d+) failed, (\d+) skipped/.exec(tail)?.slice(1).map(Number),
-      }),
-    );
+      });
+    });
   });
 }
 
