@@ -5,8 +5,9 @@ class SummaryReporter {
   onRunComplete(_contexts, results) {
     const skipped = results.numPendingTests + results.numTodoTests;
     const line = `Summary: ${results.numPassedTests} passed, ${results.numFailedTests} failed, ${skipped} skipped\n`;
-    // Printed at exit, after Jest's own summary, so it is the run's closing line.
-    process.once('exit', () => process.stdout.write(line));
+    // Reporters run in order, so this follows Jest's own summary. Written now rather than at exit: Jest's
+    // forceExit ends the process before a write queued on a pipe at exit would reach the reader.
+    process.stdout.write(line);
   }
 }
 module.exports = SummaryReporter;
