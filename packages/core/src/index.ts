@@ -19,6 +19,11 @@ export {
   parseRecordKey,
   type RecordId,
 } from './keys';
+export type {
+  MeterProviderLike,
+  TelemetryOptions,
+  TracerProviderLike,
+} from './kit/telemetry/telemetry-options';
 export {
   getIdempotencyContext,
   type IdempotentFunction,

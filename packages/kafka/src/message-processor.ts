@@ -9,7 +9,13 @@ import {
   type RunRequest,
   type RunResult,
 } from '@idempotent-consumer/core';
-import type { StoreGate } from '@idempotent-consumer/core/kit';
+import {
+  type HeaderCarrier,
+  type MessageSpan,
+  type MessageTelemetry,
+  NOOP_MESSAGE_SPAN,
+  type StoreGate,
+} from '@idempotent-consumer/core/kit';
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
@@ -17,6 +23,7 @@ import type { KafkaEventEmitter, KafkaEventSubject, KafkaSource, LeaseLostReason
 import type { KafkaHandler } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
+import { kafkaTelemetry, type TelemetryDelivery } from './telemetry';
 import type { KafkaMessageLike, ProducerLike } from './types';
 import { runUnprotected } from './unprotected-run';
 
@@ -25,6 +32,8 @@ export interface Delivery extends WaitContext {
   readonly topic: string;
   readonly partition: number;
   readonly message: KafkaMessageLike;
+  /** Its telemetry, set by {@link MessageProcessor.process} when there is any. */
+  readonly span?: MessageSpan;
 }
 
 /**
@@ -68,6 +77,7 @@ export class MessageProcessor<T> {
   readonly #deadLetters: DeadLetterSender;
   /** Runs of UNPROTECTED messages that threw, by `topic/partition/offset`: no record counts them. */
   readonly #unprotectedRuns = new Map<string, number>();
+  readonly #telemetry: MessageTelemetry<TelemetryDelivery, HeaderCarrier>;
 
   constructor(
     private readonly idempotency: Idempotency,
@@ -85,6 +95,7 @@ export class MessageProcessor<T> {
       isRetryable: idempotency.options.isRetryable,
     };
     this.#deadLetters = new DeadLetterSender(idempotency, producer, options.deadLetterTopicOf, events);
+    this.#telemetry = kafkaTelemetry(options.groupId, options.telemetry);
   }
 
   /** Reads the idempotency key and builds the run request (scope, key, fingerprint of the payload). */
@@ -129,6 +140,27 @@ export class MessageProcessor<T> {
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects during an inline wait.
    */
   async process(delivery: Delivery, prepared: PreparedMessage, firstReply?: ClaimReply): Promise<ProcessEnd> {
+    const span = this.#telemetry.start(
+      delivery,
+      prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope,
+    );
+    const traced = span === NOOP_MESSAGE_SPAN ? delivery : { ...delivery, span };
+    try {
+      const end = await span.run(() => this.#process(traced, prepared, firstReply));
+      span.end();
+      return end;
+    } catch (error) {
+      span.end(error);
+      throw error;
+    }
+  }
+
+  async #process(
+    delivery: Delivery,
+    prepared: PreparedMessage,
+    firstReply?: ClaimReply,
+  ): Promise<ProcessEnd> {
+    const span = delivery.span ?? NOOP_MESSAGE_SPAN;
     if (prepared.kind === 'unkeyed') {
       const subject = this.#subject(delivery, prepared.scope, undefined, undefined, 0);
       if (prepared.reason === 'missing-key') {
@@ -151,6 +183,7 @@ export class MessageProcessor<T> {
     let waitedForHolder = false;
     for (;;) {
       if (reply === undefined) {
+        span.claiming();
         try {
           reply = await this.idempotency.claim(request, runOptions);
         } catch (error) {
@@ -194,18 +227,21 @@ export class MessageProcessor<T> {
           request,
           current,
           (context) =>
-            this.handler({
-              ...context,
-              topic: delivery.topic,
-              partition: delivery.partition,
-              message: delivery.message,
-              heartbeat: () => delivery.heartbeat(),
-            }),
+            span.timeHandler(() =>
+              this.handler({
+                ...context,
+                topic: delivery.topic,
+                partition: delivery.partition,
+                message: delivery.message,
+                heartbeat: () => delivery.heartbeat(),
+              }),
+            ),
           runOptions,
         );
       } else {
         result = this.idempotency.settle<T>(current);
       }
+      span.result(result, request.key);
       const subject = this.#subject(delivery, request.scope, request.key, result.outcome, current.attempt);
       if ('status' in result) {
         if (result.status === 'completed' && !result.recorded) {
@@ -270,6 +306,7 @@ export class MessageProcessor<T> {
   ): Promise<ProcessEnd | 'again'> {
     if (decision.action !== 'retry') return this.#finish(delivery, subject, decision);
     const { reason, delayMs, error } = decision;
+    delivery.span?.brokerAction(decision.action);
     if (delayMs > 0) {
       this.events.emit('retryScheduled', { ...subject, reason, delayMs, paused: false, error });
       if (!(await this.#wait(delivery, delayMs))) return { action: 'stop' };
@@ -289,6 +326,7 @@ export class MessageProcessor<T> {
   ): Promise<ProcessEnd> {
     switch (decision.action) {
       case 'resolve':
+        delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.delete(offsetId(delivery));
         this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
         return { action: 'resolve' };
@@ -296,11 +334,13 @@ export class MessageProcessor<T> {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
           return this.#finish(delivery, subject, this.#pauseAfterError('dead-letter-failed', undefined));
         }
+        delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.delete(offsetId(delivery));
         this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
         return { action: 'resolve' };
       }
       case 'pause': {
+        delivery.span?.brokerAction(decision.action);
         const { reason, delayMs, error } = decision;
         if (reason !== 'store-unavailable' && delayMs !== undefined) {
           this.events.emit('retryScheduled', { ...subject, reason, delayMs, paused: true, error });
@@ -341,6 +381,7 @@ export class MessageProcessor<T> {
         heartbeat: () => delivery.heartbeat(),
       };
       const result = await runUnprotected(this.handler, place, attempt, storeError);
+      delivery.span?.result(result, key);
       if (result.status === 'threw') {
         if (this.#unprotectedRuns.size >= MAX_UNPROTECTED_TRACKED) this.#unprotectedRuns.clear();
         this.#unprotectedRuns.set(id, attempt);

@@ -3,7 +3,9 @@ import {
   checkBackoffOptions,
   checkFiniteNonNegative,
   checkOneOf,
+  checkTelemetryOption,
   DEFAULT_STORE_PROBE_BACKOFF,
+  type TelemetryOptions,
 } from '@idempotent-consumer/core/kit';
 import { defaultKeyExtractor, type KeyExtractor } from './headers';
 import type { KafkaMessageLike } from './types';
@@ -95,6 +97,12 @@ export interface KafkaIdempotencyOptions {
    * required unless this is `false`. @defaultValue `` `${topic}.dlq` ``
    */
   deadLetterTopic?: string | ((topic: string) => string) | false;
+  /**
+   * OpenTelemetry: a span per message and the `idempotent-consumer` metrics (core README, "Telemetry"),
+   * through the optional peer dependency `@opentelemetry/api` (without it, nothing). `false`: none.
+   * @defaultValue the global tracer and meter providers of `@opentelemetry/api`
+   */
+  telemetry?: TelemetryOptions | false;
 }
 
 /** {@link KafkaIdempotencyOptions} with defaults applied. */
@@ -112,6 +120,9 @@ export interface ResolvedKafkaOptions {
   readonly storeProbeBackoff: BackoffOptions;
   readonly brokerHeartbeatIntervalMs: number;
   readonly deadLetterTopicOf: ((topic: string) => string) | false;
+  /** The consumer group, `undefined` when only `scope` was given. */
+  readonly groupId: string | undefined;
+  readonly telemetry: TelemetryOptions | false | undefined;
 }
 
 const messageValue: FingerprintSource = (message) => message.value ?? new Uint8Array(0);
@@ -176,5 +187,7 @@ export function resolveKafkaOptions(
       1,
     ),
     deadLetterTopicOf,
+    groupId: typeof groupId === 'string' && groupId.length > 0 ? groupId : undefined,
+    telemetry: checkTelemetryOption('telemetry', options.telemetry),
   };
 }

@@ -21,6 +21,7 @@ import {
   resolveConsumerOptions,
 } from './options';
 import { Settler } from './settler';
+import { consumerTelemetry } from './telemetry';
 import { type ConsumerTopology, consumerTopology } from './topology';
 
 /**
@@ -155,6 +156,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       storeUnavailable: (error) => this.#pause(error),
       emit: this.#emitEvent,
       logger: this.#logger,
+      telemetry: consumerTelemetry(this.#options.queue, this.#options.telemetry),
     });
   }
 

@@ -6,6 +6,7 @@ import {
   type RunOptions,
   type RunResult,
 } from '@idempotent-consumer/core';
+import type { HeaderCarrier, MessageTelemetry } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type DecisionPolicy, decide } from './decide';
@@ -32,6 +33,8 @@ export interface DeliveryProcessorContext<T> {
   readonly emit: Emit;
   /** Where the first delivery without a key is reported, `false` for nowhere. */
   readonly logger: IdempotencyLogger | false;
+  /** A span per delivery and the metrics (no-ops without OpenTelemetry). */
+  readonly telemetry: MessageTelemetry<ConsumeMessage, HeaderCarrier>;
 }
 
 /**
@@ -45,12 +48,15 @@ export class DeliveryProcessor<T> {
 
   /** Processes one delivery; never rejects (an adapter bug requeues the delivery). */
   async process(message: ConsumeMessage, channel: ConsumeChannel): Promise<void> {
-    const delivery = { message, channel, subject: this.#subject(message, undefined) };
+    const span = this.context.telemetry.start(message, this.context.options.scope);
+    const delivery = { message, channel, subject: this.#subject(message, undefined), span };
     try {
-      await this.#process(delivery);
-    } catch {
+      await span.run(() => this.#process(delivery));
+      span.end();
+    } catch (error) {
       // A bug in this adapter, never a handler error (the runner catches those): give the message back.
       this.context.settler.requeue(delivery, 'internal-error');
+      span.end(error);
     }
   }
 
@@ -89,7 +95,7 @@ export class DeliveryProcessor<T> {
       const payload = options.fingerprint(message);
       return await idempotency.run<T>(
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
-        (context) => handler({ ...context, message }),
+        (context) => delivery.span.timeHandler(() => handler({ ...context, message })),
         runOptions,
       );
     } catch (error) {
@@ -114,6 +120,7 @@ export class DeliveryProcessor<T> {
     const decision = decide(result, this.context.policy, unprotectedAttempt);
     const attempt = result.outcome === 'UNPROTECTED' ? unprotectedAttempt : result.attempt;
     const subject = { ...delivery.subject, outcome: result.outcome, attempt };
+    delivery.span.result(result, subject.key);
     if ('status' in result && result.status === 'lease-lost') {
       this.context.emit('leaseLost', {
         ...subject,

@@ -7,8 +7,10 @@ import {
   checkOneOf,
   checkPositiveInteger,
   checkRunOverrides,
+  checkTelemetryOption,
   DEFAULT_STORE_PROBE_BACKOFF,
   type RunOverrides,
+  type TelemetryOptions,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import { defaultIdempotencyKey, type IdempotencyKeyExtractor } from './idempotency-key';
@@ -113,6 +115,12 @@ export interface IdempotentConsumerOptions extends RunOverrides {
   reconnectBackoff?: BackoffOptions;
   /** Consumer tag to register with (`basic.consume`); RabbitMQ generates one when omitted. */
   consumerTag?: string;
+  /**
+   * OpenTelemetry: a span per delivery and the `idempotent-consumer` metrics (core README, "Telemetry"),
+   * through the optional peer dependency `@opentelemetry/api` (without it, nothing). `false`: none.
+   * @defaultValue the global tracer and meter providers of `@opentelemetry/api`
+   */
+  telemetry?: TelemetryOptions | false;
 }
 
 /** {@link IdempotentConsumerOptions} with every default applied. */
@@ -137,6 +145,7 @@ export interface ResolvedConsumerOptions {
   readonly storeProbeBackoff: BackoffOptions;
   readonly reconnectBackoff: BackoffOptions;
   readonly consumerTag: string | undefined;
+  readonly telemetry: TelemetryOptions | false | undefined;
 }
 
 /** AMQP short strings (queue and exchange names) hold at most 255 bytes. */
@@ -228,5 +237,6 @@ export function resolveConsumerOptions(
       jitter: 'full',
     }),
     consumerTag: options.consumerTag,
+    telemetry: checkTelemetryOption('telemetry', options.telemetry),
   };
 }

@@ -1,4 +1,4 @@
-import { sleep } from '@idempotent-consumer/core/kit';
+import { type MessageSpan, sleep } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import type { ConfirmPublisher } from './confirm-publisher';
@@ -13,6 +13,8 @@ export interface Delivery {
   /** The channel it was delivered on: its delivery tag means something only there. */
   readonly channel: ConsumeChannel;
   readonly subject: DeliverySubject;
+  /** Its telemetry (a no-op without OpenTelemetry): the decision carried out is reported to it. */
+  readonly span: MessageSpan;
 }
 
 /** What a {@link Settler} works with. */
@@ -44,7 +46,7 @@ export class Settler {
   async apply(delivery: Delivery, decision: Decision): Promise<void> {
     switch (decision.action) {
       case 'ack':
-        if (this.#settle(delivery, 'ack')) this.context.emit('settled', { ...delivery.subject, decision });
+        if (this.#settle(delivery, 'ack')) this.#report(delivery, decision);
         return;
       case 'requeue':
         this.requeue(delivery, decision.reason);
@@ -62,7 +64,7 @@ export class Settler {
           delayQueue: tier.queue,
           error: decision.error,
         });
-        this.context.emit('settled', { ...delivery.subject, decision });
+        this.#report(delivery, decision);
         return;
       }
       case 'dead-letter': {
@@ -77,7 +79,7 @@ export class Settler {
           error: decision.error,
           destination: { exchange, routingKey },
         });
-        this.context.emit('settled', { ...delivery.subject, decision });
+        this.#report(delivery, decision);
         return;
       }
     }
@@ -85,9 +87,13 @@ export class Settler {
 
   /** `nack` with requeue; the broker delivers the message again. */
   requeue(delivery: Delivery, reason: RequeueReason): void {
-    if (this.#settle(delivery, 'nack')) {
-      this.context.emit('settled', { ...delivery.subject, decision: { action: 'requeue', reason } });
-    }
+    if (this.#settle(delivery, 'nack')) this.#report(delivery, { action: 'requeue', reason });
+  }
+
+  /** Reports a delivery settled for good: the `settled` event, and the decision to its telemetry. */
+  #report(delivery: Delivery, decision: Decision): void {
+    delivery.span.brokerAction(decision.action);
+    this.context.emit('settled', { ...delivery.subject, decision });
   }
 
   /**

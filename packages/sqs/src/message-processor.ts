@@ -11,6 +11,7 @@ import {
   type RunResult,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
+import { type MessageSpan, type MessageTelemetry, NOOP_MESSAGE_SPAN } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
@@ -19,6 +20,7 @@ import { receiveCount, toVisibilitySeconds } from './message-attributes';
 import type { ResolvedSqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
 import type { SqsDependencies } from './sqs-client';
+import { type SqsAttributeCarrier, sqsTelemetry } from './telemetry';
 import { runWithoutKey } from './unprotected-run';
 
 /** What a {@link SqsMessageProcessor} needs from the form that runs it (poller or sqs-consumer wiring). */
@@ -49,6 +51,7 @@ export class SqsMessageProcessor<T> {
   readonly #handler: SqsHandler<T>;
   readonly #hooks: ProcessorHooks;
   readonly #policy: DecisionPolicy;
+  readonly #telemetry: MessageTelemetry<Message, SqsAttributeCarrier>;
   #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
@@ -68,6 +71,7 @@ export class SqsMessageProcessor<T> {
       maxAttempts: options.maxAttempts ?? runner.maxAttempts,
       isRetryable: runner.isRetryable,
     };
+    this.#telemetry = sqsTelemetry(options.queueUrl, options.telemetry);
   }
 
   get #idempotency(): Idempotency {
@@ -144,28 +148,55 @@ export class SqsMessageProcessor<T> {
   /** Processes one message (see the class description). `claimed`: the reply of a batch claim. */
   async process(keyed: KeyedMessage, claimed?: ClaimReply): Promise<ProcessedMessage<T>> {
     const { message } = keyed;
-    let result: MessageResult<T>;
-    try {
-      result = await this.#run(keyed, claimed);
-    } catch (error) {
-      this.#hooks.onError('process', error, message);
-      result = { kind: 'error', error, receiveCount: receiveCount(message) };
-    }
-    return this.#finish(keyed, result);
+    const span = this.#telemetry.start(message, this.#options.scope);
+    return span.run(async () => {
+      let result: MessageResult<T>;
+      try {
+        result = await this.#run(keyed, claimed, span);
+      } catch (error) {
+        this.#hooks.onError('process', error, message);
+        result = { kind: 'error', error, receiveCount: receiveCount(message) };
+      }
+      if (result.kind === 'run') span.result(result.result, keyed.request?.key);
+      return this.#finishTraced(keyed, result, span);
+    });
   }
 
   /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
   notRun(keyed: KeyedMessage, storeError?: unknown): Promise<ProcessedMessage<T>> {
     const rc = receiveCount(keyed.message);
-    return this.#finish(
-      keyed,
-      storeError === undefined
-        ? { kind: 'fifo-blocked', receiveCount: rc }
-        : { kind: 'store-unavailable', error: storeError, receiveCount: rc },
+    const span = this.#telemetry.start(keyed.message, this.#options.scope);
+    return span.run(() =>
+      this.#finishTraced(
+        keyed,
+        storeError === undefined
+          ? { kind: 'fifo-blocked', receiveCount: rc }
+          : { kind: 'store-unavailable', error: storeError, receiveCount: rc },
+        span,
+      ),
     );
   }
 
-  async #run(keyed: KeyedMessage, claimed: ClaimReply | undefined): Promise<MessageResult<T>> {
+  /**
+   * `#finish`, then reports the decision to the message's telemetry and ends its span (status ERROR for
+   * an unexpected error of this adapter).
+   */
+  async #finishTraced(
+    keyed: KeyedMessage,
+    input: MessageResult<T>,
+    span: MessageSpan,
+  ): Promise<ProcessedMessage<T>> {
+    const processed = await this.#finish(keyed, input);
+    span.brokerAction(processed.decision.action);
+    span.end(input.kind === 'error' ? input.error : undefined);
+    return processed;
+  }
+
+  async #run(
+    keyed: KeyedMessage,
+    claimed: ClaimReply | undefined,
+    span: MessageSpan = NOOP_MESSAGE_SPAN,
+  ): Promise<MessageResult<T>> {
     const { message } = keyed;
     const rc = receiveCount(message);
     const id = message.MessageId ?? '(no MessageId)';
@@ -181,7 +212,7 @@ export class SqsMessageProcessor<T> {
       if (this.#options.missingKey === 'process') {
         return {
           kind: 'run',
-          result: await runWithoutKey(this.#options.scope, this.#bind(message)),
+          result: await runWithoutKey(this.#options.scope, this.#bind(message, span)),
           receiveCount: rc,
         };
       }
@@ -203,7 +234,11 @@ export class SqsMessageProcessor<T> {
         }
         // Fail open: through the runner, which claims again and, while the store still does not answer,
         // emits `failOpen` and runs the handler unprotected.
-        return { kind: 'run', result: await this.#runThroughRunner(message, request), receiveCount: rc };
+        return {
+          kind: 'run',
+          result: await this.#runThroughRunner(message, request, span),
+          receiveCount: rc,
+        };
       }
     }
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
@@ -214,7 +249,7 @@ export class SqsMessageProcessor<T> {
     }
     await this.#hooks.beforeExecute?.(message, this.leaseMs);
     try {
-      const executed = await this.#idempotency.execute<T>(request, reply, this.#bind(message), {
+      const executed = await this.#idempotency.execute<T>(request, reply, this.#bind(message, span), {
         ...this.runOptions,
         onHeartbeat: this.#heartbeat(message),
       });
@@ -227,18 +262,18 @@ export class SqsMessageProcessor<T> {
     }
   }
 
-  #runThroughRunner(message: Message, request: RunRequest): Promise<RunResult<T>> {
-    return this.#idempotency.run<T>(request, this.#bind(message), {
+  #runThroughRunner(message: Message, request: RunRequest, span: MessageSpan): Promise<RunResult<T>> {
+    return this.#idempotency.run<T>(request, this.#bind(message, span), {
       ...this.runOptions,
       conflictWaitMs: 0,
       onHeartbeat: this.#heartbeat(message),
     });
   }
 
-  /** The core handler for one message: the user's handler with the SQS context. */
-  #bind(message: Message): Handler<T> {
+  /** The core handler for one message: the user's handler with the SQS context, timed by its telemetry. */
+  #bind(message: Message, span: MessageSpan): Handler<T> {
     const queueUrl = this.#options.queueUrl;
-    return (context) => this.#handler({ ...context, message, queueUrl });
+    return (context) => span.timeHandler(() => this.#handler({ ...context, message, queueUrl }));
   }
 
   /**

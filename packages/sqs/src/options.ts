@@ -6,9 +6,11 @@ import {
   checkOneOf,
   checkPositiveInteger,
   checkRunOverrides,
+  checkTelemetryOption,
   DEFAULT_STORE_PROBE_BACKOFF,
   pickRunOverrides,
   type RunOverrides,
+  type TelemetryOptions,
 } from '@idempotent-consumer/core/kit';
 import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
 
@@ -88,6 +90,12 @@ export interface SqsIdempotencyOptions extends RunOverrides {
    * does not deliver it again while the handler runs. @defaultValue true
    */
   readonly extendVisibility?: boolean;
+  /**
+   * OpenTelemetry: a span per message and the `idempotent-consumer` metrics (core README, "Telemetry"),
+   * through the optional peer dependency `@opentelemetry/api` (without it, nothing). `false`: none.
+   * @defaultValue the global tracer and meter providers of `@opentelemetry/api`
+   */
+  readonly telemetry?: TelemetryOptions | false;
 }
 
 /** {@link SqsIdempotencyOptions} with defaults applied (internal). */
@@ -108,6 +116,7 @@ export interface ResolvedSqsIdempotencyOptions {
   readonly storeProbeBackoff: BackoffOptions;
   readonly deadLetter: DeadLetterTarget;
   readonly extendVisibility: boolean;
+  readonly telemetry: TelemetryOptions | false | undefined;
 }
 
 /**
@@ -156,5 +165,6 @@ export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsId
     ),
     deadLetter,
     extendVisibility: options.extendVisibility ?? true,
+    telemetry: checkTelemetryOption('telemetry', options.telemetry),
   };
 }

@@ -9,6 +9,8 @@
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
+ * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
+ *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
  *
  * @packageDocumentation
@@ -36,6 +38,7 @@ export {
   type StoreGateCallbacks,
   type StoreGateOptions,
 } from './store-gate';
+export * from './telemetry';
 export {
   type EventMap,
   type EventName,

@@ -1,0 +1,157 @@
+import type { Tracer } from '@opentelemetry/api';
+import { ActiveMessageSpan } from './active-message-span';
+import { ATTR_IDEMPOTENCY_SCOPE } from './attributes';
+import type { CarrierGetter } from './carrier-getter';
+import { TelemetryDestination } from './destination';
+import { createInstruments, type TelemetryInstruments } from './instruments';
+import { loadOpenTelemetryApi, type OpenTelemetryApi } from './load-api';
+import { type MessageSpan, NOOP_MESSAGE_SPAN } from './message-span';
+import { INSTRUMENTATION_SCOPE } from './metric-names';
+import type { MeterProviderLike, TelemetryOptions } from './telemetry-options';
+
+/** Where a span's per-message attributes go: `Span.setAttribute`. */
+export interface AttributeSink {
+  /** Sets one attribute. */
+  setAttribute(name: string, value: string | number | boolean): unknown;
+}
+
+/**
+ * How an adapter describes its messages to {@link MessageTelemetry}: `M` is what it hands to `start` for
+ * one message, `C` the carrier of the message's trace context.
+ */
+export interface MessageTelemetryBinding<M, C> {
+  /** `messaging.system`: `rabbitmq`, `kafka`, `aws_sqs`. */
+  readonly system: string;
+  /** `messaging.destination.name` of a message (its queue or topic); also in the span name `process <destination>`. */
+  readonly destinationOf: (message: M) => string;
+  /** The carrier of the message's trace context (its headers), `undefined` when it has none. */
+  readonly carrierOf: (message: M) => C | undefined;
+  /** Reads `traceparent` / `tracestate` from a carrier. */
+  readonly getter: CarrierGetter<C>;
+  /**
+   * Sets the per-message attributes (`messaging.message.id`, Kafka's partition and offset, …) on a span
+   * that records; not called otherwise.
+   */
+  readonly describe?: (message: M, span: AttributeSink) => void;
+  /** `messaging.consumer.group.name` (Kafka's `groupId`), when there is one. */
+  readonly consumerGroup?: string;
+}
+
+/** At most this many destinations keep their attribute sets (a consumer of many topics starts over). */
+const MAX_DESTINATIONS = 1024;
+
+/**
+ * An adapter's OpenTelemetry instrumentation, through the optional `@opentelemetry/api` (absent: every
+ * message gets {@link NOOP_MESSAGE_SPAN}). {@link MessageTelemetry.start} opens one span per delivered
+ * message, kind CONSUMER, named `process <destination>`, whose parent is the trace context propagated in
+ * the message (W3C `traceparent` / `tracestate`, read by the binding's getter with `propagation.extract`),
+ * else the active context; the adapter runs the message inside it ({@link MessageSpan.run}), times its
+ * handler, and reports its result and broker decision. Metrics go to the meter `idempotent-consumer`.
+ *
+ * When no SDK is registered the per-message cost is one non-recording span from the API's no-op tracer
+ * and no attribute objects: attribute sets are built once per destination, and per-message attributes
+ * are set only on a span that records.
+ */
+export class MessageTelemetry<M, C> {
+  readonly #binding: MessageTelemetryBinding<M, C>;
+  readonly #api: OpenTelemetryApi | undefined;
+  readonly #tracer: Tracer | undefined;
+  readonly #meterProvider: MeterProviderLike | undefined;
+  readonly #includeIdempotencyKey: boolean;
+  /** `undefined`: not created yet (the first message creates them); `null`: metrics are off (a no-op meter). */
+  #instruments: TelemetryInstruments | null | undefined;
+  readonly #destinations = new Map<string, TelemetryDestination>();
+  #last: TelemetryDestination | undefined;
+
+  /**
+   * @param options - the adapter's `telemetry` option (see `checkTelemetryOption`): `false` turns
+   *   telemetry off; `undefined` uses the global providers.
+   * @param load - loads `@opentelemetry/api` (see `loadOpenTelemetryApi`); for tests.
+   */
+  constructor(
+    binding: MessageTelemetryBinding<M, C>,
+    options: TelemetryOptions | false | undefined,
+    load?: (id: string) => unknown,
+  ) {
+    this.#binding = binding;
+    const api = options === false ? undefined : loadOpenTelemetryApi(load);
+    const chosen = options || undefined;
+    this.#api = api;
+    this.#includeIdempotencyKey = chosen?.includeIdempotencyKey === true;
+    this.#meterProvider = chosen?.meterProvider;
+    if (api) {
+      const provider = chosen?.tracerProvider ?? api.trace.getTracerProvider();
+      this.#tracer = provider.getTracer(INSTRUMENTATION_SCOPE) as Tracer;
+    }
+  }
+
+  /** Whether `@opentelemetry/api` was loaded and telemetry is not turned off. */
+  get enabled(): boolean {
+    return this.#api !== undefined;
+  }
+
+  /**
+   * Starts the telemetry of one message: its span (see the class description), `idempotency.scope` on
+   * it. Returns {@link NOOP_MESSAGE_SPAN} when telemetry is off or nothing would record (no SDK, no
+   * propagated trace). Never throws.
+   */
+  start(message: M, scope: string): MessageSpan {
+    const api = this.#api;
+    if (api === undefined) return NOOP_MESSAGE_SPAN;
+    try {
+      if (this.#instruments === undefined) this.#instruments = this.#createInstruments(api);
+      const instruments = this.#instruments ?? undefined;
+      const destination = this.#destination(api, this.#binding.destinationOf(message));
+      const carrier = this.#binding.carrierOf(message);
+      const active = api.context.active();
+      const parent =
+        carrier === undefined ? active : api.propagation.extract(active, carrier, this.#binding.getter);
+      const span = this.#tracer!.startSpan(destination.spanName, destination.spanOptions, parent);
+      const recording = span.isRecording();
+      if (!recording && instruments === undefined && !api.trace.isSpanContextValid(span.spanContext())) {
+        return NOOP_MESSAGE_SPAN;
+      }
+      if (recording) {
+        span.setAttribute(ATTR_IDEMPOTENCY_SCOPE, scope);
+        this.#binding.describe?.(message, span);
+      }
+      return new ActiveMessageSpan({
+        api,
+        span,
+        recording,
+        context: api.trace.setSpan(parent, span),
+        instruments,
+        destination,
+        includeIdempotencyKey: this.#includeIdempotencyKey,
+      });
+    } catch {
+      return NOOP_MESSAGE_SPAN; // telemetry never stops a message
+    }
+  }
+
+  #createInstruments(api: OpenTelemetryApi): TelemetryInstruments | null {
+    const meter = (this.#meterProvider ?? api.metrics.getMeterProvider()).getMeter(
+      INSTRUMENTATION_SCOPE,
+    ) as ReturnType<OpenTelemetryApi['metrics']['getMeter']>;
+    if (typeof api.createNoopMeter === 'function' && meter === api.createNoopMeter()) return null;
+    return createInstruments(meter);
+  }
+
+  #destination(api: OpenTelemetryApi, name: string): TelemetryDestination {
+    const last = this.#last;
+    if (last !== undefined && last.name === name) return last;
+    let destination = this.#destinations.get(name);
+    if (destination === undefined) {
+      if (this.#destinations.size >= MAX_DESTINATIONS) this.#destinations.clear();
+      destination = new TelemetryDestination(
+        this.#binding.system,
+        name,
+        this.#binding.consumerGroup,
+        api.SpanKind.CONSUMER,
+      );
+      this.#destinations.set(name, destination);
+    }
+    this.#last = destination;
+    return destination;
+  }
+}
