@@ -1,0 +1,103 @@
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { parentOf, producedTrace, TelemetrySdk } from '../../support/telemetry';
+import { acks, RabbitFixture } from './fixture';
+
+describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: OpenTelemetry', (urls) => {
+  jest.setTimeout(30_000);
+  let fx: RabbitFixture;
+  let sdk: TelemetrySdk;
+  beforeEach(async () => {
+    sdk = new TelemetrySdk();
+    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
+  });
+  afterEach(async () => {
+    await fx.close();
+    await sdk.close();
+  });
+
+  it('a span per delivery continues the producer trace; duplicate and handler error are visible; metrics count outcomes', async () => {
+    const { tracerProvider, meterProvider } = sdk;
+    const handlerTraces = new Map<string, string | undefined>();
+    const { events } = await fx.consumer(
+      fx.idempotency({ maxAttempts: 3 }),
+      { prefetch: 1, telemetry: { tracerProvider, meterProvider } },
+      ({ key, attempt }) => {
+        handlerTraces.set(`${key}#${attempt}`, sdk.activeTraceId());
+        if (key === 'tel-err' && attempt === 1) throw new Error('first attempt fails');
+        return 'ok';
+      },
+    );
+    const first = producedTrace();
+    const duplicate = producedTrace();
+    const failing = producedTrace();
+    fx.publish(
+      { n: 1 },
+      { messageId: 'tel-1', headers: { traceparent: first.traceparent, tracestate: first.tracestate } },
+    );
+    fx.publish({ n: 1 }, { messageId: 'tel-1', headers: { traceparent: duplicate.traceparent } });
+    fx.publish({ n: 2 }, { messageId: 'tel-err', headers: { traceparent: failing.traceparent } });
+    await waitFor('three acks', () => acks(events).length === 3, 20_000);
+    const name = `process ${fx.queue}`;
+    await waitFor('four spans', () => sdk.spans(name).length === 4);
+
+    const byTrace = (traceId: string) => sdk.spans(name).filter((s) => s.spanContext().traceId === traceId);
+    const [span] = byTrace(first.traceId);
+    expect(span).toBeDefined();
+    expect(span!.kind).toBe(SpanKind.CONSUMER);
+    expect(parentOf(span!)?.spanId).toBe(first.spanId);
+    expect(parentOf(span!)?.isRemote).toBe(true);
+    expect(span!.attributes).toMatchObject({
+      'messaging.system': 'rabbitmq',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': fx.queue,
+      'messaging.message.id': 'tel-1',
+      'idempotency.scope': fx.queue,
+      'idempotency.outcome': 'ACQUIRED',
+      'idempotency.attempt': 1,
+      'idempotency.broker_action': 'ack',
+    });
+    expect(Number.isSafeInteger(span!.attributes['idempotency.fencing_token'])).toBe(true);
+    expect(span!.attributes['idempotency.key']).toBeUndefined();
+    expect(span!.status.code).toBe(SpanStatusCode.UNSET);
+    // The handler ran with the message's span active.
+    expect(handlerTraces.get('tel-1#1')).toBe(first.traceId);
+
+    const [dup] = byTrace(duplicate.traceId);
+    expect(dup!.attributes).toMatchObject({
+      'idempotency.outcome': 'DUPLICATE',
+      'idempotency.broker_action': 'ack',
+    });
+    expect(parentOf(dup!)?.spanId).toBe(duplicate.spanId);
+
+    // The failed attempt: status ERROR, sent to a delay tier; the retry (its copy keeps the headers) completes.
+    const failed = byTrace(failing.traceId);
+    const attempt1 = failed.find((s) => s.attributes['idempotency.attempt'] === 1);
+    expect(attempt1?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(attempt1?.attributes['idempotency.broker_action']).toBe('retry');
+    expect(attempt1?.events.map((e) => e.name)).toContain('exception');
+
+    expect(await sdk.counts('idempotency.outcomes', 'idempotency.outcome')).toEqual({
+      ACQUIRED: 3,
+      DUPLICATE: 1,
+    });
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
+      ack: 3,
+      retry: 1,
+    });
+    const handlerDurations = await sdk.metric('idempotency.handler.duration');
+    expect(handlerDurations.map((p) => (p.value as { count: number }).count)).toEqual([3]);
+    expect(handlerDurations[0]!.attributes).toEqual({
+      'messaging.system': 'rabbitmq',
+      'messaging.destination.name': fx.queue,
+    });
+    expect((await sdk.metric('idempotency.in_flight')).map((p) => p.value)).toEqual([0]);
+    expect(
+      (await sdk.metric('idempotency.store.duration'))
+        .map((p) => p.attributes['idempotency.store.operation'])
+        .sort(),
+    ).toEqual(['claim', 'write']);
+  });
+});
