@@ -1,0 +1,122 @@
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import { SpanKind } from '@opentelemetry/api';
+import Redis from 'ioredis';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { parentOf, producedTrace, TelemetrySdk } from '../../support/telemetry';
+
+describeWithServices(
+  ['redis', 'kafka'],
+  'kafka eachMessage: OpenTelemetry',
+  ({ redis: redisUrl, kafka: brokers }) => {
+    jest.setTimeout(60_000);
+    let redis: Redis;
+    let kafka: Kafka;
+    let producer: Producer;
+    let consumer: Consumer | undefined;
+    let sdk: TelemetrySdk;
+
+    beforeAll(async () => {
+      redis = new Redis(redisUrl);
+      kafka = kafkaClient(brokers);
+      producer = await connectProducer(kafka);
+    });
+    beforeEach(() => {
+      sdk = new TelemetrySdk();
+    });
+    afterEach(async () => {
+      await consumer?.disconnect();
+      await sdk.close();
+    });
+    afterAll(async () => {
+      await producer.disconnect();
+      await redis.quit();
+    });
+
+    it('a span per message continues the producer trace (Buffer headers); the duplicate is DUPLICATE; metrics count outcomes', async () => {
+      const topic = uniqueName('tel');
+      const groupId = uniqueName('g');
+      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
+      const idempotency = new Idempotency({ store }, { leaseMs: 3000 });
+      const first = producedTrace();
+      const second = producedTrace();
+      // One partition key: both land in one partition, in order, so the second meets the first's record.
+      await producer.send({
+        topic,
+        messages: [
+          {
+            key: 'p',
+            value: 'a',
+            headers: {
+              'idempotency-key': 'tel-1',
+              traceparent: first.traceparent,
+              tracestate: first.tracestate,
+            },
+          },
+          { key: 'p', value: 'a', headers: { 'idempotency-key': 'tel-1', traceparent: second.traceparent } },
+        ],
+      });
+      const handlerTraces: (string | undefined)[] = [];
+      let settled = 0;
+      consumer = await startConsumer(kafka, groupId, topic, (c) => {
+        const eachMessage = idempotentEachMessage(
+          { idempotency, consumer: c, producer },
+          { groupId, telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider } },
+          () => {
+            handlerTraces.push(sdk.activeTraceId());
+          },
+        );
+        eachMessage.events.on('settled', () => {
+          settled += 1;
+        });
+        return { eachMessage };
+      });
+      await waitFor('two settled messages', () => settled === 2, 30_000);
+      const name = `process ${topic}`;
+      await waitFor('two spans', () => sdk.spans(name).length === 2);
+
+      const [span] = sdk.spans(name).filter((s) => s.spanContext().traceId === first.traceId);
+      expect(span).toBeDefined();
+      expect(span!.kind).toBe(SpanKind.CONSUMER);
+      expect(parentOf(span!)?.spanId).toBe(first.spanId);
+      expect(span!.attributes).toMatchObject({
+        'messaging.system': 'kafka',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': topic,
+        'messaging.consumer.group.name': groupId,
+        'idempotency.scope': `${groupId}/${topic}`,
+        'idempotency.outcome': 'ACQUIRED',
+        'idempotency.attempt': 1,
+        'idempotency.broker_action': 'resolve',
+      });
+      expect(typeof span!.attributes['messaging.destination.partition.id']).toBe('string');
+      expect(typeof span!.attributes['messaging.kafka.offset']).toBe('number');
+      expect(Number.isSafeInteger(span!.attributes['idempotency.fencing_token'])).toBe(true);
+      expect(handlerTraces).toEqual([first.traceId]);
+
+      const [dup] = sdk.spans(name).filter((s) => s.spanContext().traceId === second.traceId);
+      expect(dup!.attributes).toMatchObject({
+        'idempotency.outcome': 'DUPLICATE',
+        'idempotency.broker_action': 'resolve',
+        'messaging.kafka.offset': (span!.attributes['messaging.kafka.offset'] as number) + 1,
+      });
+
+      expect(await sdk.counts('idempotency.outcomes', 'idempotency.outcome')).toEqual({
+        ACQUIRED: 1,
+        DUPLICATE: 1,
+      });
+      expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
+        resolve: 2,
+      });
+      const durations = await sdk.metric('idempotency.handler.duration');
+      expect(durations.map((p) => (p.value as { count: number }).count)).toEqual([1]);
+      expect(durations[0]!.attributes).toEqual({
+        'messaging.system': 'kafka',
+        'messaging.destination.name': topic,
+      });
+    });
+  },
+);
