@@ -89,8 +89,12 @@ describeWithServices(
             IC_KILL_AT: String(killAt),
           });
           const { signal } = await worker.exited;
-          // Node 24 warns of a negative timer (about minus the epoch in ms) in this worker; where it comes from
-          // (our code or KafkaJS's) is not found yet. It is left out of the check until it is, and must go.
+          // Node 24 warns of a negative timer (about minus the epoch in ms) in any KafkaJS 2.2.4 client: in
+          // node_modules/kafkajs/src/network/requestQueue/index.js:312-317 (RequestQueue
+          // .scheduleCheckPendingRequests) `setTimeout(…, this.throttledUntil - Date.now())` runs with
+          // `throttledUntil` still -1 (line 57, "not throttled") when no request is pending; found with
+          // `node --trace-warnings` on Node 24. KafkaJS's, not ours (tulios/kafkajs#1751, unfixed in 2.2.4), so
+          // that warning alone is left out of the check: anything else on stderr fails the test.
           const err = worker
             .stderr()
             .replace(
