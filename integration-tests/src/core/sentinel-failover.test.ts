@@ -34,10 +34,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     await group?.stop();
   });
 
-  // Skipped, with the reason in its title: since the merge of this session's core changes, about one run in
-  // three did not see every delivery acked within 90 s after the failover (nothing was recorded twice). The
-  // cause is not found yet; it runs again once it is.
-  it.skip('[skipped: some runs do not ack every delivery within 90 s after the failover, cause under investigation] a failover mid-run: every key completes, no handler is recorded twice, the consumers resume by themselves', async () => {
+  it('a failover mid-run: every key completes, no handler is recorded twice, the consumers resume by themselves', async () => {
     const store = new RedisIdempotencyStore(
       { redis },
       {
@@ -60,6 +57,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     let failedOver = false;
     let stopped = false; // set when the test ends, so that no worker outlives it
     const errors = new Map<string, number>();
+    const failed = new Map<string, string>(); // keys whose claim answered FAILED, with the record's error
     const pending = new Set<Promise<void>>();
     const requeue = (key: string, afterMs: number) => {
       const p = new Promise<void>((resolve) => setTimeout(resolve, afterMs)).then(() => {
@@ -90,7 +88,14 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
             return { charged: key };
           });
           if (result.outcome === 'DUPLICATE') ack();
-          else if (result.outcome === 'CONFLICT') requeue(key, Math.min(result.retryAfterMs, 200));
+          else if (result.outcome === 'FAILED') {
+            // Never expected (the handler does not throw): a FAILED key would be redelivered for ever, so
+            // it is acked and reported below. Before claims under waitForReplicas were counted only once
+            // replicated, every claim that timed out on its WAIT after the failover spent an attempt
+            // without its handler running, and a few keys ended ATTEMPTS_EXHAUSTED.
+            failed.set(key, result.error);
+            ack();
+          } else if (result.outcome === 'CONFLICT') requeue(key, Math.min(result.retryAfterMs, 200));
           else if ('status' in result && result.status === 'completed' && result.outcome !== 'UNPROTECTED') {
             if (result.recorded) {
               bump(acknowledgedRuns, key);
@@ -140,6 +145,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     expect(ackedAtFailover).toBeLessThan(KEYS * 2);
     expect(ackedAfterFailover).toBeGreaterThan(0);
     expect(acked).toBe(KEYS * 2);
+    expect(Object.fromEntries(failed)).toEqual({});
     // No key has two runs whose completion the store acknowledged: no handler recorded twice. Every run is
     // accounted for: acknowledged, or reported not confirmed (REPLICATION_TIMEOUT, lease lost) and so not
     // acked, which is the only way a key's handler runs again; each run has a higher fencing token than
