@@ -38,13 +38,24 @@ export const FAST_CONSUMER = {
   retry: { initialRetryTime: 50, retries: 30, maxRetryTime: 500 },
 } as const;
 
-/** Starts a consumer subscribed to `topic` from the beginning; resolves once it joined the group. */
+/** Run options of a test consumer; `joinTimeoutMs` bounds the wait for its first join (default 20 s). */
+export interface ConsumerExtra {
+  autoCommitInterval?: number;
+  partitionsConsumedConcurrently?: number;
+  joinTimeoutMs?: number;
+}
+
+/**
+ * Starts a consumer subscribed to `topic` from the beginning; resolves once it joined the group. Rejects
+ * with {@link MockSyncGroupError} when the mock stopped it while joining (a test whose group has other
+ * members uses {@link startMember}, which starts a new consumer then).
+ */
 export async function startConsumer(
   kafka: Kafka,
   groupId: string,
   topic: string,
   run: (consumer: Consumer) => { eachMessage: EachMessageHandler } | { eachBatch: EachBatchHandler },
-  extra: { autoCommitInterval?: number; partitionsConsumedConcurrently?: number } = {},
+  extra: ConsumerExtra = {},
 ): Promise<Consumer> {
   const consumer = kafka.consumer({ groupId, ...FAST_CONSUMER });
   await consumer.connect();
@@ -68,13 +79,12 @@ export async function startConsumer(
       `consumer of ${groupId} to join`,
       () => {
         if (crashed !== undefined) {
-          if ((crashed as { type?: unknown }).type === 'INVALID_REQUEST')
-            throw new MockSyncGroupError(groupId, crashed);
+          if (isMockStop(crashed, false)) throw new MockSyncGroupError(groupId, crashed);
           throw crashed;
         }
         return joined;
       },
-      20_000,
+      extra.joinTimeoutMs ?? 20_000,
     );
   } catch (error) {
     await consumer.disconnect().catch(() => {});
@@ -84,25 +94,9 @@ export async function startConsumer(
 }
 
 /**
- * Runs `start` (a {@link startConsumer} call) again, up to `tries` times in all, while it fails with
- * {@link MockSyncGroupError}: the mock stopped the joining consumer, so a new one joins in its place (what
- * an application's supervisor would do). Each retry is reported on stderr. Any other error is rethrown.
- */
-export async function joinDespiteMock<T>(what: string, start: () => Promise<T>, tries = 3): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await start();
-    } catch (error) {
-      if (!(error instanceof MockSyncGroupError) || attempt >= tries) throw error;
-      process.stderr.write(`[${what}] ${error.message}; joining again\n`);
-    }
-  }
-}
-
-/**
  * A consumer stopped for good while joining, on the mock cluster's INVALID_REQUEST answer to a late
  * SyncGroup ({@link MOCK_SYNC_GROUP_LIMIT}): an artefact of the test broker, not of the code under test.
- * A test that lets members join may start the member again (a new consumer) when it sees this.
+ * {@link startMember} starts a new consumer in its place.
  */
 export class MockSyncGroupError extends Error {
   constructor(groupId: string, cause: unknown) {
@@ -115,34 +109,136 @@ export class MockSyncGroupError extends Error {
  * coordinator answers a SyncGroup with INVALID_REQUEST when the group is no longer in its Syncing state
  * (already Up, or Empty) with the same generation; that happens to a member whose SyncGroup comes late,
  * after the others synced, which a busy member does when it joins or rejoins a running group: seen with a
- * consumer from another process joining (with plain KafkaJS too), and with a consumer of the same process
- * joining a group whose members are busy in their handlers (kafka/interruptions.test.ts, about one join in
- * ten on a loaded machine). KafkaJS treats INVALID_REQUEST as fatal: the consumer crashes (`CRASH`,
- * `restart: false`) and stops consuming, with no error for its caller. {@link startConsumer} turns a crash
- * before the join into a {@link MockSyncGroupError} instead of a 20 s timeout. A test that lets a member join therefore watches the group
- * ({@link watchGroup}) and asserts that every member joined the new generation and none crashed, so it
- * cannot pass by accident on a member that silently stopped.
+ * consumer from another process joining (with plain KafkaJS too), with a consumer of the same process
+ * joining a group whose members are busy in their handlers, and with a member rejoining after another
+ * joined or left (kafka/interruptions.test.ts: about one run in three over 8 rebalances on a loaded
+ * machine). KafkaJS treats INVALID_REQUEST as fatal: the consumer crashes (`CRASH`, `restart: false`,
+ * already disconnected) and stops consuming, with no error for its caller.
+ *
+ * A test that has members join or leave a running group starts them with {@link startMember}: a member
+ * the mock stopped is replaced by a new consumer of the same group with the same handler (what an
+ * application's supervisor does with a crashed consumer), each replacement is reported on stderr, and any
+ * other crash is kept for the test to assert none happened. The test also waits for the members to join
+ * the new generation ({@link GroupMember.joins}), so it cannot pass by accident on a member that silently
+ * stopped.
  */
 export const MOCK_SYNC_GROUP_LIMIT = 'kcat mock cluster: late SyncGroup answered INVALID_REQUEST';
 
-/**
- * What a consumer saw of its group: how many times it joined (KafkaJS `GROUP_JOIN`, one per generation it
- * was part of) and every `CRASH`. A test that means "a member joins" or "the group rebalances" asserts
- * the joins it expects and no crash, rather than only its end state: see {@link MOCK_SYNC_GROUP_LIMIT}.
- */
-export function watchGroup(consumer: Consumer): {
+/** Whether a KafkaJS `CRASH` is the mock's stop of a member ({@link MOCK_SYNC_GROUP_LIMIT}). */
+function isMockStop(error: unknown, restart: boolean): boolean {
+  let e = error as { type?: unknown; cause?: unknown } | undefined;
+  while (e?.cause !== undefined) e = e.cause as typeof e;
+  return !restart && e?.type === 'INVALID_REQUEST';
+}
+
+/** One member of a consumer group, kept in the group across the mock's stops: see {@link startMember}. */
+export interface GroupMember {
+  /** The consumer that is the member now (a new one after each replacement). */
+  readonly consumer: Consumer;
+  /** Generations the member joined (KafkaJS `GROUP_JOIN`), over all its consumers. */
   joins(): number;
+  /** How many times the mock stopped the member and a new consumer took its place. */
+  replacements(): number;
+  /** Every crash that is not the mock's stop, and a replacement that failed: a test asserts none. */
   crashes(): { error: string; restart: boolean }[];
-} {
+  /** Leaves the group (disconnects the current consumer); no replacement after this. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a member of `groupId` on `topic` (a {@link startConsumer} whose `run` builds the handler for each
+ * consumer) and resolves once it joined. Whenever the mock cluster stops it ({@link MOCK_SYNC_GROUP_LIMIT}),
+ * while joining or later when it rejoins after a rebalance, a new consumer with a new handler from `run`
+ * takes its place, at most `maxReplacements` times in all (beyond that the stop counts as a crash).
+ * `what` names the test on the stderr line that reports each replacement.
+ */
+export async function startMember(
+  kafka: Kafka,
+  groupId: string,
+  topic: string,
+  run: (consumer: Consumer) => { eachMessage: EachMessageHandler } | { eachBatch: EachBatchHandler },
+  extra: ConsumerExtra = {},
+  { what = groupId, maxReplacements = 5 }: { what?: string; maxReplacements?: number } = {},
+): Promise<GroupMember> {
   let joins = 0;
+  let replacements = 0;
+  let stopped = false;
   const crashes: { error: string; restart: boolean }[] = [];
-  consumer.on(consumer.events.GROUP_JOIN, () => {
-    joins += 1;
-  });
-  consumer.on(consumer.events.CRASH, ({ payload }) => {
-    crashes.push({ error: `${payload.error?.name}: ${payload.error?.message}`, restart: payload.restart });
-  });
-  return { joins: () => joins, crashes: () => [...crashes] };
+  let replacing: Promise<void> = Promise.resolve();
+  let current: Consumer | undefined;
+  /** Called on a mock stop; answers whether a new consumer may take the member's place. */
+  const mayReplace = (error: unknown): boolean => {
+    if (stopped) return false;
+    const message = error instanceof Error ? error.message : String(error);
+    if (replacements >= maxReplacements) {
+      crashes.push({ error: `${message} (after ${replacements} replacements)`, restart: false });
+      return false;
+    }
+    replacements += 1;
+    process.stderr.write(
+      `[${what}] ${MOCK_SYNC_GROUP_LIMIT} (group ${groupId}); a new consumer takes the member's place\n`,
+    );
+    return true;
+  };
+  /** One consumer of the member; resolves once it joined, or rejects if it failed otherwise. */
+  const incarnate = async (): Promise<Consumer> => {
+    for (;;) {
+      try {
+        return await startConsumer(
+          kafka,
+          groupId,
+          topic,
+          (c) => {
+            const state = { joined: false };
+            c.on(c.events.GROUP_JOIN, () => {
+              state.joined = true;
+              joins += 1;
+            });
+            c.on(c.events.CRASH, ({ payload }) => {
+              // A crash before the join rejects startConsumer (handled below), one after it is seen here.
+              if (!state.joined) return;
+              if (isMockStop(payload.error, payload.restart)) {
+                if (mayReplace(payload.error)) replacing = replacing.then(replace);
+              } else {
+                crashes.push({
+                  error: `${payload.error?.name}: ${payload.error?.message}`,
+                  restart: payload.restart,
+                });
+              }
+            });
+            return run(c);
+          },
+          extra,
+        );
+      } catch (error) {
+        if (!(error instanceof MockSyncGroupError) || !mayReplace(error)) throw error;
+      }
+    }
+  };
+  current = await incarnate();
+  async function replace(): Promise<void> {
+    if (stopped) return;
+    try {
+      const next = await incarnate();
+      current = next;
+      if (stopped) await next.disconnect();
+    } catch (error) {
+      crashes.push({ error: `replacement failed: ${(error as Error).message}`, restart: false });
+    }
+  }
+  return {
+    get consumer() {
+      return current!;
+    },
+    joins: () => joins,
+    replacements: () => replacements,
+    crashes: () => [...crashes],
+    async stop() {
+      stopped = true;
+      await replacing;
+      await current?.disconnect();
+    },
+  };
 }
 
 /** Producer that sends to the mock cluster (topics are created on first use). */

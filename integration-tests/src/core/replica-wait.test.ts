@@ -93,6 +93,57 @@ describeWithPrograms(
       });
     });
 
+    it('a claim its replicas did not acknowledge spends no attempt: more such claims than maxAttempts, then the handler runs as attempt 1', async () => {
+      // Two replicas cannot be had: every claim that takes the record rejects with REPLICATION_TIMEOUT and
+      // its handler does not run (what a failover does to the claims made before the new primary has its
+      // replica back). Counted at once, the third such claim would have failed the record unrun.
+      const unacknowledged = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 2, timeoutMs: 100 } },
+      );
+      const id = { scope: 's', key: 'unacknowledged-claims' };
+      const options = { leaseMs: 150, retentionMs: 60_000, maxAttempts: 2 };
+      for (let i = 0; i < 4; i++) {
+        // Once the lease of the previous claim lapsed (until then: CONFLICT), the claim takes the record again.
+        let error: unknown;
+        await waitFor(
+          'a claim that takes the record',
+          async () => {
+            const reply = await unacknowledged.claim(id, options).catch((e: unknown) => e);
+            if (reply instanceof Error) error = reply;
+            else expect(reply).toMatchObject({ outcome: 'CONFLICT' });
+            return error !== undefined;
+          },
+          10_000,
+          20,
+        );
+        expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 1 });
+        expect(await unacknowledged.get(id)).toMatchObject({
+          state: 'IN_PROGRESS',
+          attempt: 0,
+          reserved: true,
+        });
+      }
+      // With its replica's acknowledgement the handler runs, as the first attempt of a clean claim.
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 1000 } },
+      );
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, maxAttempts: 2 });
+      let result: Awaited<ReturnType<typeof idempotency.run>> | undefined;
+      await waitFor('a run that is not a CONFLICT', async () => {
+        result = await idempotency.run(id, ({ attempt, outcome }) => ({ attempt, outcome }));
+        return result.outcome !== 'CONFLICT';
+      });
+      expect(result).toMatchObject({
+        outcome: 'ACQUIRED',
+        status: 'completed',
+        recorded: true,
+        result: { attempt: 1, outcome: 'ACQUIRED' },
+      });
+      expect(await replicaClient.hget(store.recordKey(id), 's')).toBe('C');
+    });
+
     it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
       const store = new RedisIdempotencyStore(
         { redis: client },

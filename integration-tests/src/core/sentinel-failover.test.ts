@@ -34,10 +34,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     await group?.stop();
   });
 
-  // Skipped, with the reason in its title: since the merge of this session's core changes, about one run in
-  // three did not see every delivery acked within 90 s after the failover (nothing was recorded twice). The
-  // cause is not found yet; it runs again once it is.
-  it.skip('[skipped: some runs do not ack every delivery within 90 s after the failover, cause under investigation] a failover mid-run: every key completes, no handler is recorded twice, the consumers resume by themselves', async () => {
+  it('a failover mid-run: every key completes, no handler is recorded twice, the consumers resume by themselves', async () => {
     const store = new RedisIdempotencyStore(
       { redis },
       {
@@ -49,9 +46,12 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     const idempotency = new Idempotency({ store }, { leaseMs: 2000, retentionMs: 600_000, writeAttempts: 2 });
 
     // Each key is delivered twice (a duplicate), in shuffled order; a delivery not acked is redelivered.
+    // Half of the deliveries arrive only once the replica is promoted, so that the consumers certainly have
+    // work after the failover (without it a fast run could finish during the failover).
     const queue: string[] = [];
     for (let i = 0; i < KEYS; i++) queue.push(`order-${i}`, `order-${i}`);
     queue.sort(() => Math.random() - 0.5);
+    const afterFailover = queue.splice(KEYS);
     const ledger = new Map<string, number[]>(); // the handler's side effects: fencing token of each run
     const acknowledgedRuns = new Map<string, number>(); // runs whose completion the store acknowledged
     const unrecordedRuns = new Map<string, number>(); // runs whose completion was not confirmed durable
@@ -60,6 +60,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     let failedOver = false;
     let stopped = false; // set when the test ends, so that no worker outlives it
     const errors = new Map<string, number>();
+    const failed = new Map<string, string>(); // keys whose claim answered FAILED, with the record's error
     const pending = new Set<Promise<void>>();
     const requeue = (key: string, afterMs: number) => {
       const p = new Promise<void>((resolve) => setTimeout(resolve, afterMs)).then(() => {
@@ -90,7 +91,14 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
             return { charged: key };
           });
           if (result.outcome === 'DUPLICATE') ack();
-          else if (result.outcome === 'CONFLICT') requeue(key, Math.min(result.retryAfterMs, 200));
+          else if (result.outcome === 'FAILED') {
+            // Never expected (the handler does not throw): a FAILED key would be redelivered for ever, so
+            // it is acked and reported below. Before claims under waitForReplicas were counted only once
+            // replicated, every claim that timed out on its WAIT after the failover spent an attempt
+            // without its handler running, and a few keys ended ATTEMPTS_EXHAUSTED.
+            failed.set(key, result.error);
+            ack();
+          } else if (result.outcome === 'CONFLICT') requeue(key, Math.min(result.retryAfterMs, 200));
           else if ('status' in result && result.status === 'completed' && result.outcome !== 'UNPROTECTED') {
             if (result.recorded) {
               bump(acknowledgedRuns, key);
@@ -129,6 +137,7 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
       );
       failedOver = true;
       ackedAtFailover = acked;
+      queue.push(...afterFailover);
       await waitFor('every delivery acked', () => acked === KEYS * 2, 90_000, 20);
     } finally {
       stopped = true;
@@ -137,9 +146,10 @@ describeWithPrograms(['redis-server', 'redis-sentinel'], 'Redis Sentinel failove
     }
 
     // The run crossed the failover: deliveries were acked before it and after it, without any restart.
-    expect(ackedAtFailover).toBeLessThan(KEYS * 2);
-    expect(ackedAfterFailover).toBeGreaterThan(0);
+    expect(ackedAtFailover).toBeLessThanOrEqual(KEYS);
+    expect(ackedAfterFailover).toBeGreaterThanOrEqual(afterFailover.length);
     expect(acked).toBe(KEYS * 2);
+    expect(Object.fromEntries(failed)).toEqual({});
     // No key has two runs whose completion the store acknowledged: no handler recorded twice. Every run is
     // accounted for: acknowledged, or reported not confirmed (REPLICATION_TIMEOUT, lease lost) and so not
     // acked, which is the only way a key's handler runs again; each run has a higher fencing token than

@@ -11,11 +11,11 @@ import Redis from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import {
   connectProducer,
-  joinDespiteMock,
+  type GroupMember,
   kafkaClient,
   startConsumer,
+  startMember,
   uniqueName,
-  watchGroup,
 } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
@@ -89,8 +89,12 @@ describeWithServices(
             IC_KILL_AT: String(killAt),
           });
           const { signal } = await worker.exited;
-          // Node 24 warns of a negative timer (about minus the epoch in ms) in this worker; where it comes from
-          // (our code or KafkaJS's) is not found yet. It is left out of the check until it is, and must go.
+          // Node 24 warns of a negative timer (about minus the epoch in ms) in any KafkaJS 2.2.4 client: in
+          // node_modules/kafkajs/src/network/requestQueue/index.js:312-317 (RequestQueue
+          // .scheduleCheckPendingRequests) `setTimeout(…, this.throttledUntil - Date.now())` runs with
+          // `throttledUntil` still -1 (line 57, "not throttled") when no request is pending; found with
+          // `node --trace-warnings` on Node 24. KafkaJS's, not ours (tulios/kafkajs#1751, unfixed in 2.2.4), so
+          // that warning alone is left out of the check: anything else on stderr fails the test.
           const err = worker
             .stderr()
             .replace(
@@ -144,11 +148,7 @@ describeWithServices(
       }
     }, 180_000);
 
-    // Skipped, with the reason in its title: on kcat's librdkafka mock cluster a member that rejoins a running
-    // group is sometimes answered INVALID_REQUEST at SyncGroup (MOCK_SYNC_GROUP_LIMIT in
-    // support/kafka-fixture.ts) and never rejoins; over 8 rebalances this made the run fail about one time in
-    // three, on the mock rather than on the adapter. It runs again once it survives that (or on real Kafka).
-    it.skip('[skipped: the kcat mock cluster sometimes refuses a rejoin at SyncGroup, see MOCK_SYNC_GROUP_LIMIT] 400 messages (10 poison), default maxAttempts, 8 rebalances: each runs once, each FAILED record dead-lettered once, none unrun', async () => {
+    it('400 messages (10 poison), default maxAttempts, 8 rebalances: each runs once, each FAILED record dead-lettered once, none unrun', async () => {
       const total = 400;
       const topic = uniqueName('batch-rebalance');
       const groupId = uniqueName('g');
@@ -164,37 +164,38 @@ describeWithServices(
         claims += 1;
       });
       await produce(topic, total);
-      const members: { consumer: Consumer; group: ReturnType<typeof watchGroup> }[] = [];
-      /** Starts one more member; a joiner the mock stopped (MOCK_SYNC_GROUP_LIMIT) is started again. */
+      // The members in the group now, oldest first, and every member ever started (for the crash check).
+      const members: GroupMember[] = [];
+      const everyMember: GroupMember[] = [];
+      /**
+       * Starts one more member. A member the mock stops at a SyncGroup (MOCK_SYNC_GROUP_LIMIT), when it
+       * joins or when it rejoins after a rebalance, is replaced by a new consumer with the same handler.
+       */
       const join = async (): Promise<void> => {
-        let group!: ReturnType<typeof watchGroup>;
-        const consumer = await joinDespiteMock('kafka eachBatch 8 rebalances', () =>
-          startConsumer(
-            kafka,
-            groupId,
-            topic,
-            (c) => {
-              group = watchGroup(c);
-              return {
-                eachBatch: recordEvents(
-                  idempotentEachBatch(
-                    { idempotency, consumer: c },
-                    { groupId, deadLetterTopic: false },
-                    async ({ key = '' }) => {
-                      runs.set(key, (runs.get(key) ?? 0) + 1);
-                      await sleep(20); // the payment gateway
-                      if (poison.has(key)) throw new NonRetryableError('card declined');
-                      charges.set(key, (charges.get(key) ?? 0) + 1);
-                    },
-                  ),
-                  events,
-                ),
-              };
-            },
-            { autoCommitInterval: 2000 },
-          ),
+        const member = await startMember(
+          kafka,
+          groupId,
+          topic,
+          (c) => ({
+            eachBatch: recordEvents(
+              idempotentEachBatch(
+                { idempotency, consumer: c },
+                { groupId, deadLetterTopic: false },
+                async ({ key = '' }) => {
+                  runs.set(key, (runs.get(key) ?? 0) + 1);
+                  await sleep(20); // the payment gateway
+                  if (poison.has(key)) throw new NonRetryableError('card declined');
+                  charges.set(key, (charges.get(key) ?? 0) + 1);
+                },
+              ),
+              events,
+            ),
+          }),
+          { autoCommitInterval: 2000, joinTimeoutMs: 60_000 },
+          { what: 'kafka eachBatch 8 rebalances' },
         );
-        members.push({ consumer, group });
+        members.push(member);
+        everyMember.push(member);
       };
       try {
         await join();
@@ -205,23 +206,15 @@ describeWithServices(
         while (rebalances < 8) {
           await waitFor('progress', () => runs.size >= 35 * (rebalances + 1), 60_000);
           if (members.length < 3) {
-            const before = members.map((m) => [m, m.group.joins()] as const);
+            const before = members.map((m) => [m, m.joins()] as const);
             await join();
             // The rebalance really happened: the members already there joined the new generation too.
-            await waitFor(
-              'the members to rejoin',
-              () => before.every(([m, n]) => m.group.joins() > n),
-              60_000,
-            );
+            await waitFor('the members to rejoin', () => before.every(([m, n]) => m.joins() > n), 60_000);
           } else {
             const leaving = members.shift()!;
-            const before = members.map((m) => [m, m.group.joins()] as const);
-            await leaving.consumer.disconnect();
-            await waitFor(
-              'the members to rejoin',
-              () => before.every(([m, n]) => m.group.joins() > n),
-              60_000,
-            );
+            const before = members.map((m) => [m, m.joins()] as const);
+            await leaving.stop();
+            await waitFor('the members to rejoin', () => before.every(([m, n]) => m.joins() > n), 60_000);
           }
           rebalances += 1;
           process.stderr.write(`[rebalance ${rebalances}] members ${members.length}, run ${runs.size}\n`);
@@ -248,10 +241,13 @@ describeWithServices(
         );
         expect(letters).toHaveLength(poison.size);
         expect(new Set(letters).size).toBe(poison.size);
-        for (const m of members) expect(m.group.crashes()).toEqual([]);
-        process.stderr.write(`[kafka eachBatch 8 rebalances] ${claims} claims for ${total} messages\n`);
+        expect(everyMember.flatMap((m) => m.crashes())).toEqual([]);
+        const replaced = everyMember.reduce((n, m) => n + m.replacements(), 0);
+        process.stderr.write(
+          `[kafka eachBatch 8 rebalances] ${claims} claims for ${total} messages, ${replaced} members replaced after a mock stop\n`,
+        );
       } finally {
-        await Promise.all(members.map((m) => m.consumer.disconnect()));
+        await Promise.all(members.map((m) => m.stop()));
       }
     }, 240_000);
   },

@@ -2,12 +2,11 @@ import { join } from 'node:path';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
-import type { Consumer } from 'kafkajs';
 import {
   connectProducer,
-  joinDespiteMock,
+  type GroupMember,
   kafkaClient,
-  startConsumer,
+  startMember,
   uniqueName,
 } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
@@ -29,7 +28,7 @@ describeWithServices(
       const prefix = uniqueName('idem');
       const ledger = uniqueName('ledger');
       const total = 20;
-      let consumer: Consumer | undefined;
+      let consumer: GroupMember | undefined;
       try {
         await producer.send({
           topic,
@@ -68,9 +67,13 @@ describeWithServices(
         const outcomes: string[] = [];
         idempotency.on('outcome', ({ outcome }) => outcomes.push(outcome));
         let runs = 0;
-        // The dead worker is still a member until its session times out; the mock may stop a joiner then.
-        consumer = await joinDespiteMock('kafka kill', () =>
-          startConsumer(kafka, groupId, topic, (c) => ({
+        // The dead worker is still a member until its session times out; the mock may stop a joiner then
+        // (MOCK_SYNC_GROUP_LIMIT), and a new consumer takes its place.
+        consumer = await startMember(
+          kafka,
+          groupId,
+          topic,
+          (c) => ({
             eachMessage: idempotentEachMessage(
               { idempotency, consumer: c },
               { groupId, deadLetterTopic: false },
@@ -78,14 +81,17 @@ describeWithServices(
                 runs++;
               },
             ),
-          })),
+          }),
+          {},
+          { what: 'kafka kill' },
         );
         await waitFor('every replayed message', () => outcomes.length >= total, 30_000);
         expect(outcomes).toEqual(Array(total).fill('DUPLICATE'));
         expect(runs).toBe(0);
+        expect(consumer.crashes()).toEqual([]);
         expect(Object.values(await redis.hgetall(ledger)).map(Number)).toEqual(Array(total).fill(1));
       } finally {
-        await consumer?.disconnect();
+        await consumer?.stop();
         await producer.disconnect();
         await redis.del(ledger);
         await redis.quit();

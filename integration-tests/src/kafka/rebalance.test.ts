@@ -2,14 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
-import type { Consumer } from 'kafkajs';
 import {
   connectProducer,
-  joinDespiteMock,
+  type GroupMember,
   kafkaClient,
-  startConsumer,
+  startMember,
   uniqueName,
-  watchGroup,
 } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
@@ -38,26 +36,25 @@ describeWithServices(
           byConsumer.set(who, (byConsumer.get(who) ?? 0) + 1);
         };
       const total = 240;
-      const consumers: Consumer[] = [];
+      const members = new Map<string, GroupMember>();
       let producing: Promise<void> | undefined;
       try {
         // Commit rarely, so a rebalance hands uncommitted (already charged) messages to another member.
+        // A member the mock stops at a SyncGroup (MOCK_SYNC_GROUP_LIMIT) is replaced by a new consumer.
         const extra = { autoCommitInterval: 2000 };
         const options = { groupId, deadLetterTopic: false } as const;
-        const groups = new Map<string, ReturnType<typeof watchGroup>>();
         for (const who of ['a', 'b']) {
-          consumers.push(
-            await startConsumer(
+          members.set(
+            who,
+            await startMember(
               kafka,
               groupId,
               topic,
-              (c) => {
-                groups.set(who, watchGroup(c));
-                return {
-                  eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, charge(who)),
-                };
-              },
+              (c) => ({
+                eachMessage: idempotentEachMessage({ idempotency, consumer: c }, options, charge(who)),
+              }),
               extra,
+              { what: 'kafka rebalance' },
             ),
           );
         }
@@ -71,22 +68,23 @@ describeWithServices(
           }
         })();
         await waitFor('a third of the payments', () => charges.size >= total / 3, 30_000);
-        const joinsBefore = [...groups.values()].map((g) => g.joins());
-        consumers.push(
-          await joinDespiteMock('kafka rebalance', () =>
-            startConsumer(
-              kafka,
-              groupId,
-              topic,
-              (c) => ({ eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, charge('c')) }),
-              extra,
-            ),
+        const joinsBefore = [...members.values()].map((m) => m.joins());
+        members.set(
+          'c',
+          await startMember(
+            kafka,
+            groupId,
+            topic,
+            (c) => ({ eachBatch: idempotentEachBatch({ idempotency, consumer: c }, options, charge('c')) }),
+            extra,
+            { what: 'kafka rebalance' },
           ),
         );
-        // The join is a real rebalance: a and b joined the new generation too, and neither stopped (a member
-        // the mock stopped would leave its partitions to the others and the test would pass by accident).
+        // The join is a real rebalance: a and b joined the new generation too (a member the mock stopped
+        // joins it as its replacement; one that silently stopped would leave its partitions to the others and
+        // the test would pass by accident).
         await waitFor('a and b to rejoin', () =>
-          [...groups.values()].every((g, i) => g.joins() > joinsBefore[i]!),
+          joinsBefore.every((n, i) => [...members.values()][i]!.joins() > n),
         );
         await producing;
         await waitFor(`all ${total} payments`, () => charges.size >= total, 45_000);
@@ -94,10 +92,10 @@ describeWithServices(
         expect(charges.size).toBe(total);
         expect([...charges.entries()].filter(([, n]) => n !== 1)).toEqual([]);
         expect(byConsumer.get('c') ?? 0).toBeGreaterThan(0); // the third member took partitions over
-        expect([...groups.values()].map((g) => g.crashes())).toEqual([[], []]);
+        expect([...members.values()].flatMap((m) => m.crashes())).toEqual([]);
       } finally {
         await producing?.catch(() => {});
-        await Promise.all(consumers.map((c) => c.disconnect()));
+        await Promise.all([...members.values()].map((m) => m.stop()));
         await producer.disconnect();
         await redis.quit();
       }

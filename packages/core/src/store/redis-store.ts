@@ -14,6 +14,7 @@ import {
   decodeWriteReply,
 } from './decode-reply';
 import type {
+  AcquiredReply,
   ClaimOptions,
   ClaimReply,
   ClaimRequest,
@@ -67,6 +68,9 @@ export interface RedisIdempotencyStoreOptions {
    * complete, release, fail) the store sends `WAIT replicas timeoutMs` and rejects with
    * `ReplicationTimeoutError` (`REPLICATION_TIMEOUT`) when fewer replicas acknowledged it in time; the write
    * itself stands on the primary (see replica-wait.ts). `timeoutMs` must be below `commandTimeoutMs`.
+   * A claim that counts its attempt is then made as a reservation and counted (`start`, one more round
+   * trip) only once its replicas acknowledged it: a claim that timed out, whose handler therefore did not
+   * run, spends no attempt (during a failover, until the new primary has its replica back).
    * @defaultValue none: writes resolve once the primary applied them
    */
   waitForReplicas?: WaitForReplicasOptions;
@@ -134,27 +138,65 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 
   async claim(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
-    const args = scriptArgs.claim(options);
-    const key = this.recordKey(id);
-    const reply = decodeClaimReply(await this.#call('claim', key, args));
-    await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
-    return reply;
+    return this.#claimReplicated(this.recordKey(id), options);
+  }
+
+  /**
+   * One claim, replicated when `waitForReplicas` is set. Then a counted claim (`reserve` not set) is made
+   * as a reservation, `WAIT`ed for, and only then counted with `start`: a claim whose replicas do not
+   * acknowledge it in time (`ReplicationTimeoutError`, its handler does not run) leaves a reservation,
+   * whose lapsed lease the next claim acquires as `ACQUIRED` without an attempt spent. Counted at once,
+   * every such claim during a failover spent an attempt of a handler that never ran, until `maxAttempts`
+   * failed the record (ATTEMPTS_EXHAUSTED) unrun.
+   */
+  async #claimReplicated(key: string, options: ClaimOptions): Promise<ClaimReply> {
+    const counted = this.#wait !== undefined && options.reserve !== true;
+    const args = scriptArgs.claim(counted ? { ...options, reserve: true } : options);
+    for (let tries = 1; ; tries++) {
+      const reply = decodeClaimReply(await this.#call('claim', key, args));
+      await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
+      if (!counted || (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE')) return reply;
+      const started = await this.#startReserved(key, reply, options);
+      if (started) return started;
+      // The reservation was taken over between its WAIT and its start (a WAIT longer than the lease): the
+      // next claim says what the record is now.
+      if (tries >= 3) {
+        throw new StoreUnavailableError(`A replicated claim of ${key} was lost before it started, 3 times`);
+      }
+    }
+  }
+
+  /** Counts the attempt of a reservation made for a counted claim (`start`); `undefined` when it was lost. */
+  async #startReserved(
+    key: string,
+    reply: AcquiredReply,
+    options: ClaimOptions,
+  ): Promise<AcquiredReply | undefined> {
+    const args = scriptArgs.start(reply.fencingToken, options.leaseMs, options.retentionMs);
+    const started = decodeStartReply(await this.#call('start', key, args));
+    if (!started.ok) return undefined;
+    return {
+      ...reply,
+      attempt: started.attempt,
+      leaseExpiresAtMs: started.leaseExpiresAtMs,
+      serverTimeMs: started.serverTimeMs,
+      started: true,
+    };
   }
 
   async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]> {
     if (requests.length === 0) return [];
-    const calls = requests.map((r) => ({ key: this.recordKey(r.id), args: scriptArgs.claim(r.options) }));
     if (this.#redis.isCluster) {
       // A Cluster pipeline must stay within one slot; concurrent calls are batched per node instead by
       // auto-pipelining, when the client enables it.
-      return Promise.all(
-        calls.map(async (c) => {
-          const reply = decodeClaimReply(await this.#call('claim', c.key, c.args));
-          await this.#replicate('claim', c.key, CLAIM_WRITES.has(reply.outcome));
-          return reply;
-        }),
-      );
+      return Promise.all(requests.map((r) => this.#claimReplicated(this.recordKey(r.id), r.options)));
     }
+    // With waitForReplicas a counted claim is a reservation counted after the WAIT (see #claimReplicated).
+    const calls = requests.map((r) => {
+      const counted = this.#wait !== undefined && r.options.reserve !== true;
+      const options = counted ? { ...r.options, reserve: true } : r.options;
+      return { key: this.recordKey(r.id), args: scriptArgs.claim(options), counted, options: r.options };
+    });
     const pipeline = this.#redis.pipeline();
     const method = this.#commands.claim;
     for (const c of calls) (pipeline as unknown as Record<string, ScriptFn>)[method]!(c.key, ...c.args);
@@ -174,7 +216,16 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       calls[0]!.key,
       replies.some((r) => CLAIM_WRITES.has(r.outcome)),
     );
-    return replies;
+    if (!calls.some((c) => c.counted)) return replies;
+    return Promise.all(
+      replies.map(async (reply, i) => {
+        const c = calls[i]!;
+        if (!c.counted || (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE')) return reply;
+        return (
+          (await this.#startReserved(c.key, reply, c.options)) ?? this.#claimReplicated(c.key, c.options)
+        );
+      }),
+    );
   }
 
   async complete(
@@ -238,14 +289,9 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   async waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply> {
     const key = this.recordKey(id);
-    const args = scriptArgs.claim(options);
     const notifications = this.#notifications;
     return waitForOutcome(
-      async () => {
-        const reply = decodeClaimReply(await this.#call('claim', key, args));
-        await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
-        return reply;
-      },
+      () => this.#claimReplicated(key, options),
       notifications ? (wake) => notifications.listen(key, wake) : () => Promise.reject(new Error('off')),
       wait,
     );
