@@ -9,10 +9,14 @@
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
+ * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
+ * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
+ * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
  *
  * @packageDocumentation
  */
+export { AdapterLog } from './adapter-log';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
   LeaseKeeperSet,
@@ -30,6 +34,7 @@ export {
 } from './option-checks';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sleep } from './sleep';
+export { checkStoreAnswers, describeStoreLocation, watchRedisErrors } from './store-check';
 export {
   DEFAULT_STORE_PROBE_BACKOFF,
   StoreGate,
@@ -43,3 +48,4 @@ export {
   type TypedEventEmitterOptions,
   type TypedListener,
 } from './typed-emitter';
+export { type UnprotectedRunEntry, UnprotectedRuns } from './unprotected-runs';
