@@ -4,13 +4,13 @@ import { batchPayload, FakeConsumer, FakeProducer, message } from './fakes';
 
 function setup(options: Record<string, unknown> = {}) {
   const store = new MemoryIdempotencyStore();
-  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 3 });
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
   const consumer = new FakeConsumer();
   const producer = new FakeProducer();
   const runs: string[] = [];
   const failing = new Set<string>();
   const eachBatch = idempotentEachBatch(
-    { idempotency, consumer, producer },
+    { idempotency, consumer, producer, logger: false },
     { groupId: 'g', maxInlineDelayMs: 0, retryBackoff: { baseMs: 60_000, jitter: 'none' }, ...options },
     ({ key, attempt }) => {
       runs.push(`${key}#${attempt}`);
@@ -75,10 +75,10 @@ describe('idempotentEachBatch', () => {
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     jest.spyOn(store, 'claimMany').mockRejectedValue(new StoreUnavailableError('down'));
     jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
-    const idempotency = new Idempotency({ store }, { storeFailureMode: 'open' });
+    const idempotency = new Idempotency({ store, logger: false }, { storeFailureMode: 'open' });
     const seen: string[] = [];
     const eachBatch = idempotentEachBatch(
-      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer() },
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
       { groupId: 'g' },
       ({ key, outcome }) => {
         seen.push(`${key} ${outcome}`);
