@@ -69,7 +69,8 @@ export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, w
 
 /** The one listener this kit attached to a client, and the logs it reports to. */
 interface Watch {
-  readonly logs: Set<AdapterLog>;
+  /** One entry per consumer watching (a consumer may share its log with another). */
+  readonly logs: Map<symbol, AdapterLog>;
   readonly listener: (error: unknown) => void;
   readonly onReady: () => void;
   down: boolean;
@@ -94,7 +95,7 @@ export function watchRedisErrors(store: object, log: AdapterLog): () => void {
     if (redis.listenerCount('error') > 0) return () => {}; // the application listens itself
     const location = describeStoreLocation(store);
     const created: Watch = {
-      logs: new Set(),
+      logs: new Map(),
       down: false,
       listener: (error) => {
         if (created.down) return;
@@ -117,9 +118,10 @@ export function watchRedisErrors(store: object, log: AdapterLog): () => void {
     redis.on('ready', watch.onReady);
   }
   const current = watch;
-  current.logs.add(log);
+  const registration = Symbol('watch');
+  current.logs.set(registration, log);
   return () => {
-    if (!current.logs.delete(log) || current.logs.size > 0) return;
+    if (!current.logs.delete(registration) || current.logs.size > 0) return;
     redis.off('error', current.listener);
     redis.off('ready', current.onReady);
     watches.delete(redis);
