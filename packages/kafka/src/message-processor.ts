@@ -241,7 +241,12 @@ export class MessageProcessor<T> {
           );
           if (written === 'stopped') return { action: 'stop' };
           if (written === 'lost') {
-            // Where it happened: the completion write this wrapper made, refused with LEASE_LOST.
+            // Where it happened: the completion write this wrapper made, refused with LEASE_LOST (the
+            // runner did not see it, so this wrapper logs it).
+            this.log.warn(
+              `lease lost on key ${JSON.stringify(request.key)} of scope ${JSON.stringify(request.scope)} (fencing token ${current.fencingToken}, during write): the handler completed, but its COMPLETED write was refused after the store came back; another worker may run it`,
+              { scope: request.scope, key: request.key, fencingToken: current.fencingToken, during: 'write' },
+            );
             await this.#reportLeaseLost(
               { ...subject, attempt: result.attempt },
               request,
