@@ -8,6 +8,7 @@ import {
 import {
   AdapterLog,
   checkStoreAnswers,
+  checkStoreAtStart,
   StoreGate,
   sleep,
   TypedEventEmitter,
@@ -193,10 +194,11 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Checks that the store answers (one `PING`, {@link IdempotentConsumer.checkStore}), opens a connection
+   * Checks that the store answers (one `PING`, {@link IdempotentConsumer.checkStore}; under the runner's
+   * `storeFailureMode: 'open'` a store that does not answer is only logged), opens a connection
    * (with `connect`), declares or checks the topology, opens the consume channel (with `prefetch`) and the
    * confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves once subscribed.
-   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the `PING` (nothing is opened).
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the `PING` and the runner fails closed (nothing is opened).
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when the topology is missing or differs (nothing is consumed).
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when called twice.
    * @throws the error of `connect`, or of opening a channel, when the broker cannot be reached.
@@ -205,7 +207,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     if (this.#state !== 'idle') throw new InvalidOptionError(`start() was already called (${this.#state})`);
     this.#state = 'starting';
     try {
-      await this.checkStore();
+      await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
       await this.#open();
       if (this.#state !== 'starting') return;
       this.#state = 'running';

@@ -4,6 +4,7 @@ import { computeBackoffMs, InvalidOptionError } from '@idempotent-consumer/core'
 import {
   AdapterLog,
   checkStoreAnswers,
+  checkStoreAtStart,
   StoreGate,
   sleep,
   TypedEventEmitter,
@@ -113,12 +114,15 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   }
 
   /**
-   * Starts polling; a no-op while already running. First checks, once, that the dead-letter mode can
-   * work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
+   * Starts polling; a no-op while already running. First checks that the store answers one `PING`
+   * ({@link IdempotentSqsPoller.checkStore}; under the runner's `storeFailureMode: 'open'` a store that does
+   * not answer is only logged), then, once, that the dead-letter mode can work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
    * `RedrivePolicy`, with `{ queueUrl }` that queue must exist. Resolves with the poller once polling has
    * started.
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`) when the dead-letter mode cannot work: the
    * poller does not start. {@link SqsOperationError} when SQS did not answer the check (retryable).
+   * {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer and the runner
+   * fails closed.
    */
   start(): Promise<this> {
     this.#starting ??= this.#start().finally(() => {
@@ -140,7 +144,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     if (this.#loop) return this;
     this.#unwatchRedis ??= watchRedisErrors(this.#deps.idempotency.store, this.#log);
     try {
-      await this.checkStore();
+      await checkStoreAtStart(this.#deps.idempotency, this.#log);
       await this.#processor.verifyDeadLetter();
     } catch (error) {
       this.#unwatchRedis?.();

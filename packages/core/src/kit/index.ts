@@ -34,7 +34,7 @@ export {
 } from './option-checks';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sleep } from './sleep';
-export { checkStoreAnswers, describeStoreLocation, watchRedisErrors } from './store-check';
+export { checkStoreAnswers, checkStoreAtStart, describeStoreLocation, watchRedisErrors } from './store-check';
 export {
   DEFAULT_STORE_PROBE_BACKOFF,
   StoreGate,

@@ -67,6 +67,29 @@ export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, w
   }
 }
 
+/**
+ * The store check of a consumer's start: {@link checkStoreAnswers}, whose failure rejects the start when
+ * the runner fails closed (`storeFailureMode: 'closed'`, the default); under `storeFailureMode: 'open'`
+ * (the application chose to run unprotected while the store is down) the failure is logged as a warning
+ * and the start goes on.
+ * @throws `StoreUnavailableError` (see {@link checkStoreAnswers}) when the store does not answer and the
+ *   runner fails closed.
+ */
+export async function checkStoreAtStart(
+  runner: { readonly store: Pick<IdempotencyStore, 'ping'>; readonly options: { storeFailureMode: string } },
+  log: AdapterLog,
+): Promise<void> {
+  try {
+    await checkStoreAnswers(runner.store, log.where);
+  } catch (error) {
+    if (runner.options.storeFailureMode !== 'open') throw error;
+    log.warn(
+      `${error instanceof Error ? error.message : String(error)} Starting anyway: storeFailureMode is 'open', so messages run without idempotency until it answers.`,
+      { error },
+    );
+  }
+}
+
 /** The one listener this kit attached to a client, and the logs it reports to. */
 interface Watch {
   /** One entry per consumer watching (a consumer may share its log with another). */

@@ -9,6 +9,7 @@ describe('kit: the sub-path export', () => {
         'DEFAULT_STORE_PROBE_BACKOFF',
         'UnprotectedRuns',
         'checkStoreAnswers',
+        'checkStoreAtStart',
         'describeStoreLocation',
         'watchRedisErrors',
         'LeaseKeeperSet',
