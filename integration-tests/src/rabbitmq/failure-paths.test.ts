@@ -125,7 +125,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
       () => events.settled.filter((e) => e.decision.action === 'requeue').length >= 2,
     );
     await fx.channel.assertExchange(deadLetterExchange, 'direct', { durable: true });
-    await fx.channel.bindQueue(deadLetterQueue!, deadLetterExchange, deadLetterRoutingKey);
+    await fx.channel.bindQueue(deadLetterQueue as string, deadLetterExchange, deadLetterRoutingKey);
     const [dead] = await fx.deadLetters(1);
     expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('non-retryable');
     expect(runs).toBe(1);

@@ -1,4 +1,4 @@
-import { type ClaimReply, InvalidOptionError, isIdempotencyError } from '@idempotent-consumer/core';
+import { type ClaimReply, isIdempotencyError } from '@idempotent-consumer/core';
 import { heartbeatIntervalFor, LeaseKeeperSet } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer } from './errors';
