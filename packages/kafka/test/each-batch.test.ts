@@ -91,3 +91,30 @@ describe('idempotentEachBatch', () => {
     eachBatch.close();
   });
 });
+
+describe('idempotentEachBatch waits', () => {
+  it('a CONFLICT of the batch claim waits for the holder with reserve: true; the claim it ends with costs no attempt until it runs', async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
+    const held = await idempotency.claim({ scope: 'g/pay', key: 'k' });
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    const runs: number[] = [];
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', conflictWaitMs: 2000 },
+      ({ attempt }) => {
+        runs.push(attempt);
+      },
+    );
+    const payload = batchPayload('pay', 0, [keyed(0, 'k')]);
+    const running = eachBatch(payload);
+    await new Promise((r) => setTimeout(r, 50));
+    if (held.outcome !== 'ACQUIRED') throw new Error('expected the key held');
+    await idempotency.release({ scope: 'g/pay', key: 'k' }, held); // the holder gives it back
+    await running;
+    expect(wait.mock.calls[0]![1]).toMatchObject({ reserve: true });
+    expect(runs).toEqual([2]); // the holder's attempt, then this run's
+    expect(payload.resolved).toEqual(['0']);
+    eachBatch.close();
+  });
+});
