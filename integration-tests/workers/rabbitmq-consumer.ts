@@ -46,7 +46,7 @@ async function main(): Promise<void> {
         await new Promise((resolve) => setTimeout(resolve, 60_000));
         signal.throwIfAborted();
       }
-      await redis.hincrby(env('EFFECTS_KEY'), key, 1);
+      await redis.hincrby(env('EFFECTS_KEY'), key!, 1);
     },
   );
   await consumer.start();

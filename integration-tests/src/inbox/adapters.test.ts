@@ -41,7 +41,7 @@ describeWithServices(
       let inbox: TransactionalInbox = down.inbox(); // the database is down at first
       const { events } = await fx.consumer(fx.idempotency({ leaseMs: 2000 }), {}, (ctx) =>
         // RabbitMqHandlerContext carries the key and the fencing token the inbox needs.
-        inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key, ctx.fencingToken)),
+        inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key!, ctx.fencingToken)),
       );
       const messageId = `pay-${randomBytes(4).toString('hex')}`;
       fx.publish({ amountCents: 500 }, { messageId });
@@ -104,7 +104,7 @@ describeWithServices(['redis', 'sqs', 'mysql'], 'inbox with the SQS poller', ({ 
     const poller = new IdempotentSqsPoller(
       { idempotency: fx.idempotency({ leaseMs: 5000 }), sqs: fx.sqs },
       { queueUrl: q.url, waitTimeSeconds: 1 },
-      (ctx) => inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key, ctx.fencingToken)),
+      (ctx) => inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key!, ctx.fencingToken)),
     );
     poller.on('settled', (p) => processed.push(p));
     for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, 'charge', { key: 'sqs-pay-1' });

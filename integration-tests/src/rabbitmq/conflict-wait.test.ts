@@ -22,7 +22,7 @@ describeWithServices(
         { prefetch: 100, delayTiersMs: [1000, 5000, 30_000, 120_000] },
         async ({ key }) => {
           await new Promise((r) => setTimeout(r, 20));
-          charges.set(key, (charges.get(key) ?? 0) + 1);
+          charges.set(key!, (charges.get(key!) ?? 0) + 1);
         },
       );
       const started = performance.now();

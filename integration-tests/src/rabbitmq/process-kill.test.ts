@@ -86,7 +86,7 @@ describeWithServices(
       const seen: RabbitMqHandlerContext[] = [];
       const { events } = await fx.consumer(fx.idempotency({ leaseMs: 1000 }), {}, async (ctx) => {
         seen.push(ctx);
-        await fx.redis.hincrby(effectsKey, ctx.key, 1);
+        await fx.redis.hincrby(effectsKey, ctx.key!, 1);
       });
       await waitFor('the second consumer to complete the message', () => acks(events).length === 1, 10_000);
       expect(seen).toHaveLength(1);

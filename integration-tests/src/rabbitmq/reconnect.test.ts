@@ -31,10 +31,10 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connection dr
         fx.idempotency({ leaseMs: 5000 }),
         { prefetch: 4, reconnectBackoff: { baseMs: 100, maxMs: 400, jitter: 'none' } },
         async ({ key }) => {
-          handlerRuns.set(key, (handlerRuns.get(key) ?? 0) + 1);
+          handlerRuns.set(key!, (handlerRuns.get(key!) ?? 0) + 1);
           // Long enough that deliveries are in flight when the connection drops.
           await pause(150);
-          await fx.redis.hincrby(effectsKey, key, 1);
+          await fx.redis.hincrby(effectsKey, key!, 1);
         },
         {
           connect: async () => {

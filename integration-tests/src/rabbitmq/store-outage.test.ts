@@ -41,9 +41,9 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
     const handlerRan = new Set<string>();
     const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
-      handlerRan.add(key);
+      handlerRan.add(key!);
       await pause(40);
-      await fx.redis.hincrby(effectsKey, key, 1);
+      await fx.redis.hincrby(effectsKey, key!, 1);
     });
     for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
 

@@ -26,7 +26,7 @@ describeWithServices(
         { queueUrl: q.url, concurrency: 100, waitTimeSeconds: 1 },
         async ({ key }) => {
           await new Promise((r) => setTimeout(r, 20));
-          await fx.effect(counter, key);
+          await fx.effect(counter, key!);
         },
       );
       poller.on('settled', (p) => {

@@ -93,7 +93,7 @@ describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, waitTimeSeconds: 1 },
         async ({ outcome, fencingToken, key }) => {
-          seen.push({ outcome, fencingToken, key });
+          seen.push({ outcome, fencingToken, key: key! });
         },
       );
       const settled: Settled[] = [];

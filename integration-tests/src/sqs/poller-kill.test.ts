@@ -60,7 +60,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller killed mid-handler', ({ redis
       { queueUrl: q.url, waitTimeSeconds: 1 },
       async ({ key, outcome, attempt, fencingToken }) => {
         seen.push({ outcome, attempt, fencingToken });
-        await fx.effect(counter, key);
+        await fx.effect(counter, key!);
       },
     );
     second.on('settled', (p) => processed.push(p));

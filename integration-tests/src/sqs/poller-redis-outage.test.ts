@@ -55,7 +55,7 @@ describeWithServices(
           storeProbeBackoff: { baseMs: 100, maxMs: 100 },
         },
         async ({ key }) => {
-          await fx.effect(counter, key);
+          await fx.effect(counter, key!);
         },
       );
       poller.on('settled', (p) => processed.push(p));

@@ -38,7 +38,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
         { queueUrl: q.url, concurrency: 8, waitTimeSeconds: 1 },
         async ({ message, key }) => {
           await new Promise((r) => setTimeout(r, 50));
-          await fx.effect(counter, key);
+          await fx.effect(counter, key!);
           return { charged: message.Body };
         },
       ),
@@ -71,7 +71,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const handler = async ({ key }: SqsHandlerContext) => {
       inHandler = true;
       await handlerGate;
-      await fx.effect(counter, key);
+      await fx.effect(counter, key!);
     };
     const options = { queueUrl: q.url, waitTimeSeconds: 1, concurrency: 1 };
     const a = track(new IdempotentSqsPoller({ idempotency, sqs: fx.sqs }, options, handler));

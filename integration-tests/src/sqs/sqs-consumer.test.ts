@@ -65,7 +65,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       { idempotency, sqs: fx.sqs },
       { queueUrl: q.url },
       async ({ key }) => {
-        await fx.effect(counter, key);
+        await fx.effect(counter, key!);
       },
     );
     const processed = settledOf(wiring);
@@ -93,7 +93,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     const processed: Settled[] = [];
     const handler = async ({ key }: SqsHandlerContext) => {
       await new Promise((r) => setTimeout(r, 2500));
-      await fx.effect(counter, key);
+      await fx.effect(counter, key!);
     };
     const make = () => {
       const wiring = createSqsConsumerWiring(
@@ -166,7 +166,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
         if (message.Body === 'fails-once' && (await fx.effect(counter, 'fails-once-attempts')) === 1) {
           throw new Error('once');
         }
-        await fx.effect(counter, key);
+        await fx.effect(counter, key!);
       },
     );
     const processed = settledOf(wiring);

@@ -1,4 +1,4 @@
-import { type ClaimReply, InvalidOptionError, isIdempotencyError } from '@idempotent-consumer/core';
+import { type ClaimReply, isIdempotencyError } from '@idempotent-consumer/core';
 import { heartbeatIntervalFor, LeaseKeeperSet } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer } from './errors';
@@ -24,8 +24,10 @@ export interface IdempotentEachBatch {
   (payload: EachBatchPayloadLike): Promise<void>;
   /** The wrapper's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link KafkaIdempotencyEvents}. */
   readonly events: KafkaEventEmitter;
-  /** Clears pending resume timers and the store watcher. Call it after `consumer.disconnect()`. */
+  /** See {@link IdempotentEachMessage.close}. */
   close(): void;
+  /** See {@link IdempotentEachMessage.checkStore}. */
+  checkStore(): Promise<void>;
 }
 
 /**
@@ -60,12 +62,8 @@ export function idempotentEachBatch<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachBatch {
-  const { resolved, events, processor, pauser, gate, close } = buildWrapperParts(
-    'idempotentEachBatch',
-    dependencies,
-    options,
-    handler,
-  );
+  const { resolved, events, processor, pauser, gate, close, stopping, checkStore, checkStoreOnFirstUse } =
+    buildWrapperParts('idempotentEachBatch', dependencies, options, handler);
   const { idempotency } = dependencies;
   /** Per partition, the offset an early stop left unresolved: the next batch claims it alone first. */
   const stoppedAt = new Map<string, string>();
@@ -79,7 +77,8 @@ export function idempotentEachBatch<T>(
   const eachBatch = async (payload: EachBatchPayloadLike): Promise<void> => {
     const { topic, partition, messages } = payload.batch;
     const tp = `${partition}:${topic}`;
-    const shouldStop = () => !payload.isRunning() || payload.isStale();
+    const shouldStop = () => stopping.aborted || !payload.isRunning() || payload.isStale();
+    void checkStoreOnFirstUse();
     const deliveryOf = (message: KafkaMessageLike): Delivery => ({
       topic,
       partition,
@@ -210,5 +209,5 @@ export function idempotentEachBatch<T>(
     }
   }
 
-  return Object.assign(eachBatch, { events, close });
+  return Object.assign(eachBatch, { events, close, checkStore });
 }

@@ -15,8 +15,19 @@ export interface IdempotentEachMessage {
   (payload: EachMessagePayloadLike): Promise<void>;
   /** The wrapper's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link KafkaIdempotencyEvents}. */
   readonly events: KafkaEventEmitter;
-  /** Clears pending resume timers and the store watcher. Call it after `consumer.disconnect()`. */
+  /**
+   * Ends every inline wait (a conflict, a retry, the store, a completion write while the store is down:
+   * their offsets stay unresolved), clears pending resume timers and the store watcher, stops listening to
+   * the Redis client. Call it before (or right after) `consumer.disconnect()`.
+   */
   close(): void;
+  /**
+   * Sends one `PING` to the idempotency store (bounded by its command timeout). Await it before
+   * `consumer.run()` to refuse to start against a store that does not answer; the wrapper also pings once
+   * on its first message and logs a failure as an error (the message then waits fail-closed).
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the wrapper and where Redis is (host and port).
+   */
+  checkStore(): Promise<void>;
 }
 
 /**
@@ -58,12 +69,8 @@ export function idempotentEachMessage<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachMessage {
-  const { events, processor, pauser, gate, close, resolved } = buildWrapperParts(
-    'idempotentEachMessage',
-    dependencies,
-    options,
-    handler,
-  );
+  const { events, processor, pauser, gate, close, resolved, stopping, checkStore, checkStoreOnFirstUse } =
+    buildWrapperParts('idempotentEachMessage', dependencies, options, handler);
 
   const eachMessage = async (payload: EachMessagePayloadLike): Promise<void> => {
     const { topic, partition, message } = payload;
@@ -72,8 +79,9 @@ export function idempotentEachMessage<T>(
       partition,
       message,
       heartbeat: () => payload.heartbeat(),
-      shouldStop: () => false,
+      shouldStop: () => stopping.aborted,
     };
+    void checkStoreOnFirstUse();
     const fallbackDelayMs = resolved.retryBackoff.baseMs ?? 1000;
     let end: ProcessEnd;
     try {
@@ -116,5 +124,5 @@ export function idempotentEachMessage<T>(
         throw partitionPausedError(`Stopped before ${where}; it stays unresolved`, topic, partition, 0);
     }
   };
-  return Object.assign(eachMessage, { events, close });
+  return Object.assign(eachMessage, { events, close, checkStore });
 }

@@ -1,4 +1,4 @@
-import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import type { DeadLetterReason, InvalidKeyError, RunOutcome } from '@idempotent-consumer/core';
 import { TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
@@ -62,6 +62,11 @@ export interface KafkaIdempotencyEvents {
   /** The key extractor found no key; `action` is what `missingKey` did with the message. */
   missingKey: [KafkaEventSubject & { action: 'dead-letter' | 'process' }];
   /**
+   * The key extractor or the fingerprint threw, or the store refused the key: the message is
+   * dead-lettered as `invalid-key` (whatever `missingKey` says). `error` says why.
+   */
+  invalidKey: [KafkaEventSubject & { error: InvalidKeyError }];
+  /**
    * The store did not answer: consumption of `topic` waits (inline, then with every partition of the topic
    * paused) until a ping answers. `error` is the store's error.
    */
@@ -73,8 +78,9 @@ export interface KafkaIdempotencyEvents {
   /** A broker request failed: a dead-letter `produce`, `pause`, `resume`, `heartbeat`, `commit`. */
   brokerError: [{ operation: string; error: unknown; source: KafkaSource | undefined }];
   /**
-   * The handler's claim was lost (`during: 'write'`: the COMPLETED write was refused). When the handler
-   * had completed, the work is done: the offset resolves and the handler is not run again here.
+   * The handler's claim was lost (`during: 'write'`: the COMPLETED write was refused, by the runner or by
+   * the wrapper's own completion write after a store outage). When the handler had completed, the work is
+   * done: the offset resolves and the handler is not run again here.
    */
   leaseLost: [
     KafkaEventSubject & {

@@ -3,6 +3,7 @@ import {
   describeError,
   fingerprint,
   type Idempotency,
+  InvalidKeyError,
   isIdempotencyError,
   type RunOptions,
   type RunOutcome,
@@ -10,11 +11,13 @@ import {
   type RunResult,
 } from '@idempotent-consumer/core';
 import {
+  type AdapterLog,
   type HeaderCarrier,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
   type StoreGate,
+  UnprotectedRuns,
 } from '@idempotent-consumer/core/kit';
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
@@ -63,9 +66,6 @@ export class BrokerHeartbeatFailure {
 
 const isStoreUnavailable = (e: unknown) => isIdempotencyError(e) && e.code === 'STORE_UNAVAILABLE';
 
-/** Bound of the per-offset run counts of UNPROTECTED messages kept in memory. */
-const MAX_UNPROTECTED_TRACKED = 10_000;
-
 /**
  * Handles one message for the `eachMessage` and `eachBatch` wrappers: claims (or takes the batch's
  * claim), waits for a conflicting holder, runs through the runner, asks {@link decide} what Kafka should
@@ -75,8 +75,11 @@ const MAX_UNPROTECTED_TRACKED = 10_000;
 export class MessageProcessor<T> {
   readonly #policy: DecisionPolicy;
   readonly #deadLetters: DeadLetterSender;
-  /** Runs of UNPROTECTED messages that threw, by `topic/partition/offset`: no record counts them. */
-  readonly #unprotectedRuns = new Map<string, number>();
+  /**
+   * Runs of UNPROTECTED messages that did not end them, by `topic/partition/offset` (no record counts
+   * them), and the dead-letter decision of one whose copy failed (its re-fetch sends it, not running again).
+   */
+  readonly #unprotectedRuns = new UnprotectedRuns<Extract<Decision, { action: 'dead-letter' }>>();
   readonly #telemetry: MessageTelemetry<TelemetryDelivery, HeaderCarrier>;
 
   constructor(
@@ -86,6 +89,8 @@ export class MessageProcessor<T> {
     private readonly handler: KafkaHandler<T>,
     private readonly events: KafkaEventEmitter,
     private readonly gate: StoreGate,
+    private readonly log: AdapterLog,
+    private readonly stopping: AbortSignal,
   ) {
     this.#policy = {
       retryBackoff: options.retryBackoff,
@@ -115,9 +120,15 @@ export class MessageProcessor<T> {
         error: 'The message carries no idempotency key',
       };
     }
-    const payload = this.options.fingerprintOf ? this.options.fingerprintOf(message) : undefined;
-    const request: RunRequest =
-      payload === undefined ? { scope, key } : { scope, key, fingerprint: fingerprint(payload) };
+    let digest: string | undefined;
+    try {
+      const payload = this.options.fingerprintOf ? this.options.fingerprintOf(message) : undefined;
+      digest = payload === undefined ? undefined : fingerprint(payload);
+    } catch (error) {
+      // It would throw on every re-fetch: dead-lettered like a key that cannot be read.
+      return { kind: 'unkeyed', scope, reason: 'invalid-key', error: describeError(error) };
+    }
+    const request: RunRequest = digest === undefined ? { scope, key } : { scope, key, fingerprint: digest };
     return { kind: 'keyed', request };
   }
 
@@ -165,8 +176,15 @@ export class MessageProcessor<T> {
       const subject = this.#subject(delivery, prepared.scope, undefined, undefined, 0);
       if (prepared.reason === 'missing-key') {
         this.events.emit('missingKey', { ...subject, action: this.options.missingKey });
+        this.log.warnOnce(
+          'missing-key',
+          `a message on ${delivery.topic} has no idempotency key (by default the idempotency-key header, else the Kafka message key); it is ${this.options.missingKey === 'process' ? 'processed without idempotency (outcome UNPROTECTED)' : 'dead-lettered (reason missing-key)'}. Further ones are reported only by the missingKey event.`,
+          { topic: delivery.topic, partition: delivery.partition, offset: delivery.message.offset },
+        );
         if (this.options.missingKey === 'process')
           return this.#unprotected(delivery, prepared.scope, undefined, undefined);
+      } else {
+        this.#invalidKey(delivery, subject, prepared.error);
       }
       const letter = {
         action: 'dead-letter',
@@ -199,6 +217,7 @@ export class MessageProcessor<T> {
           }
           const subject = this.#subject(delivery, request.scope, request.key, undefined, 0);
           if (isIdempotencyError(error) && error.code === 'INVALID_IDEMPOTENCY_KEY') {
+            this.#invalidKey(delivery, subject, describeError(error));
             const letter = {
               action: 'dead-letter',
               reason: 'invalid-key',
@@ -216,7 +235,8 @@ export class MessageProcessor<T> {
       reply = undefined;
       if (current.outcome === 'CONFLICT' && !waitedForHolder && this.options.conflictWaitMs > 0) {
         waitedForHolder = true;
-        const waited = await this.#waitForHolder(delivery, request, runOptions);
+        // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
+        const waited = await this.#waitForHolder(delivery, request, runOptions, firstReply !== undefined);
         if (waited === 'stop') return { action: 'stop' };
         reply = waited; // the holder's outcome (or CONFLICT still); `undefined`: the store did not answer
         continue;
@@ -245,17 +265,40 @@ export class MessageProcessor<T> {
       const subject = this.#subject(delivery, request.scope, request.key, result.outcome, current.attempt);
       if ('status' in result) {
         if (result.status === 'completed' && !result.recorded) {
-          // The handler completed: the offset resolves even if the delivery ends first (a commit that
-          // lands then prevents the replay).
-          await writeCompletion(
+          // The handler completed but COMPLETED is not written: the offset must not resolve past it.
+          const written = await writeCompletion(
             this.idempotency,
             request,
             current.fencingToken,
             result.result,
             { ...delivery, source: subject.source },
+            this.gate,
+            this.stopping,
             this.options,
             this.events,
           );
+          if (written === 'stopped') return { action: 'stop' };
+          if (written === 'lost') {
+            // Where it happened: the completion write this wrapper made, refused with LEASE_LOST (the
+            // runner did not see it, so this wrapper logs it).
+            this.log.warn(
+              `lease lost on key ${JSON.stringify(request.key)} of scope ${JSON.stringify(request.scope)} (fencing token ${current.fencingToken}, during write): the handler completed, but its COMPLETED write was refused after the store came back; another worker may run it`,
+              { scope: request.scope, key: request.key, fencingToken: current.fencingToken, during: 'write' },
+            );
+            await this.#reportLeaseLost(
+              { ...subject, attempt: result.attempt },
+              request,
+              current.fencingToken,
+            );
+            return this.#finish(
+              delivery,
+              { ...subject, attempt: result.attempt },
+              {
+                action: 'resolve',
+                reason: 'lease-lost',
+              },
+            );
+          }
         }
         if (result.status === 'lease-lost' && result.handlerCompleted) {
           await this.#reportLeaseLost(subject, request, current.fencingToken);
@@ -327,15 +370,17 @@ export class MessageProcessor<T> {
     switch (decision.action) {
       case 'resolve':
         delivery.span?.brokerAction(decision.action);
-        this.#unprotectedRuns.delete(offsetId(delivery));
+        this.#unprotectedRuns.forget(offsetId(delivery));
         this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
         return { action: 'resolve' };
       case 'dead-letter': {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
+          // An unprotected run's re-fetch sends this copy again without running the handler again.
+          if (subject.outcome === 'UNPROTECTED') this.#unprotectedRuns.hold(offsetId(delivery), decision);
           return this.#finish(delivery, subject, this.#pauseAfterError('dead-letter-failed', undefined));
         }
         delivery.span?.brokerAction(decision.action);
-        this.#unprotectedRuns.delete(offsetId(delivery));
+        this.#unprotectedRuns.forget(offsetId(delivery));
         this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
         return { action: 'resolve' };
       }
@@ -371,7 +416,23 @@ export class MessageProcessor<T> {
   ): Promise<ProcessEnd> {
     const id = offsetId(delivery);
     for (;;) {
-      const attempt = (this.#unprotectedRuns.get(id) ?? 0) + 1;
+      const held = this.#unprotectedRuns.get(id)?.held;
+      const attempt = this.#unprotectedRuns.attemptOf(id);
+      if (held || attempt > this.#policy.maxAttempts) {
+        // Its last run's dead letter was not sent (or its runs are used up): send it, do not run again.
+        const subject = this.#subject(delivery, scope, key, 'UNPROTECTED', attempt - 1);
+        return this.#finish(
+          delivery,
+          subject,
+          held ?? {
+            action: 'dead-letter',
+            reason: 'attempts-exhausted',
+            attempt: attempt - 1,
+            error: `The handler ran ${attempt - 1} times without protection (maxAttempts ${this.#policy.maxAttempts})`,
+            failedFencingToken: undefined,
+          },
+        );
+      }
       const place = {
         scope,
         key,
@@ -382,14 +443,24 @@ export class MessageProcessor<T> {
       };
       const result = await runUnprotected(this.handler, place, attempt, storeError);
       delivery.span?.result(result, key);
-      if (result.status === 'threw') {
-        if (this.#unprotectedRuns.size >= MAX_UNPROTECTED_TRACKED) this.#unprotectedRuns.clear();
-        this.#unprotectedRuns.set(id, attempt);
-      }
+      if (result.status === 'threw') this.#unprotectedRuns.ran(id);
       const subject = this.#subject(delivery, scope, key, 'UNPROTECTED', attempt);
       const end = await this.#carryOut(delivery, subject, decide(result, this.#policy, attempt));
       if (end !== 'again') return end;
     }
+  }
+
+  /**
+   * A key the extractor or the store refused (or a payload that cannot be fingerprinted): the
+   * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`.
+   */
+  #invalidKey(delivery: Delivery, subject: KafkaEventSubject, error: string): void {
+    this.events.emit('invalidKey', { ...subject, error: new InvalidKeyError(error) });
+    this.log.warnOnce(
+      'invalid-key',
+      `a message on ${delivery.topic} has an invalid idempotency key or payload (${error}); it is dead-lettered (reason invalid-key). Further ones are reported only by the invalidKey event.`,
+      { topic: delivery.topic, partition: delivery.partition, offset: delivery.message.offset },
+    );
   }
 
   /**
@@ -428,6 +499,7 @@ export class MessageProcessor<T> {
     delivery: Delivery,
     request: RunRequest,
     runOptions: RunOptions,
+    reserve: boolean,
   ): Promise<ClaimReply | undefined | 'stop'> {
     const abort = new AbortController();
     const waiting = this.idempotency
@@ -435,6 +507,7 @@ export class MessageProcessor<T> {
         ...runOptions,
         conflictWaitMs: this.options.conflictWaitMs,
         signal: abort.signal,
+        reserve,
       })
       .catch((error: unknown) => {
         if (isStoreUnavailable(error)) return undefined;

@@ -1,5 +1,5 @@
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import { StoreGate } from '@idempotent-consumer/core/kit';
+import { AdapterLog, checkStoreAnswers, StoreGate, watchRedisErrors } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
@@ -16,8 +16,23 @@ export interface WrapperParts<T> {
   readonly events: KafkaEventEmitter;
   /** Closed while the store does not answer; its one probe loop resumes the paused topics. */
   readonly gate: StoreGate;
-  /** Ends the gate's probe loop and the pauser's timers (the consumer is going away). */
+  /**
+   * Ends inline waits (`stopping`), the gate's probe loop and the pauser's timers, stops listening to the
+   * Redis client and detaches the logger (the consumer is going away).
+   */
   readonly close: () => void;
+  /** Aborted by `close()`: every inline wait (conflict, retry, store, completion write) ends. */
+  readonly stopping: AbortSignal;
+  /** Where the wrapper's warnings go. */
+  readonly log: AdapterLog;
+  /** One `PING` to the store; see `IdempotentEachMessage.checkStore`. */
+  readonly checkStore: () => Promise<void>;
+  /**
+   * The first call checks the store once (`checkStore`, not awaited by the wrappers) and logs a failure
+   * as an error with where Redis is; the message meets the store as it is (fail closed). Later calls do
+   * nothing. Never rejects.
+   */
+  readonly checkStoreOnFirstUse: () => Promise<void>;
   readonly processor: MessageProcessor<T>;
   readonly pauser: PartitionPauser;
 }
@@ -41,9 +56,18 @@ export function buildWrapperParts<T>(
   const resolved = resolveKafkaOptions(options ?? {}, dependencies.producer !== undefined);
   const events = new KafkaEventEmitter();
   const pauser = new PartitionPauser(dependencies.consumer, events);
+  const groupId = typeof options?.groupId === 'string' ? options.groupId : undefined;
+  const log = AdapterLog.for(
+    dependencies.idempotency,
+    dependencies.logger,
+    groupId === undefined ? wrapper : `${wrapper} of group ${groupId}`,
+    groupId === undefined ? {} : { groupId },
+  );
+  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
+  const stopping = new AbortController();
   const gate = new StoreGate(
     dependencies.idempotency.store,
-    { storeProbeBackoff: resolved.storeProbeBackoff },
+    { storeProbeBackoff: resolved.storeProbeBackoff, log },
     {
       onStoreRecovered: ({ downMs }) => {
         events.emit('storeRecovered', { topics: pauser.resumeStoreTopics(), downMs });
@@ -51,15 +75,36 @@ export function buildWrapperParts<T>(
     },
   );
   const { idempotency, producer } = dependencies;
+  const checkStore = () => checkStoreAnswers(idempotency.store, log.where);
+  let firstUse: Promise<void> | undefined;
   return {
     resolved,
     events,
     gate,
+    stopping: stopping.signal,
+    log,
+    checkStore,
+    checkStoreOnFirstUse: () =>
+      (firstUse ??= checkStore().catch((error: unknown) => {
+        log.error(error instanceof Error ? error.message : String(error), { error });
+      })),
     close: () => {
+      stopping.abort();
       gate.dispose();
       pauser.close();
+      unwatchRedis();
+      log.close();
     },
-    processor: new MessageProcessor(idempotency, producer, resolved, handler, events, gate),
+    processor: new MessageProcessor(
+      idempotency,
+      producer,
+      resolved,
+      handler,
+      events,
+      gate,
+      log,
+      stopping.signal,
+    ),
     pauser,
   };
 }

@@ -4,13 +4,13 @@ import { batchPayload, FakeConsumer, FakeProducer, message } from './fakes';
 
 function setup(options: Record<string, unknown> = {}) {
   const store = new MemoryIdempotencyStore();
-  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 3 });
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
   const consumer = new FakeConsumer();
   const producer = new FakeProducer();
   const runs: string[] = [];
   const failing = new Set<string>();
   const eachBatch = idempotentEachBatch(
-    { idempotency, consumer, producer },
+    { idempotency, consumer, producer, logger: false },
     { groupId: 'g', maxInlineDelayMs: 0, retryBackoff: { baseMs: 60_000, jitter: 'none' }, ...options },
     ({ key, attempt }) => {
       runs.push(`${key}#${attempt}`);
@@ -75,10 +75,10 @@ describe('idempotentEachBatch', () => {
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     jest.spyOn(store, 'claimMany').mockRejectedValue(new StoreUnavailableError('down'));
     jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
-    const idempotency = new Idempotency({ store }, { storeFailureMode: 'open' });
+    const idempotency = new Idempotency({ store, logger: false }, { storeFailureMode: 'open' });
     const seen: string[] = [];
     const eachBatch = idempotentEachBatch(
-      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer() },
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
       { groupId: 'g' },
       ({ key, outcome }) => {
         seen.push(`${key} ${outcome}`);
@@ -88,6 +88,33 @@ describe('idempotentEachBatch', () => {
     await eachBatch(payload);
     expect(seen).toEqual(['a UNPROTECTED', 'b UNPROTECTED']);
     expect(payload.resolved).toEqual(['0', '1']);
+    eachBatch.close();
+  });
+});
+
+describe('idempotentEachBatch waits', () => {
+  it('a CONFLICT of the batch claim waits for the holder with reserve: true; the claim it ends with costs no attempt until it runs', async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
+    const held = await idempotency.claim({ scope: 'g/pay', key: 'k' });
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    const runs: number[] = [];
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', conflictWaitMs: 2000 },
+      ({ attempt }) => {
+        runs.push(attempt);
+      },
+    );
+    const payload = batchPayload('pay', 0, [keyed(0, 'k')]);
+    const running = eachBatch(payload);
+    await new Promise((r) => setTimeout(r, 50));
+    if (held.outcome !== 'ACQUIRED') throw new Error('expected the key held');
+    await idempotency.release({ scope: 'g/pay', key: 'k' }, held); // the holder gives it back
+    await running;
+    expect(wait.mock.calls[0]![1]).toMatchObject({ reserve: true });
+    expect(runs).toEqual([2]); // the holder's attempt, then this run's
+    expect(payload.resolved).toEqual(['0']);
     eachBatch.close();
   });
 });

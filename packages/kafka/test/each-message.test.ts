@@ -9,14 +9,14 @@ import { FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
 
 function setup(options: Record<string, unknown> = {}) {
   const store = new MemoryIdempotencyStore();
-  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 2 });
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 2 });
   const consumer = new FakeConsumer();
   const producer = new FakeProducer();
   const events: { type: keyof KafkaIdempotencyEvents; [field: string]: unknown }[] = [];
   const runs: string[] = [];
   let fail: (key: string | undefined, attempt: number) => Error | undefined = () => undefined;
   const eachMessage = idempotentEachMessage(
-    { idempotency, consumer, producer },
+    { idempotency, consumer, producer, logger: false },
     { groupId: 'g', retryBackoff: { baseMs: 5, jitter: 'none' }, ...options },
     ({ key, attempt, outcome }) => {
       runs.push(`${key}#${attempt}${outcome === 'UNPROTECTED' ? ' unprotected' : ''}`);
@@ -230,10 +230,10 @@ describe('idempotentEachMessage', () => {
     const store = new MemoryIdempotencyStore();
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
-    const idempotency = new Idempotency({ store }, { storeFailureMode: 'open' });
+    const idempotency = new Idempotency({ store, logger: false }, { storeFailureMode: 'open' });
     const seen: unknown[] = [];
     const eachMessage = idempotentEachMessage(
-      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer() },
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
       { groupId: 'g' },
       ({ key, outcome, fencingToken }) => {
         seen.push({ key, outcome, fencingToken });
@@ -264,7 +264,7 @@ describe('idempotentEachMessage', () => {
   });
 
   it('checks its options', () => {
-    const idempotency = new Idempotency({ store: new MemoryIdempotencyStore() });
+    const idempotency = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
     const consumer = new FakeConsumer();
     expect(() =>
       idempotentEachMessage({ idempotency, consumer }, { deadLetterTopic: false }, () => {}),
@@ -272,5 +272,85 @@ describe('idempotentEachMessage', () => {
     expect(() => idempotentEachMessage({ idempotency, consumer }, { groupId: 'g' }, () => {})).toThrow(
       /producer/,
     );
+  });
+});
+
+describe('idempotentEachMessage failure paths', () => {
+  it('an unprotected run whose dead-letter produce fails is not run again: the re-fetch sends the copy', async () => {
+    const t = setup({ idempotencyKey: () => undefined, missingKey: 'process' });
+    t.failWith(() => new NonRetryableError('bad'));
+    t.producer.failNext = true;
+    const payload = messagePayload('pay', 0, message(7, 'v'));
+    expect(await t.eachMessage(payload).catch((e: unknown) => e)).toBeInstanceOf(PartitionPausedError);
+    await t.eachMessage(payload); // KafkaJS re-fetches the unresolved offset
+    expect(t.runs).toEqual(['undefined#1 unprotected']);
+    expect(t.producer.sent).toHaveLength(1);
+    expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
+      'x-idempotency-dead-letter-reason': 'non-retryable',
+    });
+    t.eachMessage.close();
+  });
+
+  it('a fingerprint that throws dead-letters the message as invalid-key with an invalidKey event', async () => {
+    const t = setup({
+      fingerprint: () => {
+        throw new Error('unparsable');
+      },
+    });
+    const invalid: unknown[] = [];
+    t.eachMessage.events.on('invalidKey', (e) => invalid.push(e.error));
+    await t.eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+    expect(t.runs).toEqual([]);
+    expect(invalid).toHaveLength(1);
+    expect((invalid[0] as Error).name).toBe('InvalidKeyError');
+    expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
+      'x-idempotency-dead-letter-reason': 'invalid-key',
+    });
+  });
+
+  it('a completion write refused with LEASE_LOST after an outage emits leaseLost (during write) and resolves', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, writeAttempts: 1 });
+    const eachMessage = idempotentEachMessage(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', storeProbeBackoff: { baseMs: 1, maxMs: 1, jitter: 'none' } },
+      () => 'done',
+    );
+    const complete = jest
+      .spyOn(store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockResolvedValueOnce({ ok: false, state: 'IN_PROGRESS', currentFencingToken: 999 } as never);
+    const lost: unknown[] = [];
+    eachMessage.events.on('leaseLost', (e) => lost.push(e.during));
+    await eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+    expect(complete).toHaveBeenCalledTimes(2);
+    expect(lost).toEqual(['write']);
+    eachMessage.close();
+  });
+
+  it('a completion write while the store stays down ends when the wrapper closes, leaving the offset unresolved', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, writeAttempts: 1 });
+    const eachMessage = idempotentEachMessage(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+      () => 'done',
+    );
+    jest.spyOn(store, 'complete').mockRejectedValue(new StoreUnavailableError('down'));
+    jest.spyOn(store, 'ping').mockRejectedValue(new StoreUnavailableError('down'));
+    const unavailable = new Promise((resolve) => eachMessage.events.once('storeUnavailable', resolve));
+    const settled: unknown[] = [];
+    eachMessage.events.on('settled', (e) => settled.push(e));
+    const running = eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+    const outcome = running.then(
+      () => 'resolved',
+      (e: unknown) => e,
+    );
+    await unavailable;
+    eachMessage.close();
+    expect(await outcome).toBeInstanceOf(PartitionPausedError);
+    expect(settled).toEqual([]);
   });
 });

@@ -1,12 +1,19 @@
 import { performance } from 'node:perf_hooks';
 import {
   computeBackoffMs,
-  consoleLogger,
   type Idempotency,
   type IdempotencyLogger,
   InvalidOptionError,
 } from '@idempotent-consumer/core';
-import { StoreGate, sleep, TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import {
+  AdapterLog,
+  checkStoreAnswers,
+  checkStoreAtStart,
+  StoreGate,
+  sleep,
+  TypedEventEmitter,
+  watchRedisErrors,
+} from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
@@ -45,9 +52,13 @@ export interface IdempotentConsumerDependencies {
    */
   readonly connect?: () => Promise<AmqpConnection>;
   /**
-   * Where what a person must not miss is logged, once each: the first message without an idempotency key,
-   * a consume channel or connection that closed, a reconnect. Any `{ warn, error }` (console, pino,
-   * winston); `false` for none. @defaultValue console
+   * Where what a person must not miss is logged as warnings, never a line per successful message: the
+   * first message dead-lettered (or run unprotected) for a missing key, the first with an invalid key, the
+   * store unavailable and recovered (once per outage), a lease lost, a result omitted (the runner's
+   * warnings, when the runner does not log to this same logger already), a Redis connection error (once
+   * per outage), a consume channel or connection that closed, a reconnect. Any `{ warn, error }`
+   * (console, pino, winston); `false` for none. The same option as the Kafka and SQS adapters'.
+   * @defaultValue console
    */
   readonly logger?: IdempotencyLogger | false;
 }
@@ -78,7 +89,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 
   readonly #options: ResolvedConsumerOptions;
   readonly #dependencies: IdempotentConsumerDependencies;
-  readonly #logger: IdempotencyLogger | false;
+  readonly #log: AdapterLog;
+  #unwatchRedis: (() => void) | undefined;
+  #reconnecting: Promise<void> | undefined;
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
   readonly #processor: DeliveryProcessor<T>;
@@ -110,13 +123,19 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     }
     if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
     this.#dependencies = dependencies;
-    this.#logger = dependencies.logger ?? consoleLogger;
     this.#options = resolveConsumerOptions(options, idempotency.options.leaseMs);
+    this.#log = AdapterLog.for(
+      idempotency,
+      dependencies.logger,
+      `the consumer of queue ${this.#options.queue}`,
+      { queue: this.#options.queue, scope: this.#options.scope },
+    );
+    this.#unwatchRedis = watchRedisErrors(idempotency.store, this.#log);
     this.topology = consumerTopology(this.#options);
     this.#channels = new ConsumerChannels((event) => this.#onChannelClosed(event));
     this.#gate = new StoreGate(
       idempotency.store,
-      { storeProbeBackoff: this.#options.storeProbeBackoff },
+      { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
       {
         onStoreUnavailable: ({ error }) =>
           this.emit('storeUnavailable', { scope: this.#options.scope, queue: this.#options.queue, error }),
@@ -131,6 +150,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       requeueAfterMs: this.#options.delayTiersMs[0]!,
       signal: this.#stopping.signal,
       emit: this.#emitEvent,
+      markDeadLettered: (key, fencingToken) =>
+        idempotency
+          .markDeadLettered({ scope: this.#options.scope, key }, { fencingToken })
+          .catch((error: unknown) =>
+            this.emit('storeError', { queue: this.#options.queue, operation: 'markDeadLettered', error }),
+          ),
     });
     this.#processor = new DeliveryProcessor<T>({
       idempotency,
@@ -155,7 +180,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
             : 'stopping',
       storeUnavailable: (error) => this.#pause(error),
       emit: this.#emitEvent,
-      logger: this.#logger,
+      log: this.#log,
       telemetry: consumerTelemetry(this.#options.queue, this.#options.telemetry),
     });
   }
@@ -171,9 +196,11 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Opens a connection (with `connect`), declares or checks the topology, opens the consume channel (with
-   * `prefetch`) and the confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves
-   * once subscribed.
+   * Checks that the store answers (one `PING`, {@link IdempotentConsumer.checkStore}; under the runner's
+   * `storeFailureMode: 'open'` a store that does not answer is only logged), opens a connection
+   * (with `connect`), declares or checks the topology, opens the consume channel (with `prefetch`) and the
+   * confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves once subscribed.
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the `PING` and the runner fails closed (nothing is opened).
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when the topology is missing or differs (nothing is consumed).
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when called twice.
    * @throws the error of `connect`, or of opening a channel, when the broker cannot be reached.
@@ -182,6 +209,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     if (this.#state !== 'idle') throw new InvalidOptionError(`start() was already called (${this.#state})`);
     this.#state = 'starting';
     try {
+      await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
       await this.#open();
       if (this.#state !== 'starting') return;
       this.#state = 'running';
@@ -189,10 +217,27 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       this.emit('started', { queue: this.#options.queue, consumerTag: this.#consumerTag! });
     } catch (error) {
       this.#state = 'stopped';
+      this.#release();
       await this.#channels.dispose();
       await this.#closeOwnedConnection();
       throw error;
     }
+  }
+
+  /**
+   * Sends one `PING` to the idempotency store (bounded by the store's command timeout); `start()` calls it
+   * first. The same check as the Kafka wrappers' and the SQS forms' `checkStore()`.
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
+   */
+  checkStore(): Promise<void> {
+    return checkStoreAnswers(this.#dependencies.idempotency.store, this.#log.where);
+  }
+
+  /** Stops listening to the Redis client and detaches the logger from the runner. */
+  #release(): void {
+    this.#unwatchRedis?.();
+    this.#unwatchRedis = undefined;
+    this.#log.close();
   }
 
   /**
@@ -213,6 +258,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     await this.#channels.dispose();
     await this.#closeOwnedConnection();
+    this.#release();
     this.#state = 'stopped';
     this.emit('stopped', { queue: this.#options.queue });
   }
@@ -334,28 +380,41 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     if (event.connectionClosed && !this.#dependencies.connect) {
       this.#state = 'closed';
       this.#stopping.abort();
+      this.#release();
       this.#warn(
-        `idempotent-consumer: the connection of the consumer of queue ${this.#options.queue} closed (${why}); consumption stopped for good. Pass connect instead of connection to reconnect.`,
+        `the connection of the consumer of queue ${this.#options.queue} closed (${why}); consumption stopped for good. Pass connect instead of connection to reconnect.`,
       );
       return;
     }
     this.#warn(
-      `idempotent-consumer: the consume channel of queue ${this.#options.queue} closed (${why}); the broker requeues its unacked messages and the consumer reconnects`,
+      `the consume channel of queue ${this.#options.queue} closed (${why}); the broker requeues its unacked messages and the consumer reconnects`,
     );
-    void this.#reconnect();
+    this.#reconnect();
   }
 
   /** Logs a warning a person must not miss; a logger that throws changes nothing. */
   #warn(message: string, fields: Record<string, unknown> = {}): void {
-    try {
-      if (this.#logger) this.#logger.warn(message, { queue: this.#options.queue, ...fields });
-    } catch {
-      // Isolated: see above.
-    }
+    this.#log.warn(message, fields);
   }
 
-  async #reconnect(): Promise<void> {
+  /**
+   * Reconnects, single-flight: a channel close and its connection's close (or a close during a
+   * reconnect) start one loop; a close that lands while the loop runs makes it go on instead of
+   * starting another.
+   */
+  #reconnect(): void {
     this.#state = 'reconnecting';
+    this.#reconnecting ??= this.#reconnectLoop().finally(() => {
+      this.#reconnecting = undefined;
+    });
+  }
+
+  /** Whether a reconnect loop is running (for tests: one at most). */
+  get reconnecting(): boolean {
+    return this.#reconnecting !== undefined;
+  }
+
+  async #reconnectLoop(): Promise<void> {
     const since = performance.now();
     for (let attempt = 1; ; attempt++) {
       const delayMs = computeBackoffMs(attempt, this.#options.reconnectBackoff);
@@ -372,10 +431,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         this.#state = this.#gate.closed ? 'paused' : 'running';
         if (this.#state === 'running') await this.#consume();
         else void this.#resumeWhenStoreAnswers();
+        // A channel closed again while this loop opened or consumed: the same loop goes on.
+        if ((this.#state as ConsumerState) === 'reconnecting') continue;
         const downMs = Math.round(performance.now() - since);
         this.emit('reconnected', { queue: this.#options.queue, attempts: attempt, downMs });
         this.#warn(
-          `idempotent-consumer: the consumer of queue ${this.#options.queue} consumes again after ${downMs} ms (${attempt} attempts)`,
+          `the consumer of queue ${this.#options.queue} consumes again after ${downMs} ms (${attempt} attempts)`,
           { attempts: attempt, downMs },
         );
         return;

@@ -12,14 +12,21 @@ import { pickDelayTier } from './delay-tiers';
 export type RetryReason = 'conflict' | 'handler-error' | 'lease-lost';
 
 /** Why a delivery was acked without being republished. */
-export type AckReason = 'completed' | 'duplicate' | 'lease-lost' | 'unprotected';
+export type AckReason = 'completed' | 'duplicate' | 'lease-lost' | 'unprotected' | 'dead-lettered-before';
 
 /**
  * Why a delivery was given back to the queue (`nack` with requeue) instead of settled for good: the store
- * did not answer its claim (`store-unavailable`), it arrived while consumption was paused or stopping, its
+ * did not answer its claim (`store-unavailable`), the store answered with an error that is not an outage
+ * (`store-error`, requeued after the shortest delay tier, consumption goes on), it arrived while consumption was paused or stopping, its
  * republish failed (`publish-failed`), or this adapter failed (`internal-error`).
  */
-export type RequeueReason = 'store-unavailable' | 'paused' | 'stopping' | 'publish-failed' | 'internal-error';
+export type RequeueReason =
+  | 'store-unavailable'
+  | 'store-error'
+  | 'paused'
+  | 'stopping'
+  | 'publish-failed'
+  | 'internal-error';
 
 /**
  * What the broker sees for one delivery: the RabbitMQ column of docs/design.md#outcome-to-broker-action.
@@ -45,6 +52,8 @@ export type Decision =
       readonly reason: DeadLetterReason;
       readonly attempt: number;
       readonly error: string;
+      /** The FAILED record's fencing token, to mark it dead-lettered once the copy is confirmed. */
+      readonly failedFencingToken: number | undefined;
     }
   | { readonly action: 'requeue'; readonly reason: RequeueReason };
 
@@ -85,8 +94,13 @@ function retry(
  * A dead-letter decision for a result the core classifies as dead-lettered ({@link deadLetterReasonOf}:
  * FAILED now, PAYLOAD_MISMATCH, an earlier FAILED record).
  */
-function deadLetter(result: RunResult<unknown>, attempt: number, error: string): Decision {
-  return { action: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error };
+function deadLetter(
+  result: RunResult<unknown>,
+  attempt: number,
+  error: string,
+  failedFencingToken: number | undefined,
+): Decision {
+  return { action: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error, failedFencingToken };
 }
 
 function backoff(attempt: number, policy: DecisionPolicy): number {
@@ -104,7 +118,8 @@ function backoff(attempt: number, policy: DecisionPolicy): number {
  * - DUPLICATE: ack; CONFLICT (still held after the runner's `conflictWaitMs` wait for the holder's
  *   outcome): retry after the holder's remaining lease capped at `maxConflictDelayMs` (rounded up to a
  *   tier not longer than the cap), never an immediate requeue;
- * - PAYLOAD_MISMATCH and an earlier FAILED record: dead-letter, the handler never ran;
+ * - PAYLOAD_MISMATCH and an earlier FAILED record: dead-letter, the handler never ran (a FAILED record
+ *   already marked dead-lettered: ack, its copy is in the dead-letter exchange);
  * - UNPROTECTED (store failure mode `open`, or a missing key processed): completed, ack; threw, retry, or
  *   dead-letter once `maxAttempts` (counted in a header) is reached or the error is not retryable.
  *
@@ -129,9 +144,12 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
         result,
         result.attempt,
         `The idempotency key was first used with another payload (record ${result.state})`,
+        undefined,
       );
     case 'FAILED':
-      return deadLetter(result, result.attempt, result.error);
+      // Dead-lettered by an earlier delivery (its copy is in the dead-letter exchange): settled, no copy.
+      if (result.deadLettered) return { action: 'ack', reason: 'dead-lettered-before' };
+      return deadLetter(result, result.attempt, result.error, result.fencingToken);
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { action: 'ack', reason: 'unprotected' };
       const retryable = (policy.isRetryable ?? (() => true))(result.error);
@@ -141,6 +159,7 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
           reason: retryable ? 'attempts-exhausted' : 'non-retryable',
           attempt: unprotectedAttempt,
           error: describeError(result.error),
+          failedFencingToken: undefined,
         };
       }
       return retry(
@@ -164,7 +183,12 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
             policy,
           );
         case 'failed':
-          return deadLetter(result, result.attempt, describeError(result.error));
+          return deadLetter(
+            result,
+            result.attempt,
+            describeError(result.error),
+            result.recorded ? result.fencingToken : undefined,
+          );
         case 'lease-lost':
           if (result.handlerCompleted) return { action: 'ack', reason: 'lease-lost' };
           return retry('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);

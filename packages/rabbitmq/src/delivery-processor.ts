@@ -1,15 +1,22 @@
+import { createHash } from 'node:crypto';
 import {
-  describeError,
   type Idempotency,
-  type IdempotencyLogger,
+  type IdempotencyError,
+  InvalidPayloadError,
   isIdempotencyError,
+  type Payload,
   type RunOptions,
   type RunResult,
 } from '@idempotent-consumer/core';
-import type { HeaderCarrier, MessageTelemetry } from '@idempotent-consumer/core/kit';
+import {
+  type AdapterLog,
+  type HeaderCarrier,
+  type MessageTelemetry,
+  UnprotectedRuns,
+} from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
-import { type DecisionPolicy, decide } from './decide';
+import { type Decision, type DecisionPolicy, decide } from './decide';
 import type { DeliverySubject, Emit } from './events';
 import type { RabbitMqHandler } from './handler';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
@@ -28,22 +35,30 @@ export interface DeliveryProcessorContext<T> {
   readonly settler: Settler;
   /** Whether deliveries may run now; `paused` or `stopping` when not (they are requeued). */
   readonly admission: () => 'running' | 'paused' | 'stopping';
-  /** Called with the error of a claim the store did not answer: the consumer pauses (fail closed). */
+  /** Called with the `StoreUnavailableError` of a claim: the consumer pauses (fail closed). */
   readonly storeUnavailable: (error: unknown) => void;
   readonly emit: Emit;
-  /** Where the first delivery without a key is reported, `false` for nowhere. */
-  readonly logger: IdempotencyLogger | false;
+  /** Where the first delivery without a key (or with an invalid one) is reported. */
+  readonly log: AdapterLog;
   /** A span per delivery and the metrics (no-ops without OpenTelemetry). */
   readonly telemetry: MessageTelemetry<ConsumeMessage, HeaderCarrier>;
 }
+
+/** The decision of an unprotected run that ended with nothing left to run: the ack, or a dead letter. */
+type HeldDecision = Extract<Decision, { action: 'ack' | 'dead-letter' }>;
 
 /**
  * Handles one delivery from its arrival to its decision: reads the key (`missingKey` for a delivery
  * without one), runs the handler through the runner (claim, heartbeat, outcome write), decides
  * ({@link decide}) and hands the decision to the {@link Settler}. A store that does not answer the claim
- * requeues the delivery and pauses the consumer: nothing is acked that did not complete.
+ * (`StoreUnavailableError`) requeues the delivery and pauses the consumer: nothing is acked that did not
+ * complete. A key the store refuses, or a payload that cannot be fingerprinted, is dead-lettered as
+ * `invalid-key`; any other store error requeues the delivery after the shortest delay tier.
  */
 export class DeliveryProcessor<T> {
+  /** Unprotected runs whose decision could not be carried out, by message digest (see `#unprotectedId`). */
+  readonly #unprotectedRuns = new UnprotectedRuns<HeldDecision>();
+
   constructor(private readonly context: DeliveryProcessorContext<T>) {}
 
   /** Processes one delivery; never rejects (an adapter bug requeues the delivery). */
@@ -69,12 +84,12 @@ export class DeliveryProcessor<T> {
     }
     const reading = keyPolicy.read(delivery.message);
     if (reading.kind === 'invalid') {
-      await settler.apply(delivery, reading.decision);
+      await this.#invalidKey(delivery, reading.error);
       return;
     }
     if (reading.kind === 'missing') {
       this.context.emit('missingKey', { ...delivery.subject, action: keyPolicy.missingKey });
-      if (keyPolicy.firstMissing()) this.#warnMissingKey(delivery);
+      this.#warnMissingKey(delivery);
       if (keyPolicy.missingKey === 'dead-letter') {
         await settler.apply(delivery, KeyPolicy.MISSING_KEY_DEAD_LETTER);
       } else {
@@ -83,43 +98,80 @@ export class DeliveryProcessor<T> {
       return;
     }
     const keyed = { ...delivery, subject: this.#subject(delivery.message, reading.key) };
+    if (await this.#settleHeld(keyed)) return;
     const result = await this.#run(keyed, reading.key);
-    if (result) await this.#decide(keyed, result);
+    if (!result) return;
+    if (result.outcome === 'UNPROTECTED') await this.#settleUnprotected(keyed, result);
+    else await this.#decide(keyed, result);
   }
 
   /** Runs the handler through the runner; `undefined` when the delivery was settled without a result. */
   async #run(delivery: Delivery, key: string): Promise<RunResult<T> | undefined> {
     const { idempotency, options, handler, runOptions, settler } = this.context;
     const { message } = delivery;
+    let payload: Payload | undefined;
     try {
-      const payload = options.fingerprint(message);
+      payload = options.fingerprint(message);
+    } catch (error) {
+      await this.#invalidKey(
+        delivery,
+        new InvalidPayloadError(`The fingerprint function threw: ${describe(error)}`, { cause: error }),
+      );
+      return undefined;
+    }
+    try {
       return await idempotency.run<T>(
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
         (context) => delivery.span.timeHandler(() => handler({ ...context, message })),
         runOptions,
       );
     } catch (error) {
-      if (isIdempotencyError(error) && error.code === 'INVALID_IDEMPOTENCY_KEY') {
-        await settler.apply(delivery, {
-          action: 'dead-letter',
-          reason: 'invalid-key',
-          attempt: 0,
-          error: describeError(error),
-        });
-        return undefined;
+      if (isIdempotencyError(error)) {
+        if (error.code === 'INVALID_IDEMPOTENCY_KEY' || error.code === 'INVALID_PAYLOAD') {
+          await this.#invalidKey(delivery, error);
+          return undefined;
+        }
+        if (error.code === 'STORE_UNAVAILABLE') {
+          // Fail closed: ack nothing, pause until the store answers.
+          this.context.storeUnavailable(error);
+          settler.requeue(delivery, 'store-unavailable');
+          return undefined;
+        }
       }
-      // StoreUnavailableError (or a reply this version cannot read): fail closed, ack nothing.
-      this.context.storeUnavailable(error);
-      settler.requeue(delivery, 'store-unavailable');
+      // Not an outage (a reply this version cannot read, a bug): no pause, the delivery comes back later.
+      this.context.emit('storeError', {
+        queue: options.queue,
+        operation: 'run',
+        error,
+        subject: delivery.subject,
+      });
+      await settler.requeueLater(delivery, 'store-error');
       return undefined;
     }
   }
 
-  async #decide(delivery: Delivery, result: RunResult<T>): Promise<void> {
-    const unprotectedAttempt = attemptFromHeaders(delivery.message.properties.headers) + 1;
-    const decision = decide(result, this.context.policy, unprotectedAttempt);
-    const attempt = result.outcome === 'UNPROTECTED' ? unprotectedAttempt : result.attempt;
-    const subject = { ...delivery.subject, outcome: result.outcome, attempt };
+  /**
+   * A key the extractor or the store refused, or a payload that cannot be fingerprinted: the delivery
+   * would fail the same way on every redelivery, so it is dead-lettered as `invalid-key` (whatever
+   * `missingKey` says), with an `invalidKey` event carrying the typed error.
+   */
+  async #invalidKey(delivery: Delivery, error: IdempotencyError): Promise<void> {
+    this.context.emit('invalidKey', { ...delivery.subject, error });
+    const { options, log } = this.context;
+    log.warnOnce(
+      'invalid-key',
+      `a message on queue ${options.queue} has an invalid idempotency key or payload (${describe(error)}); it is dead-lettered (reason invalid-key) to ${options.deadLetterExchange}. Further ones are reported only by the invalidKey event.`,
+      { deliveryTag: delivery.message.fields.deliveryTag, error },
+    );
+    await this.context.settler.apply(delivery, KeyPolicy.invalidKeyDeadLetter(error));
+  }
+
+  async #decide(
+    delivery: Delivery,
+    result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>,
+  ): Promise<void> {
+    const decision = decide(result, this.context.policy);
+    const subject = { ...delivery.subject, outcome: result.outcome, attempt: result.attempt };
     delivery.span.result(result, subject.key);
     if ('status' in result && result.status === 'lease-lost') {
       this.context.emit('leaseLost', {
@@ -132,28 +184,101 @@ export class DeliveryProcessor<T> {
   }
 
   /**
-   * `missingKey: 'process'`: runs the handler without a claim (`key` `''`, `fencingToken` 0, outcome
-   * `UNPROTECTED`); attempts are counted in a header and bounded by `maxAttempts`.
+   * `missingKey: 'process'`: runs the handler without a claim (`key` `undefined`, `fencingToken` 0,
+   * outcome `UNPROTECTED`); attempts are counted in a header and bounded by `maxAttempts`.
    */
   async #runUnprotected(delivery: Delivery): Promise<void> {
+    if (await this.#settleHeld(delivery)) return;
     const { message } = delivery;
-    const attempt = attemptFromHeaders(message.properties.headers) + 1;
+    const id = this.#unprotectedId(message);
+    const attempt = this.#unprotectedRuns.attemptOf(id, attemptFromHeaders(message.properties.headers));
+    if (attempt > this.context.policy.maxAttempts) {
+      // Its runs were counted, but the decision after the last one was not carried out: do not run again.
+      await this.#settleUnprotected(delivery, undefined);
+      return;
+    }
     let result: RunResult<T>;
     try {
-      const value = await this.context.handler({
-        message,
-        scope: this.context.options.scope,
-        key: '',
-        fencingToken: 0,
-        attempt,
-        outcome: 'UNPROTECTED',
-        signal: new AbortController().signal,
-      });
+      const value = await delivery.span.timeHandler(() =>
+        this.context.handler({
+          message,
+          scope: this.context.options.scope,
+          key: undefined,
+          fencingToken: 0,
+          attempt,
+          outcome: 'UNPROTECTED',
+          signal: new AbortController().signal,
+        }),
+      );
       result = { outcome: 'UNPROTECTED', status: 'completed', result: value, storeError: undefined };
     } catch (error) {
       result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError: undefined };
     }
-    await this.#decide(delivery, result);
+    await this.#settleUnprotected(delivery, result);
+  }
+
+  /**
+   * Decides and settles an unprotected run (`result`; `undefined`: its attempts are exhausted and it was
+   * not run again). When the decision cannot be carried out (a republish failed, the channel closed), the
+   * run is remembered: a redelivery counts it into its attempt, and a decision that ends the message (ack
+   * of a completed run, dead letter) is carried out again without running the handler.
+   */
+  async #settleUnprotected(delivery: Delivery, result: RunResult<T> | undefined): Promise<void> {
+    const { message } = delivery;
+    const id = this.#unprotectedId(message);
+    const attempt = this.#unprotectedRuns.attemptOf(id, attemptFromHeaders(message.properties.headers));
+    const decision: Decision = result
+      ? decide(result, this.context.policy, attempt)
+      : {
+          action: 'dead-letter',
+          reason: 'attempts-exhausted',
+          attempt: attempt - 1,
+          error: `The handler ran ${attempt - 1} times without protection (maxAttempts ${this.context.policy.maxAttempts}) and its last outcome could not be settled`,
+          failedFencingToken: undefined,
+        };
+    const subject = { ...delivery.subject, outcome: 'UNPROTECTED' as const, attempt };
+    if (result) delivery.span.result(result);
+    if (await this.context.settler.apply({ ...delivery, subject }, decision)) {
+      this.#unprotectedRuns.forget(id);
+      return;
+    }
+    if (result) this.#unprotectedRuns.ran(id);
+    if (decision.action === 'ack' || decision.action === 'dead-letter')
+      this.#unprotectedRuns.hold(id, decision);
+  }
+
+  /**
+   * A redelivery of an unprotected run whose ending decision was held: carries it out again, without
+   * running anything. @returns whether the delivery was such a redelivery.
+   */
+  async #settleHeld(delivery: Delivery): Promise<boolean> {
+    const { message } = delivery;
+    if (!message.fields.redelivered || this.#unprotectedRuns.size === 0) return false;
+    const id = this.#unprotectedId(message);
+    const held = this.#unprotectedRuns.get(id)?.held;
+    if (!held) return false;
+    const subject = {
+      ...delivery.subject,
+      outcome: 'UNPROTECTED' as const,
+      attempt: held.action === 'dead-letter' ? held.attempt : 0,
+    };
+    if (await this.context.settler.apply({ ...delivery, subject }, held)) this.#unprotectedRuns.forget(id);
+    return true;
+  }
+
+  /**
+   * What identifies a delivery of one message across requeues (nack with requeue redelivers the same
+   * content and properties): a SHA-256 digest of both. Two identical messages share it, which can only
+   * make one of them be settled with the other's decision after a failed settle: never run twice more.
+   */
+  #unprotectedId(message: ConsumeMessage): string {
+    const hash = createHash('sha256').update(message.content);
+    try {
+      hash.update(JSON.stringify(message.properties) ?? '');
+    } catch {
+      // Properties that cannot be serialized: the content alone identifies it.
+    }
+    return hash.digest('hex');
   }
 
   /**
@@ -161,25 +286,20 @@ export class DeliveryProcessor<T> {
    * otherwise see every message dead-lettered, or run unprotected, without a line in the log.
    */
   #warnMissingKey(delivery: Delivery): void {
-    const { logger, options, keyPolicy } = this.context;
-    if (!logger) return;
+    const { log, options, keyPolicy } = this.context;
     const what =
       keyPolicy.missingKey === 'dead-letter'
         ? `dead-lettered (reason missing-key) to ${options.deadLetterExchange}`
         : 'processed without idempotency (outcome UNPROTECTED)';
-    try {
-      logger.warn(
-        `idempotent-consumer: a message on queue ${options.queue} has no idempotency key (by default the AMQP messageId property, else the ${IDEMPOTENCY_KEY_HEADER} header); it is ${what}. Set messageId when publishing, or pass idempotencyKey. Further messages without a key are reported only by the missingKey event.`,
-        {
-          queue: options.queue,
-          scope: options.scope,
-          missingKey: keyPolicy.missingKey,
-          deliveryTag: delivery.message.fields.deliveryTag,
-        },
-      );
-    } catch {
-      // A logger that throws changes nothing.
-    }
+    log.warnOnce(
+      'missing-key',
+      `a message on queue ${options.queue} has no idempotency key (by default the AMQP messageId property, else the ${IDEMPOTENCY_KEY_HEADER} header); it is ${what}. Set messageId when publishing, or pass idempotencyKey. Further messages without a key are reported only by the missingKey event.`,
+      {
+        scope: options.scope,
+        missingKey: keyPolicy.missingKey,
+        deliveryTag: delivery.message.fields.deliveryTag,
+      },
+    );
   }
 
   #subject(message: ConsumeMessage, key: string | undefined): DeliverySubject {
@@ -195,4 +315,8 @@ export class DeliveryProcessor<T> {
       },
     };
   }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

@@ -1,4 +1,4 @@
-import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import type { DeadLetterReason, IdempotencyError, RunOutcome } from '@idempotent-consumer/core';
 import type { CloseReason } from './close-reason';
 import type { Decision, RetryReason } from './decide';
 
@@ -79,6 +79,18 @@ export interface IdempotentConsumerEvents {
   ];
   /** A delivery had no idempotency key: it is dead-lettered or processed without idempotency. */
   missingKey: [DeliverySubject & { action: 'dead-letter' | 'process' }];
+  /**
+   * A delivery's key was refused (the extractor threw, or the store refused the key: `InvalidKeyError`)
+   * or its payload could not be fingerprinted (`InvalidPayloadError`): it is dead-lettered as
+   * `invalid-key`, whatever `missingKey` says.
+   */
+  invalidKey: [DeliverySubject & { error: IdempotencyError }];
+  /**
+   * The store answered with an error that is not an outage (an unexpected reply: a bug or version skew):
+   * the delivery is requeued after the shortest delay tier and consumption goes on (only a
+   * `StoreUnavailableError` pauses it).
+   */
+  storeError: [{ queue: string; operation: string; error: unknown; subject?: DeliverySubject }];
   /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
   leaseLost: [
     DeliverySubject & {

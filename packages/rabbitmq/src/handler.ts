@@ -6,10 +6,13 @@ import type { ConsumeMessage } from 'amqplib';
  * `attempt`, `outcome`, `signal`) plus the delivery itself.
  *
  * A delivery without an idempotency key run under `missingKey: 'process'` has `outcome: 'UNPROTECTED'`,
- * `key: ''` (the empty string, which is never a valid key), `fencingToken: 0`, and `attempt` counted in
- * the `x-idempotency-attempt` header (1 for the first). Check `outcome`, not `key`, to tell such a run.
+ * `key: undefined`, `fencingToken: 0`, and `attempt` counted in the `x-idempotency-attempt` header (1 for
+ * the first). A delivery run unprotected because the store did not answer (`storeFailureMode: 'open'`)
+ * keeps its key. The same shape in the Kafka and SQS adapters.
  */
-export interface RabbitMqHandlerContext extends HandlerContext {
+export interface RabbitMqHandlerContext extends Omit<HandlerContext, 'key'> {
+  /** The idempotency key; `undefined` only for a delivery without one run under `missingKey: 'process'`. */
+  readonly key: string | undefined;
   /** The delivery itself (content, fields, properties). */
   readonly message: ConsumeMessage;
 }

@@ -1,4 +1,4 @@
-import { describeError } from '@idempotent-consumer/core';
+import { describeError, InvalidKeyError } from '@idempotent-consumer/core';
 import type { ConsumeMessage } from 'amqplib';
 import type { Decision } from './decide';
 import type { IdempotencyKeyExtractor } from './idempotency-key';
@@ -8,15 +8,13 @@ export type KeyReading =
   | { readonly kind: 'key'; readonly key: string }
   | { readonly kind: 'missing' }
   /** The extractor threw: the delivery is dead-lettered as `invalid-key` (it would throw on every redelivery). */
-  | { readonly kind: 'invalid'; readonly decision: Decision };
+  | { readonly kind: 'invalid'; readonly error: InvalidKeyError };
 
 /**
  * Reads a delivery's idempotency key and applies `missingKey` to a delivery without one: the one place
  * that says what happens to a delivery before it is claimed.
  */
 export class KeyPolicy {
-  #missingSeen = false;
-
   constructor(
     private readonly extractor: IdempotencyKeyExtractor,
     /** `missingKey`: `dead-letter` or `process`. */
@@ -31,16 +29,11 @@ export class KeyPolicy {
     } catch (error) {
       return {
         kind: 'invalid',
-        decision: { action: 'dead-letter', reason: 'invalid-key', attempt: 0, error: describeError(error) },
+        error: new InvalidKeyError(`The idempotency key extractor threw: ${describeError(error)}`, {
+          cause: error,
+        }),
       };
     }
-  }
-
-  /** Whether this is the first delivery without a key this consumer saw (it is worth a log line). */
-  firstMissing(): boolean {
-    if (this.#missingSeen) return false;
-    this.#missingSeen = true;
-    return true;
   }
 
   /** The decision for a delivery without a key under `missingKey: 'dead-letter'`. */
@@ -49,5 +42,17 @@ export class KeyPolicy {
     reason: 'missing-key',
     attempt: 0,
     error: 'The message carries no idempotency key (missingKey: dead-letter)',
+    failedFencingToken: undefined,
   };
+
+  /** The decision for a delivery whose key (or payload fingerprint) cannot be read or is refused. */
+  static invalidKeyDeadLetter(error: unknown): Decision {
+    return {
+      action: 'dead-letter',
+      reason: 'invalid-key',
+      attempt: 0,
+      error: describeError(error),
+      failedFencingToken: undefined,
+    };
+  }
 }

@@ -29,6 +29,11 @@ export interface SettlerContext {
   /** Ends that wait early (the consumer stops). */
   readonly signal: AbortSignal;
   readonly emit: Emit;
+  /**
+   * Marks a FAILED record dead-lettered once its copy is confirmed (`Idempotency.markDeadLettered`), so a
+   * redelivery is acked without another copy. Rejections are reported by the caller's `storeError`.
+   */
+  readonly markDeadLettered: (key: string, fencingToken: number) => Promise<unknown>;
 }
 
 /**
@@ -42,20 +47,25 @@ export class Settler {
 
   constructor(private readonly context: SettlerContext) {}
 
-  /** Carries out `decision`; never rejects. */
-  async apply(delivery: Delivery, decision: Decision): Promise<void> {
+  /**
+   * Carries out `decision`; never rejects.
+   * @returns true when the delivery was settled as decided; false when it was not (a republish failed
+   *   and the delivery was requeued, or its channel closed): the broker delivers it again.
+   */
+  async apply(delivery: Delivery, decision: Decision): Promise<boolean> {
     switch (decision.action) {
       case 'ack':
-        if (this.#settle(delivery, 'ack')) this.#report(delivery, decision);
-        return;
+        if (!this.#settle(delivery, 'ack')) return false;
+        this.#report(delivery, decision);
+        return true;
       case 'requeue':
         this.requeue(delivery, decision.reason);
-        return;
+        return false;
       case 'retry': {
         const tier = this.context.topology.delayTiers.find((t) => t.delayMs === decision.delayMs)!;
         const headers = retryHeaders(delivery.message, delivery.subject, decision);
-        if (!(await this.#republish(delivery, '', tier.queue, headers, decision.delayMs))) return;
-        if (!this.#settle(delivery, 'ack')) return;
+        if (!(await this.#republish(delivery, '', tier.queue, headers, decision.delayMs))) return false;
+        if (!this.#settle(delivery, 'ack')) return false;
         this.context.emit('retryScheduled', {
           ...delivery.subject,
           reason: decision.reason,
@@ -65,14 +75,19 @@ export class Settler {
           error: decision.error,
         });
         this.#report(delivery, decision);
-        return;
+        return true;
       }
       case 'dead-letter': {
         const { deadLetterExchange: exchange, deadLetterRoutingKey: routingKey } = this.context.topology;
         const headers = deadLetterHeaders(delivery.message, delivery.subject, decision);
         const shortestTierMs = this.context.topology.delayTiers[0]!.delayMs;
-        if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return;
-        if (!this.#settle(delivery, 'ack')) return;
+        if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return false;
+        const { key } = delivery.subject;
+        if (decision.failedFencingToken !== undefined && key !== undefined) {
+          // The copy is confirmed: a redelivery of this FAILED record is acked without another copy.
+          await this.context.markDeadLettered(key, decision.failedFencingToken).catch(() => {});
+        }
+        if (!this.#settle(delivery, 'ack')) return false;
         this.context.emit('deadLettered', {
           ...delivery.subject,
           reason: decision.reason,
@@ -80,9 +95,19 @@ export class Settler {
           destination: { exchange, routingKey },
         });
         this.#report(delivery, decision);
-        return;
+        return true;
       }
     }
+  }
+
+  /**
+   * `nack` with requeue after `requeueAfterMs` (the shortest delay tier; at once when the consumer
+   * stops): for a delivery that cannot be decided now but must not pause the consumer, so it does not
+   * come straight back.
+   */
+  async requeueLater(delivery: Delivery, reason: RequeueReason): Promise<void> {
+    await sleep(this.context.requeueAfterMs, this.context.signal);
+    this.requeue(delivery, reason);
   }
 
   /** `nack` with requeue; the broker delivers the message again. */

@@ -5,6 +5,7 @@ import {
   NonRetryableError,
   type RecordId,
   StoreUnavailableError,
+  UnexpectedReplyError,
   type WriteReply,
 } from '@idempotent-consumer/core';
 import {
@@ -13,7 +14,7 @@ import {
   type IdempotentConsumerOptions,
   RETRY_HEADERS,
 } from '../src';
-import { fakeConnection, type Journal } from './fake-amqp';
+import { type FakeChannel, fakeConnection, type Journal } from './fake-amqp';
 
 /** A memory store that journals its writes, and can be switched off (every call rejects). */
 class RecordingStore extends MemoryIdempotencyStore {
@@ -52,9 +53,9 @@ const FAST: Partial<IdempotentConsumerOptions> = {
 async function setup(handler: Parameters<typeof createIdempotentConsumer>[2], options = {}) {
   const fake = fakeConnection();
   const store = new RecordingStore(fake.journal);
-  const idempotency = new Idempotency({ store }, { leaseMs: 1000, maxAttempts: 3 });
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
   const consumer = createIdempotentConsumer(
-    { idempotency, connection: fake.connection },
+    { idempotency, connection: fake.connection, logger: false },
     { queue: 'work', ...FAST, ...options },
     handler,
   );
@@ -251,6 +252,148 @@ describe('IdempotentConsumer with a fake channel', () => {
     fresh.deliver('{}', { messageId: 'in-flight' }); // RabbitMQ's redelivery
     await until('the redelivery acked', () => fresh.acked.length === 1);
     expect(runs).toBe(1);
+    await consumer.stop();
+  });
+});
+
+describe('IdempotentConsumer failure paths', () => {
+  it('an unprotected run whose dead-letter copy fails is not run again: its redelivery is dead-lettered without the handler', async () => {
+    let runs = 0;
+    const { channel, confirm, consumer } = await setup(
+      () => {
+        runs += 1;
+        throw new NonRetryableError('bad');
+      },
+      { missingKey: 'process', idempotencyKey: () => undefined },
+    );
+    confirm.autoConfirm = false;
+    channel.deliver('{"n":1}');
+    await until('the dead-letter publish', () => confirm.published.length === 1);
+    confirm.published[0]!.confirm(new Error('nack'));
+    await until('the requeue', () => channel.nacked.length === 1);
+    expect(channel.acked).toEqual([]);
+    confirm.autoConfirm = true;
+    channel.deliver('{"n":1}', {}, true); // RabbitMQ's redelivery of the requeued message
+    await until('the ack of the redelivery', () => channel.acked.length === 1);
+    expect(runs).toBe(1);
+    expect(confirm.published.map((p) => p.options.headers?.[DEAD_LETTER_HEADERS.reason])).toEqual([
+      'non-retryable',
+      'non-retryable',
+    ]);
+    await consumer.stop();
+  });
+
+  it('an unprotected run whose retry copy keeps failing runs at most maxAttempts times, then is dead-lettered', async () => {
+    let runs = 0;
+    const { channel, confirm, consumer } = await setup(
+      () => {
+        runs += 1;
+        throw new Error('boom');
+      },
+      { missingKey: 'process', idempotencyKey: () => undefined },
+    );
+    confirm.autoConfirm = false;
+    const nackAll = setInterval(() => {
+      for (const p of confirm.published.splice(0)) p.confirm(new Error('nack'));
+    }, 1);
+    channel.deliver('{}');
+    for (let i = 1; i <= 5; i++) {
+      await until(`requeue ${i}`, () => channel.nacked.length === i);
+      channel.deliver('{}', {}, true);
+    }
+    await until('requeue 6', () => channel.nacked.length === 6);
+    clearInterval(nackAll);
+    expect(runs).toBe(3); // maxAttempts
+    expect(channel.acked).toEqual([]);
+    await consumer.stop();
+  });
+
+  it('a fingerprint function that throws dead-letters the delivery as invalid-key with an InvalidPayloadError; nothing pauses', async () => {
+    let runs = 0;
+    const { channel, confirm, consumer } = await setup(
+      () => {
+        runs += 1;
+      },
+      {
+        fingerprint: () => {
+          throw new Error('unparsable');
+        },
+      },
+    );
+    const invalid: unknown[] = [];
+    const paused: unknown[] = [];
+    consumer.on('invalidKey', (e) => invalid.push(e.error));
+    consumer.on('storeUnavailable', (e) => paused.push(e));
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the ack', () => channel.acked.length === 1);
+    expect(runs).toBe(0);
+    expect(paused).toEqual([]);
+    expect(consumer.state).toBe('running');
+    expect(invalid).toHaveLength(1);
+    expect((invalid[0] as Error).name).toBe('InvalidPayloadError');
+    expect(confirm.published[0]!.options.headers?.[DEAD_LETTER_HEADERS.reason]).toBe('invalid-key');
+    await consumer.stop();
+  });
+
+  it('a store error that is not an outage requeues the delivery later without pausing', async () => {
+    const { channel, store, consumer } = await setup(() => 'ok');
+    store.claim = async () => {
+      throw new UnexpectedReplyError('garbage');
+    };
+    const errors: unknown[] = [];
+    consumer.on('storeError', (e) => errors.push(e.error));
+    const paused: unknown[] = [];
+    consumer.on('storeUnavailable', (e) => paused.push(e));
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the requeue', () => channel.nacked.length === 1);
+    expect(channel.acked).toEqual([]);
+    expect(paused).toEqual([]);
+    expect(errors).toHaveLength(1);
+    expect(consumer.state).toBe('running');
+    await consumer.stop();
+  });
+
+  it('marks a FAILED record dead-lettered once its copy is confirmed: a redelivery is acked without another copy', async () => {
+    const { channel, confirm, store, consumer } = await setup(() => {
+      throw new NonRetryableError('bad');
+    });
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the ack', () => channel.acked.length === 1);
+    expect((await store.get({ scope: 'work', key: 'k' }))?.deadLettered).toBe(true);
+    channel.deliver('{}', { messageId: 'k' }, true);
+    await until('the second ack', () => channel.acked.length === 2);
+    expect(confirm.published).toHaveLength(1);
+    await consumer.stop();
+  });
+
+  it('reconnects single-flight: a close while the reconnect consumes makes the same loop go on', async () => {
+    const { channel, connection, consumer } = await setup(() => 'ok', {
+      reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+    });
+    const original = connection.createChannel.bind(connection);
+    let opened = 0;
+    connection.createChannel = async () => {
+      const next = (await original()) as unknown as FakeChannel;
+      if (next.journal !== channel.journal) return next as never; // a topology scratch channel
+      opened += 1;
+      if (opened === 1) {
+        // The second consume channel (the first reconnect's) closes while it is being consumed on.
+        const consume = next.consume.bind(next);
+        next.consume = async (...args) => {
+          const reply = await consume(...args);
+          next.emit('close');
+          return reply;
+        };
+      }
+      return next as never;
+    };
+    const reconnected: number[] = [];
+    consumer.on('reconnected', (e) => reconnected.push(e.attempts));
+    channel.emit('close');
+    await until('consuming again', () => reconnected.length > 0 && consumer.state === 'running');
+    await sleep(50);
+    expect(reconnected).toEqual([2]);
+    expect(consumer.reconnecting).toBe(false);
     await consumer.stop();
   });
 });

@@ -106,7 +106,13 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
         },
         policy,
       ),
-    ).toEqual({ action: 'dead-letter', reason: 'attempts-exhausted', attempt: 2, error: 'Error: x' });
+    ).toEqual({
+      action: 'dead-letter',
+      reason: 'attempts-exhausted',
+      attempt: 2,
+      error: 'Error: x',
+      failedFencingToken: 1,
+    });
     expect(
       decide({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: 1, attempt: 1 }, policy),
     ).toMatchObject({ action: 'dead-letter', reason: 'payload-mismatch' });
@@ -117,7 +123,11 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
       reason: 'failed-record',
       attempt: 5,
       error: 'E',
+      failedFencingToken: 1,
     });
+    expect(
+      decide({ outcome: 'FAILED', error: 'E', deadLettered: true, fencingToken: 1, attempt: 5 }, policy),
+    ).toEqual({ action: 'ack', reason: 'dead-lettered-before' });
   });
 
   it('counts unprotected attempts from the header', () => {

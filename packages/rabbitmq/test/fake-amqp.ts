@@ -61,13 +61,17 @@ export class FakeChannel extends EventEmitter {
   }
 
   /** Delivers a message to the registered consumer. */
-  deliver(content: string, properties: Partial<ConsumeMessage['properties']> = {}): ConsumeMessage {
+  deliver(
+    content: string,
+    properties: Partial<ConsumeMessage['properties']> = {},
+    redelivered = false,
+  ): ConsumeMessage {
     this.#tag += 1;
     const message = {
       content: Buffer.from(content),
       fields: {
         deliveryTag: this.#tag,
-        redelivered: false,
+        redelivered,
         exchange: '',
         routingKey: 'work',
         consumerTag: 'ctag',

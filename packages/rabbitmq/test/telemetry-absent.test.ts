@@ -35,7 +35,7 @@ describe('IdempotentConsumer without @opentelemetry/api', () => {
       { idempotency, connection: fake.connection, logger: false },
       { queue: 'work', telemetry: { includeIdempotencyKey: true } },
       ({ key }) => {
-        runs.push(key);
+        runs.push(key!);
       },
     );
     await consumer.start();

@@ -31,8 +31,9 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
 
 /**
  * What the adapter does with one message (docs/design.md#outcome-to-broker-action, SQS column):
- * - `delete`: the handler completed (`completed`), the key already completed (`duplicate`), or it ran
- *   without protection and returned (`unprotected`);
+ * - `delete`: the handler completed (`completed`), the key already completed (`duplicate`), it ran
+ *   without protection and returned (`unprotected`), or its FAILED record was dead-lettered already (a copy
+ *   is in the dead-letter queue: `dead-lettered-before`);
  * - `change-visibility`: it comes back after `visibilityTimeoutSeconds`: another worker holds the lease
  *   (`conflict`), the handler threw a retryable error (`retry`), or an earlier message of its FIFO group
  *   did not finish (`fifo-blocked`, 0 s);
@@ -44,7 +45,10 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
  *   up waiting for it (`abandoned`).
  */
 export type Decision =
-  | { readonly action: 'delete'; readonly reason: 'completed' | 'duplicate' | 'unprotected' }
+  | {
+      readonly action: 'delete';
+      readonly reason: 'completed' | 'duplicate' | 'unprotected' | 'dead-lettered-before';
+    }
   | {
       readonly action: 'change-visibility';
       readonly reason: 'conflict' | 'retry' | 'fifo-blocked';
@@ -121,6 +125,8 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
     case 'PAYLOAD_MISMATCH':
       return { action: 'dead-letter', reason: 'payload-mismatch', attempt: r.attempt, error: undefined };
     case 'FAILED':
+      // Marked by the delivery that sent its copy (`Idempotency.markDeadLettered`): no second copy.
+      if (r.deadLettered) return { action: 'delete', reason: 'dead-lettered-before' };
       return { action: 'dead-letter', reason: 'failed-record', attempt: r.attempt, error: r.error };
     case 'UNPROTECTED': {
       if (r.status === 'completed') return { action: 'delete', reason: 'unprotected' };

@@ -81,6 +81,15 @@ export interface SqsEvents<T = unknown> {
   storeUnavailable: [{ readonly queueUrl: string; readonly error: unknown }];
   /** The store answers again and receiving resumes; `downMs`: how long it was paused. */
   storeRecovered: [{ readonly queueUrl: string; readonly downMs: number }];
+  /** A store call the adapter absorbed failed (`markDeadLettered` after a dead-letter copy was sent). */
+  storeError: [
+    {
+      readonly queueUrl: string;
+      readonly operation: string;
+      readonly error: unknown;
+      readonly message?: Message;
+    },
+  ];
   /**
    * An SQS request failed (`ReceiveMessage`, `DeleteMessageBatch`, `ChangeMessageVisibility[Batch]`,
    * the dead-letter check or copy), or one entry of a batch request; or an unexpected error (`process`).

@@ -11,7 +11,13 @@ import {
   type RunResult,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { type MessageSpan, type MessageTelemetry, NOOP_MESSAGE_SPAN } from '@idempotent-consumer/core/kit';
+import {
+  AdapterLog,
+  type MessageSpan,
+  type MessageTelemetry,
+  NOOP_MESSAGE_SPAN,
+  UnprotectedRuns,
+} from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
@@ -31,6 +37,10 @@ export interface ProcessorHooks {
   beforeExecute?(message: Message, leaseMs: number): Promise<void>;
   /** An SQS or unexpected error that does not stop processing. */
   onError(operation: string, error: unknown, message: Message): void;
+  /** A store call the processor absorbed failed (`markDeadLettered`). */
+  onStoreError?(operation: string, error: unknown, message: Message): void;
+  /** Where the first message without a key, or with an invalid one, is reported. @defaultValue none */
+  readonly log?: AdapterLog;
 }
 
 /** A message with its idempotency request, or the reason it has none. */
@@ -52,6 +62,12 @@ export class SqsMessageProcessor<T> {
   readonly #hooks: ProcessorHooks;
   readonly #policy: DecisionPolicy;
   readonly #telemetry: MessageTelemetry<Message, SqsAttributeCarrier>;
+  readonly #log: AdapterLog;
+  /**
+   * Dead-letter decisions of unprotected runs whose copy failed, by `MessageId`: the next receive sends
+   * the copy without running the handler again.
+   */
+  readonly #unprotectedRuns = new UnprotectedRuns<Extract<Decision, { action: 'dead-letter' }>>();
   #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
@@ -64,6 +80,7 @@ export class SqsMessageProcessor<T> {
     this.#options = options;
     this.#handler = handler;
     this.#hooks = hooks;
+    this.#log = hooks.log ?? AdapterLog.silent;
     const runner = dependencies.idempotency.options;
     this.#policy = {
       retryBackoff: options.retryBackoff,
@@ -150,6 +167,16 @@ export class SqsMessageProcessor<T> {
     const { message } = keyed;
     const span = this.#telemetry.start(message, this.#options.scope);
     return span.run(async () => {
+      const held = this.#heldDecision(message);
+      if (held) {
+        // An unprotected run whose dead-letter copy failed: send the copy, do not run the handler again.
+        const input: MessageResult<T> = {
+          kind: 'run',
+          result: { outcome: 'UNPROTECTED', status: 'threw', error: held.error, storeError: undefined },
+          receiveCount: receiveCount(message),
+        };
+        return this.#finishTraced(keyed, input, span, held);
+      }
       let result: MessageResult<T>;
       try {
         result = await this.#run(keyed, claimed, span);
@@ -185,8 +212,9 @@ export class SqsMessageProcessor<T> {
     keyed: KeyedMessage,
     input: MessageResult<T>,
     span: MessageSpan,
+    held?: Extract<Decision, { action: 'dead-letter' }>,
   ): Promise<ProcessedMessage<T>> {
-    const processed = await this.#finish(keyed, input);
+    const processed = await this.#finish(keyed, input, held);
     span.brokerAction(processed.decision.action);
     span.end(input.kind === 'error' ? input.error : undefined);
     return processed;
@@ -210,9 +238,21 @@ export class SqsMessageProcessor<T> {
         return { kind: 'invalid-key', error, receiveCount: rc };
       }
       if (this.#options.missingKey === 'process') {
+        if (rc > this.#policy.maxAttempts) {
+          // Run on maxAttempts receives already, and the dead letter after the last was not carried out
+          // (another consumer's, or a redrive that has not moved it yet): do not run it again.
+          const error = new Error(
+            `The handler already ran without protection on ${this.#policy.maxAttempts} receives (maxAttempts) of SQS message ${id}; not run again`,
+          );
+          return {
+            kind: 'run',
+            result: { outcome: 'UNPROTECTED', status: 'threw', error, storeError: undefined },
+            receiveCount: rc,
+          };
+        }
         return {
           kind: 'run',
-          result: await runWithoutKey(this.#options.scope, this.#bind(message, span)),
+          result: await runWithoutKey(this.#options.scope, rc, this.#bindUnkeyed(message, span)),
           receiveCount: rc,
         };
       }
@@ -242,7 +282,8 @@ export class SqsMessageProcessor<T> {
       }
     }
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
-      reply = await this.#waitForHolder(message, request, reply);
+      // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
+      reply = await this.#waitForHolder(message, request, reply, claimed !== undefined);
     }
     if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') {
       return { kind: 'run', result: this.#idempotency.settle<T>(reply), receiveCount: rc };
@@ -276,6 +317,18 @@ export class SqsMessageProcessor<T> {
     return (context) => span.timeHandler(() => this.#handler({ ...context, message, queueUrl }));
   }
 
+  /** {@link SqsMessageProcessor.#bind} for a message without a key (`key: undefined`). */
+  #bindUnkeyed(message: Message, span: MessageSpan): Parameters<typeof runWithoutKey<T>>[2] {
+    const queueUrl = this.#options.queueUrl;
+    return (context) => span.timeHandler(() => this.#handler({ ...context, message, queueUrl }));
+  }
+
+  /** The held dead-letter decision of an unprotected run of `message`, if any. */
+  #heldDecision(message: Message): Extract<Decision, { action: 'dead-letter' }> | undefined {
+    if (this.#unprotectedRuns.size === 0 || message.MessageId === undefined) return undefined;
+    return this.#unprotectedRuns.get(message.MessageId)?.held;
+  }
+
   /**
    * Moves the visibility timeout with the lease. Not awaited: the lease keeper awaits its callback, and
    * `execute` awaits the keeper before it writes COMPLETED, so an awaited SQS call would widen the window
@@ -296,36 +349,102 @@ export class SqsMessageProcessor<T> {
    * wait), after extending the message's visibility timeout to cover the wait. Resolves with the reply it
    * ended with; the CONFLICT itself when the store stopped answering meanwhile.
    */
-  async #waitForHolder(message: Message, request: RunRequest, conflict: ClaimReply): Promise<ClaimReply> {
+  async #waitForHolder(
+    message: Message,
+    request: RunRequest,
+    conflict: ClaimReply,
+    reserve: boolean,
+  ): Promise<ClaimReply> {
     const waitMs = this.#options.conflictWaitMs;
     await this.#hooks.changeVisibility(message, toVisibilitySeconds(waitMs) + 1);
     try {
-      return await this.#idempotency.waitForOutcome(request, { ...this.runOptions, conflictWaitMs: waitMs });
+      return await this.#idempotency.waitForOutcome(request, {
+        ...this.runOptions,
+        conflictWaitMs: waitMs,
+        reserve,
+      });
     } catch (error) {
       if (error instanceof StoreUnavailableError) return conflict;
       throw error;
     }
   }
 
-  /** Decides, carries out a dead-letter decision, and describes the message. */
-  async #finish(keyed: KeyedMessage, input: MessageResult<T>): Promise<ProcessedMessage<T>> {
+  /**
+   * Decides (or takes the `held` decision), carries out a dead-letter decision (then marks a FAILED record
+   * dead-lettered, so it is copied once), and describes the message.
+   */
+  async #finish(
+    keyed: KeyedMessage,
+    input: MessageResult<T>,
+    held?: Extract<Decision, { action: 'dead-letter' }>,
+  ): Promise<ProcessedMessage<T>> {
     const { message } = keyed;
     const key = keyed.request?.key;
     const described = describe(input);
-    let decision: Decision = decide(input, this.#policy);
+    let decision: Decision = held ?? decide(input, this.#policy);
     const base = { message, key, ...described };
+    if (input.kind === 'missing-key' || input.kind === 'invalid-key') this.#warnKey(input.kind, input.error);
+    else if (input.kind === 'run' && key === undefined && input.result.outcome === 'UNPROTECTED') {
+      this.#warnKey('missing-key', undefined);
+    }
     if (decision.action !== 'dead-letter') return { ...base, decision };
     const step = await carryOutDeadLetter(this.#deps.sqs, () => this.verifyDeadLetter(), message, decision, {
       outcome: described.outcome,
       key,
       scope: this.#options.scope,
     });
+    const unprotected = described.outcome === 'UNPROTECTED' && message.MessageId !== undefined;
     if (!step.ok) {
       this.#hooks.onError('dead-letter', step.error, message);
+      if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);
       decision = { action: 'leave', reason: 'dead-letter-failed' };
       return { ...base, error: step.error, decision };
     }
+    if (unprotected && this.#unprotectedRuns.size > 0) this.#unprotectedRuns.forget(message.MessageId!);
+    if (step.delivery.via === 'copy' && keyed.request) await this.#markDeadLettered(keyed, input);
     return { ...base, error: decision.error ?? described.error, decision, deadLetter: step.delivery };
+  }
+
+  /**
+   * After the dead-letter copy of a FAILED record was sent: marks the record dead-lettered
+   * (`Idempotency.markDeadLettered`), so a redelivery is deleted without a second copy. (With the redrive
+   * policy SQS moves the message itself, and every receive until then must leave it visible: no mark.)
+   */
+  async #markDeadLettered(keyed: KeyedMessage, input: MessageResult<T>): Promise<void> {
+    if (input.kind !== 'run' || !keyed.request) return;
+    const r = input.result;
+    const fencingToken =
+      r.outcome === 'FAILED'
+        ? r.fencingToken
+        : 'status' in r && r.status === 'failed' && r.recorded
+          ? r.fencingToken
+          : undefined;
+    if (fencingToken === undefined) return;
+    try {
+      await this.#idempotency.markDeadLettered(keyed.request, { fencingToken });
+    } catch (error) {
+      this.#hooks.onStoreError?.('markDeadLettered', error, keyed.message);
+    }
+  }
+
+  /** The first message without a key (or with an invalid one) is worth a warning; later ones only events. */
+  #warnKey(kind: 'missing-key' | 'invalid-key', error: unknown): void {
+    const queue = this.#options.queueUrl;
+    if (kind === 'invalid-key') {
+      this.#log.warnOnce(
+        kind,
+        `a message on ${queue} has an invalid idempotency key or payload (${describeError(error)}); it is dead-lettered (reason invalid-key). Further ones are reported only by the invalidKey event.`,
+      );
+      return;
+    }
+    const what =
+      this.#options.missingKey === 'process'
+        ? 'processed without idempotency (outcome UNPROTECTED)'
+        : 'dead-lettered (reason missing-key)';
+    this.#log.warnOnce(
+      kind,
+      `a message on ${queue} has no idempotency key (by default the idempotency-key message attribute); it is ${what}. Set the attribute when sending, or pass idempotencyKey. Further ones are reported only by the missingKey event.`,
+    );
   }
 }
 

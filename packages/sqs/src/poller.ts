@@ -1,7 +1,15 @@
 import { performance } from 'node:perf_hooks';
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { computeBackoffMs, InvalidOptionError } from '@idempotent-consumer/core';
-import { StoreGate, sleep, TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import {
+  AdapterLog,
+  checkStoreAnswers,
+  checkStoreAtStart,
+  StoreGate,
+  sleep,
+  TypedEventEmitter,
+  watchRedisErrors,
+} from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
@@ -52,6 +60,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   /** Messages `stop()` gave up on: nothing more is sent to SQS for them. */
   readonly #abandoned = new WeakSet<Message>();
   readonly #tasks = new Set<Promise<unknown>>();
+  readonly #log: AdapterLog;
+  #unwatchRedis: (() => void) | undefined;
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
@@ -73,12 +83,18 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#settings = resolvePollerOptions(options, leaseMs);
     this.#deletes = deleteBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
     this.#visibility = visibilityBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
+    this.#log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the poller of ${queueUrl}`, {
+      queueUrl,
+    });
     this.#processor = new SqsMessageProcessor<T>(dependencies, this.#options, handler, {
       changeVisibility: async (message, seconds) => {
         await this.#changeVisibility(message, seconds);
       },
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
+      onStoreError: (operation, error, message) =>
+        this.emit('storeError', { queueUrl, operation, error, message }),
+      log: this.#log,
     });
   }
 
@@ -98,12 +114,15 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   }
 
   /**
-   * Starts polling; a no-op while already running. First checks, once, that the dead-letter mode can
-   * work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
+   * Starts polling; a no-op while already running. First checks that the store answers one `PING`
+   * ({@link IdempotentSqsPoller.checkStore}; under the runner's `storeFailureMode: 'open'` a store that does
+   * not answer is only logged), then, once, that the dead-letter mode can work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
    * `RedrivePolicy`, with `{ queueUrl }` that queue must exist. Resolves with the poller once polling has
    * started.
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`) when the dead-letter mode cannot work: the
    * poller does not start. {@link SqsOperationError} when SQS did not answer the check (retryable).
+   * {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer and the runner
+   * fails closed.
    */
   start(): Promise<this> {
     this.#starting ??= this.#start().finally(() => {
@@ -112,16 +131,33 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     return this.#starting;
   }
 
+  /**
+   * Sends one `PING` to the idempotency store (bounded by its command timeout); `start()` calls it first.
+   * The same check as the RabbitMQ consumer's and the Kafka wrappers' `checkStore()`.
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
+   */
+  checkStore(): Promise<void> {
+    return checkStoreAnswers(this.#deps.idempotency.store, this.#log.where);
+  }
+
   async #start(): Promise<this> {
     if (this.#loop) return this;
-    await this.#processor.verifyDeadLetter();
+    this.#unwatchRedis ??= watchRedisErrors(this.#deps.idempotency.store, this.#log);
+    try {
+      await checkStoreAtStart(this.#deps.idempotency, this.#log);
+      await this.#processor.verifyDeadLetter();
+    } catch (error) {
+      this.#unwatchRedis?.();
+      this.#unwatchRedis = undefined;
+      throw error;
+    }
     if (this.#loop) return this;
     const queueUrl = this.#options.queueUrl;
     this.#stopping = false;
     this.#abort = new AbortController();
     this.#gate = new StoreGate(
       this.#deps.idempotency.store,
-      { storeProbeBackoff: this.#options.storeProbeBackoff },
+      { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
       {
         onStoreUnavailable: ({ error }) => this.emit('storeUnavailable', { queueUrl, error }),
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queueUrl, downMs }),
@@ -162,6 +198,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     await this.#deletes.drain();
     await this.#visibility.drain();
     this.#loop = undefined;
+    this.#unwatchRedis?.();
+    this.#unwatchRedis = undefined;
     this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
     return { abandoned };
   }

@@ -1,5 +1,5 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import type { Idempotency } from '@idempotent-consumer/core';
+import type { Idempotency, IdempotencyLogger } from '@idempotent-consumer/core';
 
 /**
  * The part of an `SQSClient` (`@aws-sdk/client-sqs` v3) the adapter uses: `send`. Pass the client the
@@ -13,4 +13,13 @@ export interface SqsDependencies {
   readonly idempotency: Idempotency;
   /** The SQS client messages are received, deleted and dead-lettered with. */
   readonly sqs: SqsClientLike;
+  /**
+   * Where what a person must not miss is logged as warnings, never a line per successful message: the
+   * first message dead-lettered (or run unprotected) for a missing key, the first with an invalid key, the
+   * store unavailable and recovered (once per outage), a lease lost, a result omitted (the runner's
+   * warnings, when the runner does not log to this same logger already), a Redis connection error (once
+   * per outage). Any `{ warn, error }` (console, pino, winston); `false` for none. The same option as the
+   * RabbitMQ and Kafka adapters'. @defaultValue console
+   */
+  readonly logger?: IdempotencyLogger | false;
 }

@@ -4,7 +4,13 @@ import {
   type MessageSystemAttributeName,
 } from '@aws-sdk/client-sqs';
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import { StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import {
+  AdapterLog,
+  checkStoreAnswers,
+  StoreGate,
+  TypedEventEmitter,
+  watchRedisErrors,
+} from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
@@ -28,7 +34,7 @@ export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
 /**
  * The sqs-consumer (v11+) options that make a `Consumer` effectively once: spread it into
  * `Consumer.create({ ...wiring, queueUrl, sqs })`. Its own (enumerable) fields are exactly the Consumer
- * options it sets; `events` and `verifyDeadLetter` are on the prototype, so spreading leaves them out.
+ * options it sets; `events`, `verifyDeadLetter` and `checkStore` are on the prototype, so spreading leaves them out.
  */
 export interface SqsConsumerWiring<T> {
   /** The message handler (`batch: false`). Resolves the message to delete, `undefined` to leave it. */
@@ -58,6 +64,13 @@ export interface SqsConsumerWiring<T> {
    * {@link SqsOperationError} when SQS did not answer.
    */
   verifyDeadLetter(): Promise<void>;
+  /**
+   * Sends one `PING` to the idempotency store (bounded by its command timeout). Await it (with
+   * {@link SqsConsumerWiring.verifyDeadLetter}) before `Consumer.start()` to refuse to start against a store
+   * that does not answer. The same check as the poller's and the other adapters' `checkStore()`.
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
+   */
+  checkStore(): Promise<void>;
 }
 
 /**
@@ -74,6 +87,7 @@ export interface SqsConsumerWiring<T> {
  * ```ts
  * const wiring = createSqsConsumerWiring({ idempotency, sqs }, { queueUrl, deadLetter: { queueUrl: dlqUrl } },
  *   async ({ message, fencingToken }) => charge(JSON.parse(message.Body!), fencingToken));
+ * await wiring.checkStore();
  * await wiring.verifyDeadLetter();
  * Consumer.create({ ...wiring, queueUrl, sqs }).start();
  * ```
@@ -91,6 +105,11 @@ export function createSqsConsumerWiring<T>(
   const resolved = resolveSqsOptions(options);
   const { queueUrl, scope } = resolved;
   const events = new TypedEventEmitter<SqsEvents<T>>();
+  const log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the consumer of ${queueUrl}`, {
+    queueUrl,
+  });
+  // The wiring lives as long as the Consumer it is spread into: it listens as long as the client lives.
+  watchRedisErrors(dependencies.idempotency.store, log);
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, message });
   const setVisibility = async (message: Message, seconds: number) => {
@@ -110,10 +129,13 @@ export function createSqsConsumerWiring<T>(
   const processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
+    onStoreError: (operation, error, message) =>
+      events.emit('storeError', { queueUrl, operation, error, message }),
+    log,
   });
   const gate = new StoreGate(
     dependencies.idempotency.store,
-    { storeProbeBackoff: resolved.storeProbeBackoff },
+    { storeProbeBackoff: resolved.storeProbeBackoff, log },
     {
       onStoreUnavailable: ({ error }) => events.emit('storeUnavailable', { queueUrl, error }),
       onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
@@ -169,6 +191,9 @@ export function createSqsConsumerWiring<T>(
     },
     async verifyDeadLetter() {
       await processor.verifyDeadLetter();
+    },
+    checkStore() {
+      return checkStoreAnswers(dependencies.idempotency.store, log.where);
     },
   }) as object;
   return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring<T>;

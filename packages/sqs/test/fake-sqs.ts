@@ -23,6 +23,8 @@ export class FakeSqs {
   /** Receipt handles whose batch entries SQS reports in `Failed`. */
   readonly failReceipts = new Set<string>();
   receives = 0;
+  /** How many of the next `SendMessage` calls (dead-letter copies) fail. */
+  failSends = 0;
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
   redrivePolicy: string | undefined = JSON.stringify({ deadLetterTargetArn: 'arn:dlq', maxReceiveCount: 5 });
 
@@ -70,6 +72,10 @@ export class FakeSqs {
       };
     }
     if (command instanceof SendMessageCommand) {
+      if (this.failSends > 0) {
+        this.failSends -= 1;
+        throw new Error('SQS refused the copy');
+      }
       this.sent.push({
         queueUrl: command.input.QueueUrl!,
         body: command.input.MessageBody!,

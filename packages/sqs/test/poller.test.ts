@@ -4,6 +4,7 @@ import {
   type IdempotencyStore,
   InvalidOptionError,
   MemoryIdempotencyStore,
+  NonRetryableError,
   StoreUnavailableError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
@@ -25,7 +26,7 @@ async function until(what: string, check: () => boolean, timeoutMs = 3000): Prom
 
 function setup(store: IdempotencyStore = new MemoryIdempotencyStore(), maxAttempts = 5) {
   const sqs = new FakeSqs();
-  const idempotency = new Idempotency({ store }, { leaseMs: 3000, maxAttempts });
+  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 3000, maxAttempts });
   return { sqs, idempotency };
 }
 
@@ -35,7 +36,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     const m = message('x', { key: 'k', receiveCount: 3 });
     sqs.batches.push([m]);
     const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client },
+      { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: QUEUE, waitTimeSeconds: 0, retryBackoff: { baseMs: 1000, factor: 2, jitter: 'none' } },
       () => {
         throw new Error('transient');
@@ -57,7 +58,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     sqs.batches.push([g1[0]!, g2[0]!, g1[1]!, g2[1]!, g1[2]!]);
     const ran: string[] = [];
     const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client },
+      { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, retryBackoff: { baseMs: 0 } },
       async ({ message: m }) => {
         ran.push(m.Body!);
@@ -89,7 +90,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     sqs.batches.push([message('a', { key: 'a' }), message('b', { key: 'b' }), message('a', { key: 'a' })]);
     const processed: Settled[] = [];
     const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client },
+      { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: QUEUE, waitTimeSeconds: 0 },
       () => 'ok',
     );
@@ -105,7 +106,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
 
   it('deletes nothing and pauses polling while the store is unavailable, then resumes', async () => {
     const memory = new MemoryIdempotencyStore();
-    let down = true;
+    let down = false; // start() pings the store: it answers, then goes down
     const flaky: IdempotencyStore = new Proxy(memory, {
       get(target, prop, receiver) {
         const value = Reflect.get(target, prop, receiver);
@@ -120,7 +121,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     const events: string[] = [];
     let runs = 0;
     const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client },
+      { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeBackoff: { baseMs: 10, maxMs: 10 } },
       () => {
         runs += 1;
@@ -128,7 +129,9 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     );
     poller.on('storeUnavailable', () => events.push('down'));
     poller.on('storeRecovered', () => events.push('up'));
-    poller.start();
+    const started = poller.start();
+    down = true;
+    await started;
     await until('paused', () => poller.paused);
     const receives = sqs.receives;
     await new Promise((r) => setTimeout(r, 100));
@@ -154,7 +157,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     const dead: SqsEvents['deadLettered'][0][] = [];
     const missing: SqsEvents['missingKey'][0][] = [];
     const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client },
+      { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: `${QUEUE}-dlq` } },
       () => 'never',
     );
@@ -184,7 +187,7 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
 
   it('rejects bad options with InvalidOptionError', () => {
     const { sqs, idempotency } = setup();
-    const deps = { idempotency, sqs: sqs.client };
+    const deps = { idempotency, sqs: sqs.client, logger: false as const };
     expect(() => new IdempotentSqsPoller(deps, { queueUrl: '' }, () => 1)).toThrow(InvalidOptionError);
     expect(() => new IdempotentSqsPoller(deps, { queueUrl: QUEUE, waitTimeSeconds: 21 }, () => 1)).toThrow(
       InvalidOptionError,
@@ -200,11 +203,121 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
   it("refuses to start with TopologyMismatchError when deadLetter is 'redrive-policy' and the queue has none", async () => {
     const { sqs, idempotency } = setup();
     sqs.redrivePolicy = undefined;
-    const poller = new IdempotentSqsPoller({ idempotency, sqs: sqs.client }, { queueUrl: QUEUE }, () => 1);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE },
+      () => 1,
+    );
     await expect(poller.start()).rejects.toBeInstanceOf(TopologyMismatchError);
     expect(poller.running).toBe(false);
     expect(sqs.receives).toBe(0);
     sqs.redrivePolicy = '{"deadLetterTargetArn":"arn:dlq"}';
     await expect(poller.start()).rejects.toMatchObject({ code: 'TOPOLOGY_MISMATCH' });
+  });
+});
+
+describe('IdempotentSqsPoller failure paths', () => {
+  const DLQ = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders-dlq';
+
+  it('an unprotected run whose dead-letter copy fails is not run again: the next receive sends the copy', async () => {
+    const { sqs, idempotency } = setup();
+    sqs.failSends = 1;
+    const m = message('x');
+    sqs.batches.push([m]);
+    let runs = 0;
+    const keys: unknown[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      {
+        queueUrl: QUEUE,
+        waitTimeSeconds: 0,
+        idempotencyKey: () => undefined,
+        missingKey: 'process',
+        deadLetter: { queueUrl: DLQ },
+      },
+      ({ key }) => {
+        runs += 1;
+        keys.push(key);
+        throw new NonRetryableError('bad');
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.action}:${e.reason}`));
+    await poller.start();
+    await until('the failed copy', () => settled.length === 1);
+    sqs.batches.push([{ ...m, Attributes: { ApproximateReceiveCount: '2' } }]); // back after its visibility
+    await until('the copy', () => sqs.sent.length === 1);
+    await until('the delete', () => sqs.deleted.length === 1);
+    await poller.stop();
+    expect(runs).toBe(1);
+    expect(keys).toEqual([undefined]);
+    expect(settled).toEqual(['leave:dead-letter-failed', 'dead-letter:non-retryable']);
+  });
+
+  it('a message without a key received more than maxAttempts times is dead-lettered without running', async () => {
+    const { sqs, idempotency } = setup(new MemoryIdempotencyStore(), 3);
+    sqs.batches.push([message('x', { receiveCount: 4 })]);
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      {
+        queueUrl: QUEUE,
+        waitTimeSeconds: 0,
+        idempotencyKey: () => undefined,
+        missingKey: 'process',
+        deadLetter: { queueUrl: DLQ },
+      },
+      () => {
+        runs += 1;
+      },
+    );
+    await poller.start();
+    await until('the delete', () => sqs.deleted.length === 1);
+    await poller.stop();
+    expect(runs).toBe(0);
+    expect(sqs.sent[0]!.attributes['x-idempotency-dead-letter-reason']).toMatchObject({
+      StringValue: 'attempts-exhausted',
+    });
+  });
+
+  it('marks a FAILED record dead-lettered after its copy: a redelivery is deleted without a second copy', async () => {
+    const { sqs, idempotency } = setup();
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: DLQ } },
+      () => {
+        throw new NonRetryableError('bad');
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.action}:${e.reason}`));
+    await poller.start();
+    await until('the first delete', () => sqs.deleted.length === 1);
+    expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ deadLettered: true });
+    sqs.batches.push([{ ...m, ReceiptHandle: 'r-again' }]); // a duplicate delivery of the same message
+    await until('the second delete', () => sqs.deleted.length === 2);
+    await poller.stop();
+    expect(sqs.sent).toHaveLength(1);
+    expect(settled).toEqual(['dead-letter:non-retryable', 'delete:dead-lettered-before']);
+  });
+
+  it('a CONFLICT in a batch waits for the holder with reserve: true', async () => {
+    const { sqs, idempotency } = setup();
+    const held = await idempotency.claim({ scope: 'orders', key: 'k' });
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    sqs.batches.push([message('x', { key: 'k' })]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 50 },
+      () => 1,
+    );
+    await poller.start();
+    await until('the wait', () => wait.mock.calls.length === 1);
+    await until('the conflict settled', () => sqs.visibility.length >= 2);
+    await poller.stop();
+    expect(wait.mock.calls[0]![1]).toMatchObject({ reserve: true });
+    expect(held.outcome).toBe('ACQUIRED');
   });
 });

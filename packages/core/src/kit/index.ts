@@ -11,10 +11,14 @@
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
+ * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
+ * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
+ * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
  *
  * @packageDocumentation
  */
+export { AdapterLog } from './adapter-log';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
   LeaseKeeperSet,
@@ -32,6 +36,7 @@ export {
 } from './option-checks';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sleep } from './sleep';
+export { checkStoreAnswers, checkStoreAtStart, describeStoreLocation, watchRedisErrors } from './store-check';
 export {
   DEFAULT_STORE_PROBE_BACKOFF,
   StoreGate,
@@ -46,3 +51,4 @@ export {
   type TypedEventEmitterOptions,
   type TypedListener,
 } from './typed-emitter';
+export { type UnprotectedRunEntry, UnprotectedRuns } from './unprotected-runs';

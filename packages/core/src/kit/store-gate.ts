@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { type BackoffOptions, computeBackoffMs } from '../backoff';
 import { isIdempotencyError } from '../errors';
 import type { IdempotencyStore } from '../store/idempotency-store';
+import type { AdapterLog } from './adapter-log';
 import { callIsolated } from './isolate';
 import { checkBackoffOptions } from './option-checks';
 import { sleep } from './sleep';
@@ -28,6 +29,11 @@ export interface StoreGateOptions {
   readonly storeProbeBackoff?: BackoffOptions;
   /** Source of randomness in [0, 1) for the jitter, injectable for tests. @defaultValue `Math.random` */
   readonly random?: () => number;
+  /**
+   * Where the gate warns once when it closes (consumption paused) and once when it opens again (with how
+   * long it was closed): never a line per message or per ping. @defaultValue no log
+   */
+  readonly log?: AdapterLog;
 }
 
 /**
@@ -85,6 +91,7 @@ export class StoreGate {
   readonly #backoff: BackoffOptions;
   readonly #random: () => number;
   readonly #callbacks: StoreGateCallbacks;
+  readonly #log: AdapterLog | undefined;
   #outage: Outage | undefined;
   #disposed = false;
 
@@ -107,6 +114,7 @@ export class StoreGate {
     );
     this.#random = options.random ?? Math.random;
     this.#callbacks = callbacks;
+    this.#log = options.log;
   }
 
   /** Whether the gate is closed (the store did not answer, and no ping has answered since). */
@@ -129,6 +137,10 @@ export class StoreGate {
     if (this.#outage || this.#disposed) return false;
     const outage: Outage = { since: performance.now(), stop: new AbortController(), waiters: new Set() };
     this.#outage = outage;
+    this.#log?.warn(
+      `${this.#log.where} pauses: the idempotency store does not answer (${describe(error)}); nothing is acknowledged until a ping answers`,
+      { error },
+    );
     callIsolated(() => this.#callbacks.onStoreUnavailable?.({ error }));
     void this.#probe(outage);
     return true;
@@ -218,9 +230,16 @@ export class StoreGate {
       if (signal.aborted) return;
       this.#outage = undefined;
       const downMs = Math.round(performance.now() - outage.since);
+      this.#log?.info(`${this.#log.where} resumes: the idempotency store answers again after ${downMs} ms`, {
+        downMs,
+      });
       callIsolated(() => this.#callbacks.onStoreRecovered?.({ downMs }));
       for (const wake of [...outage.waiters]) wake(true);
       return;
     }
   }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

@@ -126,6 +126,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   /** The store records live in. */
   readonly store: IdempotencyStore;
   /**
+   * Where this runner's warnings go (`dependencies.logger`, console by default), `false` for none; an
+   * adapter reads it to avoid logging the same warning twice.
+   */
+  readonly logger: IdempotencyLogger | false;
+  /**
    * When each claim reply this runner received was requested (`performance.now()`): its lease started no
    * earlier, so `execute` counts the lease from there (a claim held in a batch has less left).
    */
@@ -147,6 +152,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     this.store = dependencies.store;
     this.options = resolveOptions(options);
     const logger = dependencies.logger ?? consoleLogger;
+    this.logger = logger;
     if (logger) attachLogger(this, logger);
   }
 

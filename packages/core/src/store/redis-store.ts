@@ -125,6 +125,14 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 
   /**
+   * The ioredis client given to the constructor (still the application's): the adapters read it to
+   * listen for its connection errors and to name its host in error messages.
+   */
+  get redis(): RedisClient {
+    return this.#redis;
+  }
+
+  /**
    * Closes the connection that listens for outcome notifications, if one is open (it also closes by
    * itself a second after the last wait). The client given to the constructor is left to its owner.
    */

@@ -5,7 +5,13 @@ describe('kit: the sub-path export', () => {
   it('exports exactly the kit pieces', () => {
     expect(Object.keys(kit).sort()).toEqual(
       [
+        'AdapterLog',
         'DEFAULT_STORE_PROBE_BACKOFF',
+        'UnprotectedRuns',
+        'checkStoreAnswers',
+        'checkStoreAtStart',
+        'describeStoreLocation',
+        'watchRedisErrors',
         'LeaseKeeperSet',
         'StoreGate',
         'TypedEventEmitter',

@@ -1,0 +1,152 @@
+import {
+  buildRecordKey,
+  Idempotency,
+  type IdempotencyLogger,
+  type RecordId,
+  RedisIdempotencyStore,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
+import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import Redis from 'ioredis';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { freePort, waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { type RecordedEvent, recordEvents } from './recorded-events';
+
+/** A logger that keeps what it was given. */
+function recordingLogger(): IdempotencyLogger & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, warn: (message) => lines.push(message), error: (message) => lines.push(message) };
+}
+
+describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redisUrl, kafka: brokers }) => {
+  jest.setTimeout(60_000);
+  let redis: Redis;
+  let kafka: Kafka;
+  let producer: Producer;
+  const consumers: Consumer[] = [];
+  const closers: (() => void)[] = [];
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl);
+    kafka = kafkaClient(brokers);
+    producer = await connectProducer(kafka);
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0)) close();
+    await Promise.all(consumers.splice(0).map((c) => c.disconnect()));
+  });
+  afterAll(async () => {
+    await producer.disconnect();
+    await redis.quit();
+  });
+
+  it('a Redis URL pointing at a closed port: checkStore() fails promptly naming the host, the first message logs it once, and the console is not flooded', async () => {
+    const port = await freePort();
+    const closed = new Redis(`redis://127.0.0.1:${port}`);
+    const printed: string[] = [];
+    const spies = (['error', 'warn', 'log'] as const).map((level) =>
+      jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        printed.push(args.map(String).join(' '));
+      }),
+    );
+    const logger = recordingLogger();
+    try {
+      const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 500 });
+      const idempotency = new Idempotency({ store, logger: false });
+      const topic = uniqueName('closed');
+      const groupId = uniqueName('g');
+      let eachMessage: ReturnType<typeof idempotentEachMessage> | undefined;
+      const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+        eachMessage = idempotentEachMessage(
+          { idempotency, consumer: c, producer, logger },
+          { groupId, maxInlineDelayMs: 300, deadLetterTopic: false },
+          () => {},
+        );
+        return { eachMessage };
+      });
+      consumers.push(consumer);
+      closers.push(() => eachMessage!.close());
+      const started = performance.now();
+      const error = await eachMessage!.checkStore().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as Error).message).toContain(`127.0.0.1:${port}`);
+      expect(performance.now() - started).toBeLessThan(10_000);
+      await producer.send({ topic, messages: [{ value: 'v', headers: { 'idempotency-key': 'k' } }] });
+      await waitFor(
+        'the first-use error',
+        () => logger.lines.some((l) => l.includes('cannot start')),
+        20_000,
+      );
+      await waitFor('the pause warning', () => logger.lines.some((l) => l.includes('pauses')), 20_000);
+      expect(logger.lines.filter((l) => l.includes('cannot start'))).toHaveLength(1);
+      expect(logger.lines.filter((l) => l.includes('Redis client'))).toHaveLength(1);
+      expect(printed.filter((line) => line.includes('[ioredis]'))).toEqual([]);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+      closed.disconnect();
+    }
+  });
+
+  it('eachMessage: a completion write refused with LEASE_LOST after an outage emits leaseLost (during write) and resolves without a rerun', async () => {
+    const keyPrefix = uniqueName('idem');
+    let failed = false;
+    /** Redis loses the record and the runner's COMPLETED write finds Redis unavailable, once. */
+    class LosingStore extends RedisIdempotencyStore {
+      override async complete(
+        id: RecordId,
+        token: number,
+        options: Parameters<RedisIdempotencyStore['complete']>[2],
+      ) {
+        if (!failed) {
+          failed = true;
+          await redis.del(buildRecordKey(keyPrefix, id));
+          throw new StoreUnavailableError('Redis did not answer (injected)');
+        }
+        return super.complete(id, token, options);
+      }
+    }
+    const store = new LosingStore({ redis }, { keyPrefix, commandTimeoutMs: 1000 });
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 5000, writeAttempts: 1 });
+    const topic = uniqueName('lost-write');
+    const groupId = uniqueName('g');
+    const runs: string[] = [];
+    const events: RecordedEvent[] = [];
+    const logger = recordingLogger();
+    await producer.send({
+      topic,
+      messages: [
+        { partition: 0, value: 'a', headers: { 'idempotency-key': 'lost' } },
+        { partition: 0, value: 'b', headers: { 'idempotency-key': 'after' } },
+      ],
+    });
+    const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+      const eachMessage = recordEvents(
+        idempotentEachMessage(
+          { idempotency, consumer: c, producer, logger },
+          { groupId, deadLetterTopic: false, storeProbeBackoff: { baseMs: 50, maxMs: 100 } },
+          ({ key }) => {
+            runs.push(key!);
+          },
+        ),
+        events,
+      );
+      closers.push(() => eachMessage.close());
+      return { eachMessage };
+    });
+    consumers.push(consumer);
+    await waitFor('both settled', () => events.filter((e) => e.type === 'settled').length === 2, 20_000);
+    const lost = events.filter((e) => e.type === 'leaseLost');
+    expect(lost).toEqual([
+      expect.objectContaining({
+        key: 'lost',
+        during: 'write',
+        handlerCompleted: true,
+        reason: 'record-vanished',
+      }),
+    ]);
+    expect(runs).toEqual(['lost', 'after']);
+    expect(logger.lines.filter((l) => l.includes('lease lost'))).toHaveLength(1);
+  });
+});

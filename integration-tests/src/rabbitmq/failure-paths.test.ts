@@ -1,0 +1,133 @@
+import {
+  type IdempotencyLogger,
+  NonRetryableError,
+  RedisIdempotencyStore,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
+import { createIdempotentConsumer, DEAD_LETTER_HEADERS } from '@idempotent-consumer/rabbitmq';
+import Redis from 'ioredis';
+import { freePort, waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { pause, RabbitFixture } from './fixture';
+
+/** A logger that keeps what it was given. */
+function recordingLogger(): IdempotencyLogger & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, warn: (message) => lines.push(message), error: (message) => lines.push(message) };
+}
+
+describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (urls) => {
+  jest.setTimeout(60_000);
+  let fx: RabbitFixture;
+  beforeEach(async () => {
+    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
+  });
+  afterEach(() => fx.close());
+
+  it('a Redis URL pointing at a closed port: start() fails promptly with StoreUnavailableError naming the host, and the console is not flooded', async () => {
+    const port = await freePort();
+    const redis = new Redis(`redis://127.0.0.1:${port}`);
+    const printed: string[] = [];
+    const spies = (['error', 'warn', 'log'] as const).map((level) =>
+      jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        printed.push(args.map(String).join(' '));
+      }),
+    );
+    const logger = recordingLogger();
+    try {
+      const consumer = createIdempotentConsumer(
+        {
+          idempotency: fx.idempotency({}, new RedisIdempotencyStore({ redis }, { commandTimeoutMs: 1000 })),
+          connection: fx.connection,
+          logger,
+        },
+        { queue: fx.queue },
+        () => {},
+      );
+      const started = performance.now();
+      const error = await consumer.start().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as Error).message).toContain(`127.0.0.1:${port}`);
+      expect(performance.now() - started).toBeLessThan(10_000);
+      await pause(1500); // ioredis keeps reconnecting meanwhile: nothing may print per attempt
+      expect(printed.filter((line) => line.includes('[ioredis] Unhandled error event'))).toEqual([]);
+      expect(printed).toEqual([]);
+      expect(logger.lines.filter((l) => l.includes('Redis client'))).toHaveLength(1);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+      redis.disconnect();
+    }
+  });
+
+  it('a fingerprint function that throws dead-letters the message as invalid-key and consumption goes on', async () => {
+    const logger = recordingLogger();
+    const ran: string[] = [];
+    const { consumer, events } = await fx.consumer(
+      fx.idempotency(),
+      {
+        fingerprint: (message) => {
+          const body = JSON.parse(message.content.toString()) as { bad?: boolean };
+          if (body.bad) throw new Error('unparsable payload');
+          return body;
+        },
+      },
+      ({ key }) => {
+        ran.push(key!);
+      },
+      { connection: fx.connection, logger },
+    );
+    const invalid: unknown[] = [];
+    consumer.on('invalidKey', (e) => invalid.push(e.error));
+    fx.publish({ bad: true }, { messageId: 'bad' });
+    fx.publish({ ok: true }, { messageId: 'good' });
+    const [dead] = await fx.deadLetters(1);
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('invalid-key');
+    await waitFor('the good message', () => ran.includes('good'));
+    expect(ran).toEqual(['good']);
+    expect(events.storeUnavailable).toEqual([]);
+    expect(consumer.state).toBe('running');
+    expect((invalid[0] as Error).name).toBe('InvalidPayloadError');
+    expect(logger.lines.filter((l) => l.includes('invalid idempotency key'))).toHaveLength(1);
+  });
+
+  it('a FAILED record is dead-lettered once: a redelivery of its key is acked without a second copy', async () => {
+    let runs = 0;
+    const { events } = await fx.consumer(fx.idempotency(), {}, () => {
+      runs += 1;
+      throw new NonRetryableError('bad');
+    });
+    fx.publish({ n: 1 }, { messageId: 'once' });
+    await fx.deadLetters(1);
+    fx.publish({ n: 1 }, { messageId: 'once' });
+    await waitFor('the redelivery acked', () =>
+      events.settled.some((e) => e.decision.action === 'ack' && e.decision.reason === 'dead-lettered-before'),
+    );
+    await pause(300);
+    expect(await fx.depth(`${fx.queue}.dlq`)).toBe(0);
+    expect(runs).toBe(1);
+  });
+
+  it('an unprotected run whose dead-letter publish fails is not run again; the copy lands once the exchange is back', async () => {
+    let runs = 0;
+    const { consumer, events } = await fx.consumer(
+      fx.idempotency(),
+      { missingKey: 'process', idempotencyKey: () => undefined },
+      () => {
+        runs += 1;
+        throw new NonRetryableError('bad');
+      },
+    );
+    const { deadLetterExchange, deadLetterQueue, deadLetterRoutingKey } = consumer.topology;
+    await fx.channel.deleteExchange(deadLetterExchange);
+    fx.publish({ n: 1 });
+    await waitFor(
+      'two failed dead-letter publishes',
+      () => events.settled.filter((e) => e.decision.action === 'requeue').length >= 2,
+    );
+    await fx.channel.assertExchange(deadLetterExchange, 'direct', { durable: true });
+    await fx.channel.bindQueue(deadLetterQueue as string, deadLetterExchange, deadLetterRoutingKey);
+    const [dead] = await fx.deadLetters(1);
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('non-retryable');
+    expect(runs).toBe(1);
+  });
+});

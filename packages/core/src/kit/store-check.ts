@@ -1,0 +1,152 @@
+import { StoreUnavailableError } from '../errors';
+import type { IdempotencyStore } from '../store/idempotency-store';
+import type { AdapterLog } from './adapter-log';
+
+/** The part of an ioredis client (standalone or Cluster) read here: its events and connection options. */
+interface RedisLike {
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  off(event: string, listener: (...args: unknown[]) => void): unknown;
+  listenerCount(event: string): number;
+  readonly options?: { host?: string; port?: number; path?: string };
+  readonly startupNodes?: readonly unknown[];
+}
+
+/** The Redis client of a store that exposes one (`RedisIdempotencyStore.redis`), else `undefined`. */
+function redisOf(store: object): RedisLike | undefined {
+  let redis: unknown;
+  try {
+    redis = (store as { redis?: unknown }).redis;
+  } catch {
+    return undefined;
+  }
+  if (redis === null || typeof redis !== 'object') return undefined;
+  const r = redis as Partial<RedisLike>;
+  return typeof r.on === 'function' && typeof r.off === 'function' && typeof r.listenerCount === 'function'
+    ? (r as RedisLike)
+    : undefined;
+}
+
+/**
+ * Where the store's Redis is, for error messages: `Redis at host:port` (or its socket path, or the
+ * Cluster's startup nodes); `undefined` for a store without a Redis client.
+ */
+export function describeStoreLocation(store: object): string | undefined {
+  const redis = redisOf(store);
+  if (!redis) return undefined;
+  if (Array.isArray(redis.startupNodes)) {
+    const nodes = redis.startupNodes.map((n) =>
+      typeof n === 'string' || typeof n === 'number'
+        ? String(n)
+        : `${(n as { host?: string }).host ?? 'localhost'}:${(n as { port?: number }).port ?? 6379}`,
+    );
+    return `Redis Cluster at ${nodes.join(', ')}`;
+  }
+  const o = redis.options;
+  if (!o) return undefined;
+  return o.path ? `Redis at ${o.path}` : `Redis at ${o.host ?? 'localhost'}:${o.port ?? 6379}`;
+}
+
+/**
+ * Checks that the store answers one `ping` (bounded by the store's own command timeout: 2 s by default
+ * for `RedisIdempotencyStore`), so a consumer started against a wrong URL fails at once instead of
+ * pausing on its first message.
+ * @param where - names the consumer in the error, e.g. `the consumer of queue orders`.
+ * @throws `StoreUnavailableError` (code `STORE_UNAVAILABLE`) naming the consumer and where the store's
+ *   Redis is (host and port), with the ping's error as `cause`.
+ */
+export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, where: string): Promise<void> {
+  try {
+    await store.ping();
+  } catch (error) {
+    const location = describeStoreLocation(store);
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new StoreUnavailableError(
+      `${where} cannot start: the idempotency store${location ? ` (${location})` : ''} did not answer a PING: ${detail}. Check the Redis URL and that Redis is running.`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * The store check of a consumer's start: {@link checkStoreAnswers}, whose failure rejects the start when
+ * the runner fails closed (`storeFailureMode: 'closed'`, the default); under `storeFailureMode: 'open'`
+ * (the application chose to run unprotected while the store is down) the failure is logged as a warning
+ * and the start goes on.
+ * @throws `StoreUnavailableError` (see {@link checkStoreAnswers}) when the store does not answer and the
+ *   runner fails closed.
+ */
+export async function checkStoreAtStart(
+  runner: { readonly store: Pick<IdempotencyStore, 'ping'>; readonly options: { storeFailureMode: string } },
+  log: AdapterLog,
+): Promise<void> {
+  try {
+    await checkStoreAnswers(runner.store, log.where);
+  } catch (error) {
+    if (runner.options.storeFailureMode !== 'open') throw error;
+    log.warn(
+      `${error instanceof Error ? error.message : String(error)} Starting anyway: storeFailureMode is 'open', so messages run without idempotency until it answers.`,
+      { error },
+    );
+  }
+}
+
+/** The one listener this kit attached to a client, and the logs it reports to. */
+interface Watch {
+  /** One entry per consumer watching (a consumer may share its log with another). */
+  readonly logs: Map<symbol, AdapterLog>;
+  readonly listener: (error: unknown) => void;
+  readonly onReady: () => void;
+  down: boolean;
+}
+
+const watches = new WeakMap<RedisLike, Watch>();
+
+/**
+ * Keeps the store's Redis client from flooding the console: without an `error` listener, ioredis prints
+ * `[ioredis] Unhandled error event` with a stack on every reconnect attempt while Redis is down. When the
+ * client has no `error` listener (the consumer owns the listening), one listener is attached that logs
+ * the first error of each outage through `log` (one line, with where Redis is) and nothing more until
+ * the client is `ready` again. A client the application already listens to is left alone. Several
+ * consumers on one client share one listener; it is removed when the last one stops.
+ * @returns a function that stops watching for this consumer (call it when the consumer stops).
+ */
+export function watchRedisErrors(store: object, log: AdapterLog): () => void {
+  const redis = redisOf(store);
+  if (!redis) return () => {};
+  let watch = watches.get(redis);
+  if (!watch) {
+    if (redis.listenerCount('error') > 0) return () => {}; // the application listens itself
+    const location = describeStoreLocation(store);
+    const created: Watch = {
+      logs: new Map(),
+      down: false,
+      listener: (error) => {
+        if (created.down) return;
+        created.down = true;
+        const first = created.logs.values().next();
+        if (first.done) return;
+        const detail = error instanceof Error ? error.message : String(error);
+        first.value.warn(
+          `the Redis client of the idempotency store reports an error (${detail})${location ? ` at ${location}` : ''}; further errors are not logged until it reconnects`,
+          { error },
+        );
+      },
+      onReady: () => {
+        created.down = false;
+      },
+    };
+    watch = created;
+    watches.set(redis, watch);
+    redis.on('error', watch.listener);
+    redis.on('ready', watch.onReady);
+  }
+  const current = watch;
+  const registration = Symbol('watch');
+  current.logs.set(registration, log);
+  return () => {
+    if (!current.logs.delete(registration) || current.logs.size > 0) return;
+    redis.off('error', current.listener);
+    redis.off('ready', current.onReady);
+    watches.delete(redis);
+  };
+}
