@@ -157,9 +157,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
    * every such claim during a failover spent an attempt of a handler that never ran, until `maxAttempts`
    * failed the record (ATTEMPTS_EXHAUSTED) unrun.
    */
-  async #claimReplicated(key: string, options: ClaimOptions): Promise<ClaimReply> {
-    const counted = this.#wait !== undefined && options.reserve !== true;
-    const args = scriptArgs.claim(counted ? { ...options, reserve: true } : options);
+  async #claimReplicated(
+    key: string,
+    options: ClaimOptions,
+    { counted, args } = this.#claimCall(options),
+  ): Promise<ClaimReply> {
     for (let tries = 1; ; tries++) {
       const reply = decodeClaimReply(await this.#call('claim', key, args));
       await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
@@ -172,6 +174,15 @@ export class RedisIdempotencyStore implements IdempotencyStore {
         throw new StoreUnavailableError(`A replicated claim of ${key} was lost before it started, 3 times`);
       }
     }
+  }
+
+  /**
+   * The claim script's arguments for `options` (checked here: throws `InvalidOptionError`), and whether the
+   * claim is `counted`: made as a reservation and counted after its `WAIT` (see `#claimReplicated`).
+   */
+  #claimCall(options: ClaimOptions): { counted: boolean; args: (string | number)[] } {
+    const counted = this.#wait !== undefined && options.reserve !== true;
+    return { counted, args: scriptArgs.claim(counted ? { ...options, reserve: true } : options) };
   }
 
   /** Counts the attempt of a reservation made for a counted claim (`start`); `undefined` when it was lost. */
@@ -197,14 +208,16 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (this.#redis.isCluster) {
       // A Cluster pipeline must stay within one slot; concurrent calls are batched per node instead by
       // auto-pipelining, when the client enables it.
-      return Promise.all(requests.map((r) => this.#claimReplicated(this.recordKey(r.id), r.options)));
+      // Every key and option is checked before the first claim is sent: a bad request claims nothing.
+      const checked = requests.map((r) => ({ key: this.recordKey(r.id), call: this.#claimCall(r.options) }));
+      return Promise.all(checked.map((c, i) => this.#claimReplicated(c.key, requests[i]!.options, c.call)));
     }
     // With waitForReplicas a counted claim is a reservation counted after the WAIT (see #claimReplicated).
-    const calls = requests.map((r) => {
-      const counted = this.#wait !== undefined && r.options.reserve !== true;
-      const options = counted ? { ...r.options, reserve: true } : r.options;
-      return { key: this.recordKey(r.id), args: scriptArgs.claim(options), counted, options: r.options };
-    });
+    const calls = requests.map((r) => ({
+      key: this.recordKey(r.id),
+      ...this.#claimCall(r.options),
+      options: r.options,
+    }));
     const pipeline = this.#redis.pipeline();
     const method = this.#commands.claim;
     for (const c of calls) (pipeline as unknown as Record<string, ScriptFn>)[method]!(c.key, ...c.args);
