@@ -1,8 +1,7 @@
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import { uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
-import { countSettled, redisRunner, useKafkaSuite } from './kafka-suite';
+import { countSettled, eachMessageOf, redisRunner, useKafkaSuite } from './kafka-suite';
 
 describeWithServices(
   ['redis', 'kafka'],
@@ -30,16 +29,10 @@ describeWithServices(
       await suite.start(
         groupId,
         topic,
-        (c) => ({
-          eachMessage: idempotentEachMessage(
-            { idempotency, consumer: c },
-            { groupId, deadLetterTopic: false },
-            async ({ key = '' }) => {
-              started ||= performance.now();
-              await new Promise((r) => setTimeout(r, 20));
-              charges.set(key, (charges.get(key) ?? 0) + 1);
-            },
-          ),
+        eachMessageOf(idempotency, groupId, async ({ key = '' }) => {
+          started ||= performance.now();
+          await new Promise((r) => setTimeout(r, 20));
+          charges.set(key, (charges.get(key) ?? 0) + 1);
         }),
         { partitionsConsumedConcurrently: 4 },
       );

@@ -4,7 +4,12 @@ import {
   RedisIdempotencyStore,
   type RedisIdempotencyStoreOptions,
 } from '@idempotent-consumer/core';
-import type { IdempotentEachBatch, IdempotentEachMessage } from '@idempotent-consumer/kafka';
+import {
+  type IdempotentEachBatch,
+  type IdempotentEachMessage,
+  idempotentEachMessage,
+  type KafkaHandler,
+} from '@idempotent-consumer/kafka';
 import Redis, { type RedisOptions } from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import {
@@ -124,4 +129,23 @@ export function countSettled(idempotency: Idempotency): () => number {
   });
   idempotency.on('completed', () => settled++);
   return () => settled;
+}
+
+/**
+ * A `run` for {@link KafkaSuite.start} or `startMember` (support/kafka-fixture.ts): `handler` wrapped by
+ * {@link idempotentEachMessage} on `idempotency` for `groupId`, without a dead-letter topic (a failure
+ * retries and never dead-letters), built anew for each consumer.
+ */
+export function eachMessageOf(
+  idempotency: Idempotency,
+  groupId: string,
+  handler: KafkaHandler<unknown>,
+): (consumer: Consumer) => { eachMessage: IdempotentEachMessage } {
+  return (consumer) => ({
+    eachMessage: idempotentEachMessage(
+      { idempotency, consumer },
+      { groupId, deadLetterTopic: false },
+      handler,
+    ),
+  });
 }

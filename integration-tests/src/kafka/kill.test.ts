@@ -1,10 +1,9 @@
 import { join } from 'node:path';
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import { type GroupMember, startMember, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { startWorker } from '../../support/worker-process';
-import { redisRunner, useKafkaSuite } from './kafka-suite';
+import { eachMessageOf, redisRunner, useKafkaSuite } from './kafka-suite';
 import { payments } from './payments';
 
 const WORKER = join(__dirname, '../../workers/kafka-consumer.ts');
@@ -60,14 +59,8 @@ describeWithServices(
           kafka,
           groupId,
           topic,
-          (c) => ({
-            eachMessage: idempotentEachMessage(
-              { idempotency, consumer: c },
-              { groupId, deadLetterTopic: false },
-              () => {
-                runs++;
-              },
-            ),
+          eachMessageOf(idempotency, groupId, () => {
+            runs++;
           }),
           {},
           { what: 'kafka kill' },
