@@ -13,8 +13,28 @@ describeWithServices(
   ({ redis: redisUrl, kafka: brokers }) => {
     const suite = useKafkaSuite(brokers, redisUrl);
 
-    function runner(maxAttempts = 3) {
-      return redisRunner(suite.redis, { leaseMs: 3000, maxAttempts }, { commandTimeoutMs: 1000 });
+    /**
+     * Produces one message per `[value, key]` pair to `partition` of `topic`, in order, in one request; the
+     * key goes in the `idempotency-key` header (no header where it is undefined).
+     */
+    async function produceTo(topic: string, partition: number, ...pairs: [string, string?][]) {
+      await suite.producer.send({
+        topic,
+        messages: pairs.map(([value, key]) => ({
+          partition,
+          value,
+          ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
+        })),
+      });
+    }
+
+    /** A new topic named after `what`, a new group, and a runner with `maxAttempts` on a new key prefix. */
+    function fresh(what: string, maxAttempts = 3) {
+      return {
+        topic: uniqueName(what),
+        groupId: uniqueName('g'),
+        idempotency: redisRunner(suite.redis, { leaseMs: 3000, maxAttempts }, { commandTimeoutMs: 1000 }),
+      };
     }
 
     /** Starts a consumer of `groupId` on `topic` whose `eachMessage` is the wrapper `make` builds. */
@@ -23,9 +43,7 @@ describeWithServices(
     }
 
     it('runs a key produced at several offsets once', async () => {
-      const topic = uniqueName('dupes');
-      const groupId = uniqueName('g');
-      const idempotency = runner();
+      const { topic, groupId, idempotency } = fresh('dupes');
       const runs = new Map<string, number>();
       const settled = countSettled(idempotency);
       // 12 keys, each sent 3 times with the same key but to any partition, interleaved.
@@ -49,19 +67,11 @@ describeWithServices(
     }, 60_000);
 
     it('retries a failing handler with backoff, then dead-letters it with the error headers', async () => {
-      const topic = uniqueName('fail');
-      const groupId = uniqueName('g');
-      const idempotency = runner(3);
+      const { topic, groupId, idempotency } = fresh('fail', 3);
       const attemptsAt: number[] = [];
       const okRuns: string[] = [];
       const events: RecordedEvent[] = [];
-      await suite.producer.send({
-        topic,
-        messages: [
-          { partition: 0, value: 'bad', headers: { 'idempotency-key': 'bad-1' } },
-          { partition: 0, value: 'good', headers: { 'idempotency-key': 'good-1' } },
-        ],
-      });
+      await produceTo(topic, 0, ['bad', 'bad-1'], ['good', 'good-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
@@ -102,19 +112,10 @@ describeWithServices(
     }, 60_000);
 
     it('pauses the partition for a backoff above maxInlineDelayMs, without resolving the offset', async () => {
-      const topic = uniqueName('pause');
-      const groupId = uniqueName('g');
-      const idempotency = runner(2);
+      const { topic, groupId, idempotency } = fresh('pause', 2);
       const events: RecordedEvent[] = [];
       const runs: string[] = [];
-      await suite.producer.send({
-        topic,
-        messages: [
-          { partition: 1, value: 'flaky', headers: { 'idempotency-key': 'flaky-1' } },
-          { partition: 1, value: 'next', headers: { 'idempotency-key': 'next-1' } },
-          { partition: 1, value: 'fatal', headers: { 'idempotency-key': 'fatal-1' } },
-        ],
-      });
+      await produceTo(topic, 1, ['flaky', 'flaky-1'], ['next', 'next-1'], ['fatal', 'fatal-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
@@ -152,17 +153,9 @@ describeWithServices(
     }, 60_000);
 
     it('dead-letters a payload mismatch without running it', async () => {
-      const topic = uniqueName('mismatch');
-      const groupId = uniqueName('g');
-      const idempotency = runner();
+      const { topic, groupId, idempotency } = fresh('mismatch');
       const runs: string[] = [];
-      await suite.producer.send({
-        topic,
-        messages: [
-          { partition: 2, value: '{"amount":100}', headers: { 'idempotency-key': 'order-7' } },
-          { partition: 2, value: '{"amount":999}', headers: { 'idempotency-key': 'order-7' } },
-        ],
-      });
+      await produceTo(topic, 2, ['{"amount":100}', 'order-7'], ['{"amount":999}', 'order-7']);
       const make = (consumer: Consumer) =>
         idempotentEachMessage(
           { idempotency, consumer, producer: suite.producer },
@@ -181,18 +174,10 @@ describeWithServices(
     }, 60_000);
 
     it('missingKey: process runs UNPROTECTED with no key, retries a bounded number of times, then dead-letters', async () => {
-      const topic = uniqueName('unprotected');
-      const groupId = uniqueName('g');
-      const idempotency = runner(3);
+      const { topic, groupId, idempotency } = fresh('unprotected', 3);
       const runs: unknown[] = [];
       const events: RecordedEvent[] = [];
-      await suite.producer.send({
-        topic,
-        messages: [
-          { partition: 0, value: 'no-key' },
-          { partition: 0, value: 'next', headers: { 'idempotency-key': 'next-1' } },
-        ],
-      });
+      await produceTo(topic, 0, ['no-key'], ['next', 'next-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
@@ -241,9 +226,7 @@ describeWithServices(
     }, 60_000);
 
     it('an expected pause is not logged by KafkaJS as an ERROR with a stack', async () => {
-      const topic = uniqueName('quiet-pause');
-      const groupId = uniqueName('g');
-      const idempotency = runner(2);
+      const { topic, groupId, idempotency } = fresh('quiet-pause', 2);
       const errors: string[] = [];
       const logged = new Kafka({
         clientId: 'ic-quiet',
@@ -258,10 +241,7 @@ describeWithServices(
       });
       const runs: string[] = [];
       const events: RecordedEvent[] = [];
-      await suite.producer.send({
-        topic,
-        messages: [{ partition: 0, value: 'flaky', headers: { 'idempotency-key': 'q-1' } }],
-      });
+      await produceTo(topic, 0, ['flaky', 'q-1']);
       await suite.start(
         groupId,
         topic,
