@@ -152,3 +152,22 @@ export class SqlDatabase {
 
 /** The dialects the inbox suites run on; each is also the name of the service it needs. */
 export const DIALECTS: readonly SqlDialect[] = ['postgres', 'mysql'];
+
+/**
+ * Registers the hooks that give a suite its own {@link SqlDatabase} of `dialect` at `url`: created before
+ * the suite's tests, dropped after them. Returns a reader of it, which throws before the suite started.
+ * Call it in a `describe` body.
+ */
+export function useSqlDatabase(dialect: SqlDialect, url: string): () => SqlDatabase {
+  let db: SqlDatabase | undefined;
+  beforeAll(async () => {
+    db = await SqlDatabase.create(dialect, url);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  return () => {
+    if (db === undefined) throw new Error(`useSqlDatabase: no ${dialect} database before the suite started`);
+    return db;
+  };
+}

@@ -15,9 +15,20 @@ export class SqsFixture {
   readonly #queues: string[] = [];
   #n = 0;
 
+  /** The clients connect on first use (`lazyConnect`), so a fixture no test used opens no socket. */
   constructor(redisUrl: string, sqsEndpoint: string) {
-    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
     this.sqs = sqsClient(sqsEndpoint);
+  }
+
+  /**
+   * The fixture of a suite, closed (its queues deleted, its clients closed) after all its tests. Call it in
+   * a `describe` body; an `afterAll` the suite declared before this call runs before the close.
+   */
+  static forSuite(redisUrl: string, sqsEndpoint: string): SqsFixture {
+    const fx = new SqsFixture(redisUrl, sqsEndpoint);
+    afterAll(() => fx.close());
+    return fx;
   }
 
   /** A runner on a store with a fresh key prefix. */

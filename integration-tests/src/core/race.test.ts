@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import type { RaceWorkerConfig, RaceWorkerMessage } from '../../workers/core-race-worker';
-import { deleteByPrefix, uniquePrefix } from './redis-target';
+import { useRedisStore } from './redis-target';
 
 const WORKER = join(__dirname, '..', '..', 'workers', 'core-race-worker.ts');
 const PROCESSES = 4;
@@ -70,29 +69,21 @@ describeWithServices(
   ['redis'],
   `race: ${PROCESSES} processes × ${CONNECTIONS_PER_PROCESS} connections claim the same keys`,
   ({ redis: url }) => {
-    let redis: Redis;
-    const prefixes: string[] = [];
-    beforeAll(() => {
-      redis = new Redis(url);
-    });
-    afterAll(async () => {
-      for (const p of prefixes) await deleteByPrefix(redis, p);
-      await redis.quit();
-    });
+    const suite = useRedisStore(url, 'race');
+
+    /**
+     * Races 16 claimers a key (`mode` as the workers run it, each handler `handlerMs` long) over `keys` keys
+     * under the prefix `<suite prefix>-<name>`; resolves with the counts per process and their sum per key.
+     */
+    async function raceKeys(mode: RaceWorkerConfig['mode'], name: string, keys: number, handlerMs: number) {
+      const prefix = `${suite.prefix}-${name}`;
+      const perProcess = await race({ mode, url, prefix, keys, claimersPerKey: 16 / PROCESSES, handlerMs });
+      return { prefix, perProcess, total: merge(perProcess) };
+    }
 
     it('500 keys × 16 concurrent claimers: exactly one ACQUIRED per key, the other 15 CONFLICT', async () => {
-      const prefix = uniquePrefix('race-claim');
-      prefixes.push(prefix);
       const keys = 500;
-      const perProcess = await race({
-        mode: 'claim',
-        url,
-        prefix,
-        keys,
-        claimersPerKey: 16 / PROCESSES,
-        handlerMs: 0,
-      });
-      const total = merge(perProcess);
+      const { prefix, perProcess, total } = await raceKeys('claim', 'claim', keys, 0);
       expect(Object.keys(total)).toHaveLength(keys);
       const shapes = new Map<string, number>();
       for (const counts of Object.values(total)) {
@@ -116,7 +107,7 @@ describeWithServices(
       expect(wins.reduce((a, b) => a + b, 0)).toBe(keys);
       expect(wins.filter((w) => w > 0).length).toBeGreaterThanOrEqual(2);
       // And the records agree: one claim each (attempt 1), a token written with every digit.
-      const pipeline = redis.pipeline();
+      const pipeline = suite.redis.pipeline();
       for (let k = 0; k < keys; k++) pipeline.hmget(`${prefix}:4:race:k${k}`, 's', 't', 'a');
       const records = (await pipeline.exec())!.map(([, r]) => r as string[]);
       expect(new Set(records.map(([s, , a]) => `${s},${a}`))).toEqual(new Set(['P,1']));
@@ -124,18 +115,8 @@ describeWithServices(
     });
 
     it('Idempotency.run × 16 per key: each side effect happens exactly once; the others CONFLICT or DUPLICATE', async () => {
-      const prefix = uniquePrefix('race-run');
-      prefixes.push(prefix);
       const keys = 200;
-      const perProcess = await race({
-        mode: 'run',
-        url,
-        prefix,
-        keys,
-        claimersPerKey: 16 / PROCESSES,
-        handlerMs: 20,
-      });
-      const total = merge(perProcess);
+      const { prefix, total } = await raceKeys('run', 'run', keys, 20);
       expect(Object.keys(total)).toHaveLength(keys);
       const sums: Record<string, number> = {};
       for (const counts of Object.values(total)) {
@@ -147,7 +128,9 @@ describeWithServices(
         for (const [o, n] of Object.entries(counts)) sums[o] = (sums[o] ?? 0) + n;
       }
       process.stderr.write(`[race] run: ${keys} keys × 16 runners; outcomes: ${JSON.stringify(sums)}\n`);
-      const sideEffects = await redis.mget(...Array.from({ length: keys }, (_, k) => `${prefix}:side:k${k}`));
+      const sideEffects = await suite.redis.mget(
+        ...Array.from({ length: keys }, (_, k) => `${prefix}:side:k${k}`),
+      );
       expect(sideEffects.filter((v) => v !== '1')).toEqual([]);
     });
   },

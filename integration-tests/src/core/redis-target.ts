@@ -1,5 +1,5 @@
 import { RedisIdempotencyStore } from '@idempotent-consumer/core';
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { ContractClock, ContractTarget } from '../../../packages/core/test/contract/store-contract';
 
 /** Reads the Redis server clock (`TIME`) in ms since the epoch: the clock every lease is measured on. */
@@ -65,4 +65,45 @@ export async function deleteByPrefix(redis: Redis, prefix: string): Promise<void
     cursor = next;
     if (keys.length > 0) await redis.unlink(...keys);
   } while (cursor !== '0');
+}
+
+/** A suite's Redis client and store: see {@link useRedisStore}. */
+export interface SuiteStore {
+  /** A client of the suite's Redis (connected before the suite's tests, quit after them). */
+  readonly redis: Redis;
+  /** A store on {@link SuiteStore.redis} under {@link SuiteStore.prefix}. */
+  readonly store: RedisIdempotencyStore;
+  /** The suite's unique key prefix ({@link uniquePrefix}); every key under it is deleted after the suite. */
+  readonly prefix: string;
+}
+
+/**
+ * Registers the hooks that give a suite a Redis client on `url` (with `options`) and a
+ * {@link RedisIdempotencyStore} under a unique prefix named after `what`; after the suite, every key that
+ * starts with the prefix is deleted and the client quits. Call it in a `describe` body.
+ */
+export function useRedisStore(url: string, what: string, options: RedisOptions = {}): SuiteStore {
+  const prefix = uniquePrefix(what);
+  let redis: Redis | undefined;
+  let store: RedisIdempotencyStore | undefined;
+  beforeAll(() => {
+    redis = new Redis(url, options);
+    store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
+  });
+  afterAll(async () => {
+    if (redis === undefined) return;
+    await deleteByPrefix(redis, prefix);
+    await redis.quit();
+  });
+  return {
+    prefix,
+    get redis() {
+      if (redis === undefined) throw new Error('useRedisStore: the suite has not started');
+      return redis;
+    },
+    get store() {
+      if (store === undefined) throw new Error('useRedisStore: the suite has not started');
+      return store;
+    },
+  };
 }

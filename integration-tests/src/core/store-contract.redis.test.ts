@@ -8,23 +8,17 @@ import {
   RETENTION_MS,
 } from '../../../packages/core/test/contract/store-contract';
 import { describeWithServices } from '../../support/service';
-import { deleteByPrefix, redisContractTarget, serverTimeMs, uniquePrefix } from './redis-target';
+import { deleteByPrefix, redisContractTarget, serverTimeMs, useRedisStore } from './redis-target';
 
 // The store contract (one row per transition of the state table of docs/design.md#the-record-and-its-states) on real Redis: the same table
 // the unit project runs on MemoryIdempotencyStore, with short leases expired on the server clock.
 describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis', ({ redis: url }) => {
   for (const enableAutoPipelining of [false, true]) {
     describe(`enableAutoPipelining: ${enableAutoPipelining}`, () => {
-      let redis: Redis;
+      const suite = useRedisStore(url, `contract-${enableAutoPipelining}`, { enableAutoPipelining });
       let target: ContractTarget;
-      const prefix = uniquePrefix(`contract-${enableAutoPipelining}`);
       beforeAll(() => {
-        redis = new Redis(url, { enableAutoPipelining });
-        target = redisContractTarget(redis, prefix);
-      });
-      afterAll(async () => {
-        await deleteByPrefix(redis, prefix);
-        await redis.quit();
+        target = redisContractTarget(suite.redis, suite.prefix);
       });
 
       describeStoreContract(
@@ -36,17 +30,13 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
   }
 
   describe('Redis specifics', () => {
+    const suite = useRedisStore(url, 'specifics');
+    const { prefix } = suite;
+    const options = { leaseMs: LONG_LEASE_MS, retentionMs: RETENTION_MS };
     let redis: Redis;
     let store: RedisIdempotencyStore;
-    const prefix = uniquePrefix('specifics');
-    const options = { leaseMs: LONG_LEASE_MS, retentionMs: RETENTION_MS };
     beforeAll(() => {
-      redis = new Redis(url);
-      store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
-    });
-    afterAll(async () => {
-      await deleteByPrefix(redis, prefix);
-      await redis.quit();
+      ({ redis, store } = suite);
     });
 
     it('keeps the record in one hash with the documented short fields, TTL from the server', async () => {

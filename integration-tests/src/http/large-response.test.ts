@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
-import { freshKey, post } from './client';
-import { FRAMEWORKS } from './servers';
+import { freshKey, post, type Reply } from './client';
+import { FRAMEWORKS, type StartServer } from './servers';
 
 // `POST /big` streams `size` bytes in 1 KiB writes (Express `res.write`, Fastify a Readable payload).
 describeWithServices(['redis'], 'HTTP responses above maxResponseBytes', ({ redis: redisUrl }) => {
@@ -16,75 +16,79 @@ describeWithServices(['redis'], 'HTTP responses above maxResponseBytes', ({ redi
   });
   afterAll(() => redis.quit());
 
+  /**
+   * Starts a server with `start` and `options`, posts `body` to `POST /big` twice with one fresh key, then
+   * closes the server; resolves with both replies and how many times the `/big` handler ran.
+   */
+  async function postBigTwice(
+    start: StartServer,
+    options: Parameters<StartServer>[1],
+    body: { size: number; status?: number },
+  ): Promise<{ first: Reply; retry: Reply; runs: number | undefined }> {
+    const server = await start(idempotency, options);
+    try {
+      const key = freshKey();
+      const first = await post(server.url, '/big', { key, body });
+      const retry = await post(server.url, '/big', { key, body });
+      return { first, retry, runs: server.calls.get('big') };
+    } finally {
+      await server.close();
+    }
+  }
+
   describe.each(FRAMEWORKS)('%s', (_name, start) => {
     it('a streamed body within the cap is stored and replayed byte for byte', async () => {
-      const server = await start(idempotency, { maxResponseBytes: 4096 });
-      try {
-        const key = freshKey();
-        const first = await post(server.url, '/big', { key, body: { size: 3000 } });
-        expect(first.status).toBe(200);
-        expect(first.bytes.length).toBe(3000);
-        const again = await post(server.url, '/big', { key, body: { size: 3000 } });
-        expect(again.headers.get('idempotent-replayed')).toBe('true');
-        expect(again.bytes.equals(first.bytes)).toBe(true);
-        expect(server.calls.get('big')).toBe(1);
-      } finally {
-        await server.close();
-      }
+      const { first, retry, runs } = await postBigTwice(start, { maxResponseBytes: 4096 }, { size: 3000 });
+      expect(first.status).toBe(200);
+      expect(first.bytes.length).toBe(3000);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.bytes.equals(first.bytes)).toBe(true);
+      expect(runs).toBe(1);
     });
 
     it("onResponseTooLarge 'fail': 500 response-too-large, the key is FAILED, a retry gets 409 and does not run", async () => {
-      const server = await start(idempotency, { maxResponseBytes: 4096, onResponseTooLarge: 'fail' });
-      try {
-        const key = freshKey();
-        const r = await post(server.url, '/big', { key, body: { size: 10_000 } });
-        expect(r.status).toBe(500);
-        expect(r.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-too-large' });
-        const retry = await post(server.url, '/big', { key, body: { size: 10_000 } });
-        expect(retry.status).toBe(409);
-        expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:idempotency-key-failed' });
-        expect(server.calls.get('big')).toBe(1);
-      } finally {
-        await server.close();
-      }
+      const { first, retry, runs } = await postBigTwice(
+        start,
+        { maxResponseBytes: 4096, onResponseTooLarge: 'fail' },
+        { size: 10_000 },
+      );
+      expect(first.status).toBe(500);
+      expect(first.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-too-large' });
+      expect(retry.status).toBe(409);
+      expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:idempotency-key-failed' });
+      expect(runs).toBe(1);
     });
 
     it("onResponseTooLarge 'pass-through': the whole body is sent, not stored, reported; a retry gets 409 response-not-stored", async () => {
       const notStored: number[] = [];
-      const server = await start(idempotency, {
-        maxResponseBytes: 4096,
-        onResponseTooLarge: 'pass-through',
-        onResponseNotStored: (info) => notStored.push(info.bytes),
-      });
-      try {
-        const key = freshKey();
-        const r = await post(server.url, '/big', { key, body: { size: 10_000 } });
-        expect(r.status).toBe(200);
-        expect(r.bytes.equals(Buffer.alloc(10_000, 'x'))).toBe(true);
-        const retry = await post(server.url, '/big', { key, body: { size: 10_000 } });
-        expect(retry.status).toBe(409);
-        expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-not-stored' });
-        expect(server.calls.get('big')).toBe(1);
-        expect(notStored).toHaveLength(1);
-        expect(notStored[0]).toBeGreaterThan(4096);
-      } finally {
-        await server.close();
-      }
+      const { first, retry, runs } = await postBigTwice(
+        start,
+        {
+          maxResponseBytes: 4096,
+          onResponseTooLarge: 'pass-through',
+          onResponseNotStored: (info) => notStored.push(info.bytes),
+        },
+        { size: 10_000 },
+      );
+      expect(first.status).toBe(200);
+      expect(first.bytes.equals(Buffer.alloc(10_000, 'x'))).toBe(true);
+      expect(retry.status).toBe(409);
+      expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-not-stored' });
+      expect(runs).toBe(1);
+      expect(notStored).toHaveLength(1);
+      expect(notStored[0]).toBeGreaterThan(4096);
     });
 
     it('a streamed 5xx body above the cap is sent whole and released, whatever onResponseTooLarge says', async () => {
-      const server = await start(idempotency, { maxResponseBytes: 4096, onResponseTooLarge: 'fail' });
-      try {
-        const key = freshKey();
-        const r = await post(server.url, '/big', { key, body: { size: 10_000, status: 503 } });
-        expect(r.status).toBe(503);
-        expect(r.bytes.length).toBe(10_000);
-        const retry = await post(server.url, '/big', { key, body: { size: 10_000, status: 503 } });
-        expect(retry.status).toBe(503);
-        expect(server.calls.get('big')).toBe(2);
-      } finally {
-        await server.close();
-      }
+      const { first, retry, runs } = await postBigTwice(
+        start,
+        { maxResponseBytes: 4096, onResponseTooLarge: 'fail' },
+        { size: 10_000, status: 503 },
+      );
+      expect(first.status).toBe(503);
+      expect(first.bytes.length).toBe(10_000);
+      expect(retry.status).toBe(503);
+      expect(runs).toBe(2);
     });
   });
 });

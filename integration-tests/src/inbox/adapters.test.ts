@@ -1,16 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import type { TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { idempotentEachMessage, type KafkaHandlerContext } from '@idempotent-consumer/kafka';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
-import Redis from 'ioredis';
-import type { Consumer } from 'kafkajs';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { uniqueName } from '../../support/kafka-fixture';
 import { freePort, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
-import { SqlDatabase } from '../../support/sql-database';
+import { SqlDatabase, useSqlDatabase } from '../../support/sql-database';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { sendMessage } from '../../support/sqs-helpers';
+import { countSettled, redisRunner, useKafkaSuite } from '../kafka/kafka-suite';
 import { acks, RabbitFixture } from '../rabbitmq/fixture';
 
 jest.setTimeout(120_000);
@@ -19,29 +17,25 @@ describeWithServices(
   ['redis', 'rabbitmq', 'postgres'],
   'inbox with the RabbitMQ adapter',
   ({ redis, rabbitmq, postgres }) => {
+    const db = useSqlDatabase('postgres', postgres);
     let fx: RabbitFixture;
-    let db: SqlDatabase;
     beforeAll(async () => {
       fx = await new RabbitFixture(rabbitmq, redis).open();
-      db = await SqlDatabase.create('postgres', postgres);
     });
-    afterAll(async () => {
-      await fx?.close();
-      await db?.drop();
-    });
+    afterAll(() => fx?.close());
 
     it('database down: nothing acked as done, retried until it is back; duplicates and a Redis wipe write nothing more', async () => {
       const port = await freePort();
       const down = await SqlDatabase.attach(
         'postgres',
         `postgres://postgres@127.0.0.1:${port}/test`,
-        db.schema,
+        db().schema,
         1,
       );
       let inbox: TransactionalInbox = down.inbox(); // the database is down at first
       const { events } = await fx.consumer(fx.idempotency({ leaseMs: 2000 }), {}, (ctx) =>
         // RabbitMqHandlerContext carries the key and the fencing token the inbox needs.
-        inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key!, ctx.fencingToken)),
+        inbox.run(ctx, (tx) => db().writeLedger(tx, ctx.key!, ctx.fencingToken)),
       );
       const messageId = `pay-${randomBytes(4).toString('hex')}`;
       fx.publish({ amountCents: 500 }, { messageId });
@@ -51,9 +45,9 @@ describeWithServices(
         30_000,
       );
       expect(acks(events)).toEqual([]);
-      expect(await db.ledger()).toEqual({});
+      expect(await db().ledger()).toEqual({});
 
-      inbox = db.inbox(); // the database is back
+      inbox = db().inbox(); // the database is back
       await waitFor(
         'the payment completed',
         () => acks(events).some((a) => a.decision.reason === 'completed'),
@@ -75,36 +69,29 @@ describeWithServices(
         () => acks(events).filter((a) => a.decision.reason === 'completed').length >= 2,
         30_000,
       );
-      expect(await db.ledger()).toEqual({ [messageId]: 1 });
+      expect(await db().ledger()).toEqual({ [messageId]: 1 });
       await down.close();
     });
   },
 );
 
 describeWithServices(['redis', 'sqs', 'mysql'], 'inbox with the SQS poller', ({ redis, sqs, mysql }) => {
-  let fx: SqsFixture;
-  let db: SqlDatabase;
-  beforeAll(async () => {
-    fx = new SqsFixture(redis, sqs);
-    db = await SqlDatabase.create('mysql', mysql);
-  });
+  const db = useSqlDatabase('mysql', mysql);
+  // Declared before the fixture's own afterAll (the close), so it runs first.
   afterAll(async () => {
-    if (fx) {
-      const keys = await fx.redis.keys(`${fx.prefix}*`);
-      if (keys.length > 0) await fx.redis.del(...keys);
-      await fx.close();
-    }
-    await db?.drop();
+    const keys = await fx.redis.keys(`${fx.prefix}*`);
+    if (keys.length > 0) await fx.redis.del(...keys);
   });
+  const fx = SqsFixture.forSuite(redis, sqs);
 
   it('the same payment sent three times is written once', async () => {
     const q = await fx.queue('inbox');
-    const inbox = db.inbox();
+    const inbox = db().inbox();
     const processed: SqsEvents['settled'][0][] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency: fx.idempotency({ leaseMs: 5000 }), sqs: fx.sqs },
       { queueUrl: q.url, waitTimeSeconds: 1 },
-      (ctx) => inbox.run(ctx, (tx) => db.writeLedger(tx, ctx.key!, ctx.fencingToken)),
+      (ctx) => inbox.run(ctx, (tx) => db().writeLedger(tx, ctx.key!, ctx.fencingToken)),
     );
     poller.on('settled', (p) => processed.push(p));
     for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, 'charge', { key: 'sqs-pay-1' });
@@ -118,7 +105,7 @@ describeWithServices(['redis', 'sqs', 'mysql'], 'inbox with the SQS poller', ({ 
     } finally {
       await poller.stop();
     }
-    expect(await db.ledger()).toEqual({ 'sqs-pay-1': 1 });
+    expect(await db().ledger()).toEqual({ 'sqs-pay-1': 1 });
   });
 });
 
@@ -126,65 +113,39 @@ describeWithServices(
   ['redis', 'kafka', 'postgres'],
   'inbox with Kafka eachMessage',
   ({ redis, kafka, postgres }) => {
-    let db: SqlDatabase;
-    let client: Redis;
+    const db = useSqlDatabase('postgres', postgres);
     const keyPrefix = uniqueName('inbox-idem');
-    beforeAll(async () => {
-      db = await SqlDatabase.create('postgres', postgres);
-      client = new Redis(redis);
-    });
+    // Declared before the suite's own afterAll (which quits the client), so it runs first.
     afterAll(async () => {
-      await db?.drop();
-      if (client) {
-        const keys = await client.keys(`${keyPrefix}*`);
-        if (keys.length > 0) await client.del(...keys);
-        await client.quit();
-      }
+      const keys = await suite.redis.keys(`${keyPrefix}*`);
+      if (keys.length > 0) await suite.redis.del(...keys);
     });
+    const suite = useKafkaSuite(kafka, redis, {});
 
     it('a key produced at several offsets is written once (inbox.handler as the eachMessage handler)', async () => {
-      const k = kafkaClient(kafka);
-      const producer = await connectProducer(k);
       const topic = uniqueName('inbox');
       const groupId = uniqueName('g');
-      const idempotency = new Idempotency(
-        { store: new RedisIdempotencyStore({ redis: client }, { keyPrefix }) },
-        { leaseMs: 3000 },
-      );
-      let settled = 0;
-      idempotency.on('outcome', ({ outcome }) => {
-        if (outcome === 'DUPLICATE') settled++;
-      });
-      idempotency.on('completed', () => settled++);
-      const inbox = db.inbox();
-      let consumer: Consumer | undefined;
-      let close = () => {};
-      try {
-        for (let i = 0; i < 3; i++) {
-          await producer.send({
-            topic,
-            messages: [0, 1, 2, 3].map((n) => ({
-              value: `pay-${n}`,
-              headers: { 'idempotency-key': `kafka-pay-${n}` },
-            })),
-          });
-        }
-        consumer = await startConsumer(k, groupId, topic, (c) => {
-          const eachMessage = idempotentEachMessage(
-            { idempotency, consumer: c, producer },
-            { groupId },
-            inbox.handler<KafkaHandlerContext>((tx, ctx) => db.writeLedger(tx, ctx.key!, ctx.fencingToken)),
-          );
-          close = eachMessage.close;
-          return { eachMessage };
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 }, { keyPrefix });
+      const settled = countSettled(idempotency);
+      const inbox = db().inbox();
+      for (let i = 0; i < 3; i++) {
+        await suite.producer.send({
+          topic,
+          messages: [0, 1, 2, 3].map((n) => ({
+            value: `pay-${n}`,
+            headers: { 'idempotency-key': `kafka-pay-${n}` },
+          })),
         });
-        await waitFor('12 deliveries settled', () => settled >= 12, 60_000);
-      } finally {
-        await consumer?.disconnect();
-        close();
-        await producer.disconnect();
       }
-      expect(await db.ledger()).toEqual({
+      await suite.start(groupId, topic, (c) => ({
+        eachMessage: idempotentEachMessage(
+          { idempotency, consumer: c, producer: suite.producer },
+          { groupId },
+          inbox.handler<KafkaHandlerContext>((tx, ctx) => db().writeLedger(tx, ctx.key!, ctx.fencingToken)),
+        ),
+      }));
+      await waitFor('12 deliveries settled', () => settled() >= 12, 60_000);
+      expect(await db().ledger()).toEqual({
         'kafka-pay-0': 1,
         'kafka-pay-1': 1,
         'kafka-pay-2': 1,

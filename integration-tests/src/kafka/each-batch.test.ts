@@ -1,75 +1,45 @@
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachBatch } from '@idempotent-consumer/kafka';
-import Redis from 'ioredis';
-import type { Consumer, Kafka, Producer } from 'kafkajs';
-import {
-  connectProducer,
-  header,
-  kafkaClient,
-  readTopic,
-  startConsumer,
-  uniqueName,
-} from '../../support/kafka-fixture';
+import { header, readTopic, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
+import { countSettled, redisRunner, useKafkaSuite } from './kafka-suite';
 import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(
   ['redis', 'kafka'],
   'kafka eachBatch on real Redis',
   ({ redis: redisUrl, kafka: brokers }) => {
-    let redis: Redis;
-    let kafka: Kafka;
-    let producer: Producer;
-    const consumers: Consumer[] = [];
-
-    beforeAll(async () => {
-      redis = new Redis(redisUrl, { enableAutoPipelining: true });
-      kafka = kafkaClient(brokers);
-      producer = await connectProducer(kafka);
-    });
-    afterEach(async () => {
-      await Promise.all(consumers.splice(0).map((c) => c.disconnect()));
-    });
-    afterAll(async () => {
-      await producer.disconnect();
-      await redis.quit();
-    });
+    const suite = useKafkaSuite(brokers, redisUrl);
 
     it('claims a batch in one round trip and runs a key produced at several offsets once', async () => {
       const topic = uniqueName('batch');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
-      const claimMany = jest.spyOn(store, 'claimMany');
-      const claim = jest.spyOn(store, 'claim');
-      const idempotency = new Idempotency({ store }, { leaseMs: 3000, retentionMs: 600_000 });
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
+      const claimMany = jest.spyOn(idempotency.store, 'claimMany');
+      const claim = jest.spyOn(idempotency.store, 'claim');
       const order: string[] = [];
-      let settled = 0;
+      const settled = countSettled(idempotency);
       const outcomes: Record<string, number> = {};
       idempotency.on('outcome', ({ outcome }) => {
         outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
-        if (outcome === 'DUPLICATE') settled++;
       });
-      idempotency.on('completed', () => settled++);
       // One partition, produced in one request: KafkaJS fetches it as one batch.
       const messages = Array.from({ length: 30 }, (_, i) => ({
         partition: 3,
         value: `v${i % 10}`,
         headers: { 'idempotency-key': `pay-${i % 10}` },
       }));
-      await producer.send({ topic, messages });
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => ({
-          eachBatch: idempotentEachBatch(
-            { idempotency, consumer },
-            { groupId, deadLetterTopic: false },
-            ({ key = '' }) => {
-              order.push(key);
-            },
-          ),
-        })),
-      );
-      await waitFor('30 deliveries settled', () => settled >= 30, 30_000);
+      await suite.producer.send({ topic, messages });
+      await suite.start(groupId, topic, (consumer) => ({
+        eachBatch: idempotentEachBatch(
+          { idempotency, consumer },
+          { groupId, deadLetterTopic: false },
+          ({ key = '' }) => {
+            order.push(key);
+          },
+        ),
+      }));
+      await waitFor('30 deliveries settled', () => settled() >= 30, 30_000);
       expect(order).toEqual(Array.from({ length: 10 }, (_, i) => `pay-${i}`)); // partition order, once each
       // One claimMany for the 10 distinct keys; their 20 repeats claim one by one when their turn comes,
       // after the first occurrence completed: DUPLICATE at once, never a CONFLICT with the batch's own claim.
@@ -82,11 +52,10 @@ describeWithServices(
     it('pauses on a failing message without resolving it, then dead-letters it; later messages run once', async () => {
       const topic = uniqueName('batch-fail');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
-      const idempotency = new Idempotency({ store }, { leaseMs: 3000, maxAttempts: 3, retentionMs: 600_000 });
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000, maxAttempts: 3 });
       const runs: string[] = [];
       const events: RecordedEvent[] = [];
-      await producer.send({
+      await suite.producer.send({
         topic,
         messages: ['a', 'bad', 'b', 'c'].map((k) => ({
           partition: 0,
@@ -94,22 +63,20 @@ describeWithServices(
           headers: { 'idempotency-key': k },
         })),
       });
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => ({
-          eachBatch: recordEvents(
-            idempotentEachBatch(
-              { idempotency, consumer, producer },
-              { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 200, jitter: 'none' } },
-              ({ key, attempt }) => {
-                runs.push(`${key}#${attempt}`);
-                if (key === 'bad') throw new Error('downstream 503');
-              },
-            ),
-            events,
+      await suite.start(groupId, topic, (consumer) => ({
+        eachBatch: recordEvents(
+          idempotentEachBatch(
+            { idempotency, consumer, producer: suite.producer },
+            { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 200, jitter: 'none' } },
+            ({ key, attempt }) => {
+              runs.push(`${key}#${attempt}`);
+              if (key === 'bad') throw new Error('downstream 503');
+            },
           ),
-        })),
-      );
-      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+          events,
+        ),
+      }));
+      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
       await waitFor('c to run', () => runs.includes('c#1') || runs.includes('c#2'), 20_000);
       expect(runs.filter((r) => r.startsWith('bad'))).toEqual(['bad#1', 'bad#2', 'bad#3']);
       expect(runs.filter((r) => !r.startsWith('bad')).map((r) => r.split('#')[0])).toEqual(['a', 'b', 'c']);

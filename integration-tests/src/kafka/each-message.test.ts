@@ -1,61 +1,51 @@
-import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
-import Redis from 'ioredis';
-import { type Consumer, Kafka, logLevel, type Producer } from 'kafkajs';
-import {
-  connectProducer,
-  header,
-  kafkaClient,
-  readTopic,
-  startConsumer,
-  uniqueName,
-} from '../../support/kafka-fixture';
+import { NonRetryableError } from '@idempotent-consumer/core';
+import { type IdempotentEachMessage, idempotentEachMessage } from '@idempotent-consumer/kafka';
+import { type Consumer, Kafka, logLevel } from 'kafkajs';
+import { header, readTopic, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
+import { countSettled, redisRunner, useKafkaSuite } from './kafka-suite';
 import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(
   ['redis', 'kafka'],
   'kafka eachMessage on real Redis',
   ({ redis: redisUrl, kafka: brokers }) => {
-    let redis: Redis;
-    let kafka: Kafka;
-    let producer: Producer;
-    const consumers: Consumer[] = [];
-    const closers: (() => void)[] = [];
+    const suite = useKafkaSuite(brokers, redisUrl);
 
-    beforeAll(async () => {
-      redis = new Redis(redisUrl, { enableAutoPipelining: true });
-      kafka = kafkaClient(brokers);
-      producer = await connectProducer(kafka);
-    });
-    afterEach(async () => {
-      await Promise.all(consumers.splice(0).map((c) => c.disconnect()));
-      for (const close of closers.splice(0)) close();
-    });
-    afterAll(async () => {
-      await producer.disconnect();
-      await redis.quit();
-    });
+    /**
+     * Produces one message per `[value, key]` pair to `partition` of `topic`, in order, in one request; the
+     * key goes in the `idempotency-key` header (no header where it is undefined).
+     */
+    async function produceTo(topic: string, partition: number, ...pairs: [string, string?][]) {
+      await suite.producer.send({
+        topic,
+        messages: pairs.map(([value, key]) => ({
+          partition,
+          value,
+          ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
+        })),
+      });
+    }
 
-    function runner(maxAttempts = 3) {
-      const store = new RedisIdempotencyStore(
-        { redis },
-        { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 },
-      );
-      return new Idempotency({ store }, { leaseMs: 3000, maxAttempts, retentionMs: 600_000 });
+    /** A new topic named after `what`, a new group, and a runner with `maxAttempts` on a new key prefix. */
+    function fresh(what: string, maxAttempts = 3) {
+      return {
+        topic: uniqueName(what),
+        groupId: uniqueName('g'),
+        idempotency: redisRunner(suite.redis, { leaseMs: 3000, maxAttempts }, { commandTimeoutMs: 1000 }),
+      };
+    }
+
+    /** Starts a consumer of `groupId` on `topic` whose `eachMessage` is the wrapper `make` builds. */
+    function consume(groupId: string, topic: string, make: (consumer: Consumer) => IdempotentEachMessage) {
+      return suite.start(groupId, topic, (consumer) => ({ eachMessage: make(consumer) }));
     }
 
     it('runs a key produced at several offsets once', async () => {
-      const topic = uniqueName('dupes');
-      const groupId = uniqueName('g');
-      const idempotency = runner();
+      const { topic, groupId, idempotency } = fresh('dupes');
       const runs = new Map<string, number>();
-      let settled = 0;
-      idempotency.on('outcome', ({ outcome }) => {
-        if (outcome === 'DUPLICATE') settled++;
-      });
-      idempotency.on('completed', () => settled++);
+      const settled = countSettled(idempotency);
       // 12 keys, each sent 3 times with the same key but to any partition, interleaved.
       const messages = [0, 1, 2].flatMap(() =>
         Array.from({ length: 12 }, (_, i) => ({
@@ -63,42 +53,29 @@ describeWithServices(
           headers: { 'idempotency-key': `pay-${i}` },
         })),
       );
-      for (const m of messages) await producer.send({ topic, messages: [{ ...m, key: `${Math.random()}` }] });
+      for (const m of messages)
+        await suite.producer.send({ topic, messages: [{ ...m, key: `${Math.random()}` }] });
       const make = (consumer: Consumer) =>
-        idempotentEachMessage({ idempotency, consumer, producer }, { groupId }, ({ key }) => {
+        idempotentEachMessage({ idempotency, consumer, producer: suite.producer }, { groupId }, ({ key }) => {
           runs.set(String(key), (runs.get(String(key)) ?? 0) + 1);
         });
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => {
-          const eachMessage = make(consumer);
-          closers.push(eachMessage.close);
-          return { eachMessage };
-        }),
-      );
-      await waitFor('36 deliveries settled', () => settled >= 36, 30_000);
+      await consume(groupId, topic, make);
+      await waitFor('36 deliveries settled', () => settled() >= 36, 30_000);
       expect(runs.size).toBe(12);
       expect([...runs.values()].every((n) => n === 1)).toBe(true);
-      expect(settled).toBe(36);
+      expect(settled()).toBe(36);
     }, 60_000);
 
     it('retries a failing handler with backoff, then dead-letters it with the error headers', async () => {
-      const topic = uniqueName('fail');
-      const groupId = uniqueName('g');
-      const idempotency = runner(3);
+      const { topic, groupId, idempotency } = fresh('fail', 3);
       const attemptsAt: number[] = [];
       const okRuns: string[] = [];
       const events: RecordedEvent[] = [];
-      await producer.send({
-        topic,
-        messages: [
-          { partition: 0, value: 'bad', headers: { 'idempotency-key': 'bad-1' } },
-          { partition: 0, value: 'good', headers: { 'idempotency-key': 'good-1' } },
-        ],
-      });
+      await produceTo(topic, 0, ['bad', 'bad-1'], ['good', 'good-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
-            { idempotency, consumer, producer },
+            { idempotency, consumer, producer: suite.producer },
             { groupId, retryBackoff: { baseMs: 200, factor: 2, jitter: 'none' } },
             ({ key, attempt }) => {
               if (key === 'bad-1') {
@@ -110,19 +87,13 @@ describeWithServices(
           ),
           events,
         );
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => {
-          const eachMessage = make(consumer);
-          closers.push(eachMessage.close);
-          return { eachMessage };
-        }),
-      );
+      await consume(groupId, topic, make);
       await waitFor('the good message after the bad one', () => okRuns.length === 1, 30_000);
       expect(attemptsAt).toHaveLength(3);
       // Backoff 200 ms after attempt 1, 400 ms after attempt 2 (jitter off).
       expect(attemptsAt[1]! - attemptsAt[0]!).toBeGreaterThanOrEqual(190);
       expect(attemptsAt[2]! - attemptsAt[1]!).toBeGreaterThanOrEqual(390);
-      const [letter, ...more] = await readTopic(kafka, `${topic}.dlq`, 1);
+      const [letter, ...more] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
       expect(more).toHaveLength(0);
       expect(letter!.value!.toString()).toBe('bad');
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('attempts-exhausted');
@@ -141,23 +112,14 @@ describeWithServices(
     }, 60_000);
 
     it('pauses the partition for a backoff above maxInlineDelayMs, without resolving the offset', async () => {
-      const topic = uniqueName('pause');
-      const groupId = uniqueName('g');
-      const idempotency = runner(2);
+      const { topic, groupId, idempotency } = fresh('pause', 2);
       const events: RecordedEvent[] = [];
       const runs: string[] = [];
-      await producer.send({
-        topic,
-        messages: [
-          { partition: 1, value: 'flaky', headers: { 'idempotency-key': 'flaky-1' } },
-          { partition: 1, value: 'next', headers: { 'idempotency-key': 'next-1' } },
-          { partition: 1, value: 'fatal', headers: { 'idempotency-key': 'fatal-1' } },
-        ],
-      });
+      await produceTo(topic, 1, ['flaky', 'flaky-1'], ['next', 'next-1'], ['fatal', 'fatal-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
-            { idempotency, consumer, producer },
+            { idempotency, consumer, producer: suite.producer },
             { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 300, jitter: 'none' } },
             ({ key, attempt }) => {
               runs.push(`${key}#${attempt}`);
@@ -167,13 +129,7 @@ describeWithServices(
           ),
           events,
         );
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => {
-          const eachMessage = make(consumer);
-          closers.push(eachMessage.close);
-          return { eachMessage };
-        }),
-      );
+      await consume(groupId, topic, make);
       await waitFor(
         'all three settled',
         () => runs.includes('fatal-1#1') && events.some((e) => e.type === 'deadLettered'),
@@ -189,7 +145,7 @@ describeWithServices(
           delayMs: 300,
         }),
       );
-      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('non-retryable');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('ACQUIRED');
       expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('1');
@@ -197,29 +153,19 @@ describeWithServices(
     }, 60_000);
 
     it('dead-letters a payload mismatch without running it', async () => {
-      const topic = uniqueName('mismatch');
-      const groupId = uniqueName('g');
-      const idempotency = runner();
+      const { topic, groupId, idempotency } = fresh('mismatch');
       const runs: string[] = [];
-      await producer.send({
-        topic,
-        messages: [
-          { partition: 2, value: '{"amount":100}', headers: { 'idempotency-key': 'order-7' } },
-          { partition: 2, value: '{"amount":999}', headers: { 'idempotency-key': 'order-7' } },
-        ],
-      });
+      await produceTo(topic, 2, ['{"amount":100}', 'order-7'], ['{"amount":999}', 'order-7']);
       const make = (consumer: Consumer) =>
-        idempotentEachMessage({ idempotency, consumer, producer }, { groupId }, ({ message }) => {
-          runs.push(message.value!.toString());
-        });
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => {
-          const eachMessage = make(consumer);
-          closers.push(eachMessage.close);
-          return { eachMessage };
-        }),
-      );
-      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+        idempotentEachMessage(
+          { idempotency, consumer, producer: suite.producer },
+          { groupId },
+          ({ message }) => {
+            runs.push(message.value!.toString());
+          },
+        );
+      await consume(groupId, topic, make);
+      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
       expect(runs).toEqual(['{"amount":100}']);
       expect(letter!.value!.toString()).toBe('{"amount":999}');
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('payload-mismatch');
@@ -228,22 +174,14 @@ describeWithServices(
     }, 60_000);
 
     it('missingKey: process runs UNPROTECTED with no key, retries a bounded number of times, then dead-letters', async () => {
-      const topic = uniqueName('unprotected');
-      const groupId = uniqueName('g');
-      const idempotency = runner(3);
+      const { topic, groupId, idempotency } = fresh('unprotected', 3);
       const runs: unknown[] = [];
       const events: RecordedEvent[] = [];
-      await producer.send({
-        topic,
-        messages: [
-          { partition: 0, value: 'no-key' },
-          { partition: 0, value: 'next', headers: { 'idempotency-key': 'next-1' } },
-        ],
-      });
+      await produceTo(topic, 0, ['no-key'], ['next', 'next-1']);
       const make = (consumer: Consumer) =>
         recordEvents(
           idempotentEachMessage(
-            { idempotency, consumer, producer },
+            { idempotency, consumer, producer: suite.producer },
             {
               groupId,
               idempotencyKey: (m) => m.headers?.['idempotency-key']?.toString(),
@@ -257,14 +195,8 @@ describeWithServices(
           ),
           events,
         );
-      consumers.push(
-        await startConsumer(kafka, groupId, topic, (consumer) => {
-          const eachMessage = make(consumer);
-          closers.push(eachMessage.close);
-          return { eachMessage };
-        }),
-      );
-      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      await consume(groupId, topic, make);
+      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
       await waitFor(
         'the keyed message after it',
         () => runs.some((r) => (r as { key: unknown }).key === 'next-1'),
@@ -294,9 +226,7 @@ describeWithServices(
     }, 60_000);
 
     it('an expected pause is not logged by KafkaJS as an ERROR with a stack', async () => {
-      const topic = uniqueName('quiet-pause');
-      const groupId = uniqueName('g');
-      const idempotency = runner(2);
+      const { topic, groupId, idempotency } = fresh('quiet-pause', 2);
       const errors: string[] = [];
       const logged = new Kafka({
         clientId: 'ic-quiet',
@@ -311,15 +241,14 @@ describeWithServices(
       });
       const runs: string[] = [];
       const events: RecordedEvent[] = [];
-      await producer.send({
+      await produceTo(topic, 0, ['flaky', 'q-1']);
+      await suite.start(
+        groupId,
         topic,
-        messages: [{ partition: 0, value: 'flaky', headers: { 'idempotency-key': 'q-1' } }],
-      });
-      consumers.push(
-        await startConsumer(logged, groupId, topic, (consumer) => {
-          const eachMessage = recordEvents(
+        (consumer) => ({
+          eachMessage: recordEvents(
             idempotentEachMessage(
-              { idempotency, consumer, producer },
+              { idempotency, consumer, producer: suite.producer },
               { groupId, maxInlineDelayMs: 0, retryBackoff: { baseMs: 200, jitter: 'none' } },
               ({ key, attempt }) => {
                 runs.push(`${key}#${attempt}`);
@@ -327,10 +256,10 @@ describeWithServices(
               },
             ),
             events,
-          );
-          closers.push(eachMessage.close);
-          return { eachMessage };
+          ),
         }),
+        {},
+        logged,
       );
       await waitFor('the retry after the pause', () => runs.includes('q-1#2'), 30_000);
       expect(events).toContainEqual(expect.objectContaining({ type: 'retryScheduled', paused: true }));

@@ -1,25 +1,13 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  Idempotency,
-  type IdempotencyRecord,
-  NonRetryableError,
-  RedisIdempotencyStore,
-} from '@idempotent-consumer/core';
+import { type IdempotencyRecord, type IdempotencyStore, NonRetryableError } from '@idempotent-consumer/core';
 import { idempotentEachBatch } from '@idempotent-consumer/kafka';
-import Redis from 'ioredis';
-import type { Consumer, Kafka, Producer } from 'kafkajs';
-import {
-  connectProducer,
-  type GroupMember,
-  kafkaClient,
-  startConsumer,
-  startMember,
-  uniqueName,
-} from '../../support/kafka-fixture';
+import { type GroupMember, startMember, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { startWorker } from '../../support/worker-process';
+import { redisRunner, useKafkaSuite } from './kafka-suite';
+import { payments } from './payments';
 import { type RecordedEvent, recordEvents } from './recorded-events';
 
 const WORKER = join(__dirname, '../../workers/kafka-batch-worker.ts');
@@ -32,30 +20,14 @@ describeWithServices(
   ['redis', 'kafka'],
   'kafka eachBatch under interruptions: no attempt spent on a message that did not run',
   ({ redis: redisUrl, kafka: brokers }) => {
-    let redis: Redis;
-    let kafka: Kafka;
-    let producer: Producer;
-    beforeAll(async () => {
-      redis = new Redis(redisUrl, { enableAutoPipelining: true });
-      kafka = kafkaClient(brokers);
-      producer = await connectProducer(kafka);
-    });
-    afterAll(async () => {
-      await producer.disconnect();
-      await redis.quit();
-    });
+    const suite = useKafkaSuite(brokers, redisUrl);
 
-    /** Produces `pay-0` … `pay-<total-1>`, all to `partition` when given (else spread by KafkaJS). */
+    /** Produces the {@link payments} `pay-0` … `pay-<total-1>`, all to `partition` when given. */
     async function produce(topic: string, total: number, partition?: number): Promise<void> {
-      const messages = Array.from({ length: total }, (_, i) => ({
-        value: `p${i}`,
-        headers: { 'idempotency-key': `pay-${i}` },
-        ...(partition === undefined ? {} : { partition }),
-      }));
-      await producer.send({ topic, messages });
+      await suite.producer.send({ topic, messages: payments(total, partition) });
     }
 
-    async function records(store: RedisIdempotencyStore, scope: string, total: number) {
+    async function records(store: IdempotencyStore, scope: string, total: number) {
       return Promise.all(
         Array.from({ length: total }, (_, i) => store.get({ scope, key: `pay-${i}` })),
       ) as Promise<(IdempotencyRecord | null)[]>;
@@ -72,7 +44,7 @@ describeWithServices(
       // claimed by all three workers without running.
       await produce(topic, total, 0);
       const killedAt: string[] = [];
-      let consumer: Consumer | undefined;
+      const { redis } = suite;
       try {
         // Each worker completes one message and is killed when its second handler starts: the rest of the
         // batch, claimed up front, never runs in it.
@@ -106,13 +78,9 @@ describeWithServices(
           killedAt.push(/killing at (\S+)/.exec(out)![1]!);
         }
         // The last member of the group finishes the topic.
-        const store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
-        const idempotency = new Idempotency(
-          { store },
-          { leaseMs: 3000, retentionMs: 600_000, maxAttempts: 3 },
-        );
+        const idempotency = redisRunner(redis, { leaseMs: 3000, maxAttempts: 3 }, { keyPrefix: prefix });
         const events: RecordedEvent[] = [];
-        consumer = await startConsumer(kafka, groupId, topic, (c) => ({
+        await suite.start(groupId, topic, (c) => ({
           eachBatch: recordEvents(
             idempotentEachBatch(
               { idempotency, consumer: c },
@@ -127,7 +95,7 @@ describeWithServices(
         await waitFor(`all ${total} charged`, async () => (await redis.hlen(ledger)) >= total, 60_000, 200);
         let recs: (IdempotencyRecord | null)[] = [];
         await waitFor('every record COMPLETED', async () => {
-          recs = await records(store, `${groupId}/${topic}`, total);
+          recs = await records(idempotency.store, `${groupId}/${topic}`, total);
           return recs.every((r) => r?.state === 'COMPLETED');
         });
         const histogram: Record<number, number> = {};
@@ -143,7 +111,6 @@ describeWithServices(
         const twice = recs.flatMap((r, i) => ((r?.attempt ?? 0) > 1 ? [`pay-${i}`] : []));
         expect(twice.sort()).toEqual([...new Set(killedAt)].sort());
       } finally {
-        await consumer?.disconnect();
         await redis.del(ledger, dead);
       }
     }, 180_000);
@@ -152,8 +119,7 @@ describeWithServices(
       const total = 400;
       const topic = uniqueName('batch-rebalance');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
-      const idempotency = new Idempotency({ store }, { leaseMs: 3000, retentionMs: 600_000 });
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
       const runs = new Map<string, number>();
       const charges = new Map<string, number>();
       const events: RecordedEvent[] = [];
@@ -173,7 +139,7 @@ describeWithServices(
        */
       const join = async (): Promise<void> => {
         const member = await startMember(
-          kafka,
+          suite.kafka,
           groupId,
           topic,
           (c) => ({
@@ -224,7 +190,7 @@ describeWithServices(
         await waitFor(`all ${total} run`, () => runs.size >= total && dead().length >= poison.size, 90_000);
         let recs: (IdempotencyRecord | null)[] = [];
         await waitFor('every record COMPLETED or FAILED', async () => {
-          recs = await records(store, `${groupId}/${topic}`, total);
+          recs = await records(idempotency.store, `${groupId}/${topic}`, total);
           return recs.every((r) => r?.state === 'COMPLETED' || r?.state === 'FAILED');
         });
         // Every message ran exactly once; every side effect happened once.

@@ -1,17 +1,10 @@
 import { join } from 'node:path';
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
-import Redis from 'ioredis';
-import {
-  connectProducer,
-  type GroupMember,
-  kafkaClient,
-  startMember,
-  uniqueName,
-} from '../../support/kafka-fixture';
+import { type GroupMember, startMember, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { startWorker } from '../../support/worker-process';
+import { eachMessageOf, redisRunner, useKafkaSuite } from './kafka-suite';
+import { payments } from './payments';
 
 const WORKER = join(__dirname, '../../workers/kafka-consumer.ts');
 
@@ -19,10 +12,10 @@ describeWithServices(
   ['redis', 'kafka'],
   'kafka: a consumer killed after completing, before committing',
   ({ redis: redisUrl, kafka: brokers }) => {
+    const suite = useKafkaSuite(brokers, redisUrl);
+
     it('replays its messages as DUPLICATEs to the next consumer of the group', async () => {
-      const redis = new Redis(redisUrl, { enableAutoPipelining: true });
-      const kafka = kafkaClient(brokers);
-      const producer = await connectProducer(kafka);
+      const { redis, kafka } = suite;
       const topic = uniqueName('kill');
       const groupId = uniqueName('g');
       const prefix = uniqueName('idem');
@@ -30,13 +23,7 @@ describeWithServices(
       const total = 20;
       let consumer: GroupMember | undefined;
       try {
-        await producer.send({
-          topic,
-          messages: Array.from({ length: total }, (_, i) => ({
-            value: `p${i}`,
-            headers: { 'idempotency-key': `pay-${i}` },
-          })),
-        });
+        await suite.producer.send({ topic, messages: payments(total) });
         const worker = startWorker(WORKER, {
           IC_REDIS: redisUrl,
           IC_PREFIX: prefix,
@@ -62,8 +49,7 @@ describeWithServices(
         expect(Object.values(await redis.hgetall(ledger)).map(Number)).toEqual(Array(total).fill(1));
 
         // The next member of the group gets every message again: each is a DUPLICATE, nothing runs.
-        const store = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix });
-        const idempotency = new Idempotency({ store }, { leaseMs: 3000, retentionMs: 600_000 });
+        const idempotency = redisRunner(redis, { leaseMs: 3000 }, { keyPrefix: prefix });
         const outcomes: string[] = [];
         idempotency.on('outcome', ({ outcome }) => outcomes.push(outcome));
         let runs = 0;
@@ -73,14 +59,8 @@ describeWithServices(
           kafka,
           groupId,
           topic,
-          (c) => ({
-            eachMessage: idempotentEachMessage(
-              { idempotency, consumer: c },
-              { groupId, deadLetterTopic: false },
-              () => {
-                runs++;
-              },
-            ),
+          eachMessageOf(idempotency, groupId, () => {
+            runs++;
           }),
           {},
           { what: 'kafka kill' },
@@ -92,9 +72,7 @@ describeWithServices(
         expect(Object.values(await redis.hgetall(ledger)).map(Number)).toEqual(Array(total).fill(1));
       } finally {
         await consumer?.stop();
-        await producer.disconnect();
         await redis.del(ledger);
-        await redis.quit();
       }
     }, 90_000);
   },

@@ -1,29 +1,22 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
-import Redis from 'ioredis';
-import {
-  connectProducer,
-  type GroupMember,
-  kafkaClient,
-  startMember,
-  uniqueName,
-} from '../../support/kafka-fixture';
+import { type GroupMember, startMember, uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
+import { redisRunner, useKafkaSuite } from './kafka-suite';
+import { producePaymentsSlowly } from './payments';
 
 describeWithServices(
   ['redis', 'kafka'],
   'kafka: a group that rebalances mid-run',
   ({ redis: redisUrl, kafka: brokers }) => {
+    const suite = useKafkaSuite(brokers, redisUrl);
+
     it('two consumers, a third joining mid-run: no side effect twice, none lost', async () => {
-      const redis = new Redis(redisUrl, { enableAutoPipelining: true });
-      const kafka = kafkaClient(brokers);
-      const producer = await connectProducer(kafka);
+      const { kafka } = suite;
       const topic = uniqueName('rebalance');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
-      const idempotency = new Idempotency({ store }, { leaseMs: 2000, retentionMs: 600_000 });
+      const idempotency = redisRunner(suite.redis, { leaseMs: 2000 });
       const outcomes = new Map<string, number>();
       idempotency.on('outcome', ({ outcome }) => outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1));
       const charges = new Map<string, number>();
@@ -58,15 +51,7 @@ describeWithServices(
             ),
           );
         }
-        producing = (async () => {
-          for (let i = 0; i < total; i++) {
-            await producer.send({
-              topic,
-              messages: [{ value: `p${i}`, headers: { 'idempotency-key': `pay-${i}` } }],
-            });
-            await sleep(15);
-          }
-        })();
+        producing = producePaymentsSlowly(suite.producer, topic, total, 15);
         await waitFor('a third of the payments', () => charges.size >= total / 3, 30_000);
         const joinsBefore = [...members.values()].map((m) => m.joins());
         members.set(
@@ -96,8 +81,6 @@ describeWithServices(
       } finally {
         await producing?.catch(() => {});
         await Promise.all([...members.values()].map((m) => m.stop()));
-        await producer.disconnect();
-        await redis.quit();
       }
       process.stderr.write(
         `[kafka rebalance] outcomes ${JSON.stringify(Object.fromEntries(outcomes))} by consumer ${JSON.stringify(Object.fromEntries(byConsumer))}\n`,

@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer } from 'kafkajs';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
+import { redisRunner, useKafkaSuite } from './kafka-suite';
+import { producePaymentsSlowly } from './payments';
 import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({ kafka: brokers }) => {
@@ -16,6 +17,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
     server = await RedisServer.start({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
   });
   afterAll(() => server.dispose());
+  const suite = useKafkaSuite(brokers);
 
   it.each(['eachMessage', 'eachBatch'] as const)(
     '%s pauses consumption, resumes, loses nothing and charges nothing twice',
@@ -27,15 +29,13 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
         retryStrategy: () => 100,
       });
       await waitFor('redis ready', () => redis.status === 'ready', 5000);
-      const kafka = kafkaClient(brokers);
-      const producer = await connectProducer(kafka);
       const topic = uniqueName('outage');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: 'idem', commandTimeoutMs: 300 });
       // Few write retries inside the runner: the adapter then keeps writing the completion itself, heartbeating.
-      const idempotency = new Idempotency(
-        { store },
-        { leaseMs: 3000, retentionMs: 600_000, writeAttempts: 2 },
+      const idempotency = redisRunner(
+        redis,
+        { leaseMs: 3000, writeAttempts: 2 },
+        { keyPrefix: 'idem', commandTimeoutMs: 300 },
       );
       const events: RecordedEvent[] = [];
       const trace: string[] = [];
@@ -62,7 +62,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
       let consumer: Consumer | undefined;
       let producing: Promise<void> | undefined;
       try {
-        consumer = await startConsumer(kafka, groupId, topic, (c) =>
+        consumer = await suite.start(groupId, topic, (c) =>
           wrapper === 'eachMessage'
             ? {
                 eachMessage: recordEvents(
@@ -77,15 +77,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
                 ),
               },
         );
-        producing = (async () => {
-          for (let i = 0; i < total; i++) {
-            await producer.send({
-              topic,
-              messages: [{ value: `p${i}`, headers: { 'idempotency-key': `pay-${i}` } }],
-            });
-            await sleep(10);
-          }
-        })();
+        producing = producePaymentsSlowly(suite.producer, topic, total, 10);
         await waitFor('some payments', () => charges.size >= 20, 30_000);
         await server.stop();
         // The next claim (or a write after a handler, retried for a few seconds) meets the outage.
@@ -120,8 +112,7 @@ describeWithServices(['kafka'], 'kafka: Redis stopped mid-run, then started', ({
       } finally {
         await server.restart();
         await producing?.catch(() => {});
-        await consumer?.disconnect();
-        await producer.disconnect();
+        await consumer?.disconnect(); // before the store client goes (the suite disconnects it again, a no-op)
         redis.disconnect();
       }
     },

@@ -1,50 +1,31 @@
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import { SpanKind } from '@opentelemetry/api';
-import Redis from 'ioredis';
-import type { Consumer, Kafka, Producer } from 'kafkajs';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import { uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { parentOf, producedTrace, TelemetrySdk } from '../../support/telemetry';
+import { redisRunner, useKafkaSuite } from './kafka-suite';
 
 describeWithServices(
   ['redis', 'kafka'],
   'kafka eachMessage: OpenTelemetry',
   ({ redis: redisUrl, kafka: brokers }) => {
     jest.setTimeout(60_000);
-    let redis: Redis;
-    let kafka: Kafka;
-    let producer: Producer;
-    let consumer: Consumer | undefined;
+    const suite = useKafkaSuite(brokers, redisUrl, {});
     let sdk: TelemetrySdk;
-
-    beforeAll(async () => {
-      redis = new Redis(redisUrl);
-      kafka = kafkaClient(brokers);
-      producer = await connectProducer(kafka);
-    });
     beforeEach(() => {
       sdk = new TelemetrySdk();
     });
-    afterEach(async () => {
-      await consumer?.disconnect();
-      await sdk.close();
-    });
-    afterAll(async () => {
-      await producer.disconnect();
-      await redis.quit();
-    });
+    afterEach(() => sdk.close());
 
     it('a span per message continues the producer trace (Buffer headers); the duplicate is DUPLICATE; metrics count outcomes', async () => {
       const topic = uniqueName('tel');
       const groupId = uniqueName('g');
-      const store = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem') });
-      const idempotency = new Idempotency({ store }, { leaseMs: 3000 });
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
       const first = producedTrace();
       const second = producedTrace();
       // One partition key: both land in one partition, in order, so the second meets the first's record.
-      await producer.send({
+      await suite.producer.send({
         topic,
         messages: [
           {
@@ -61,9 +42,9 @@ describeWithServices(
       });
       const handlerTraces: (string | undefined)[] = [];
       let settled = 0;
-      consumer = await startConsumer(kafka, groupId, topic, (c) => {
+      await suite.start(groupId, topic, (c) => {
         const eachMessage = idempotentEachMessage(
-          { idempotency, consumer: c, producer },
+          { idempotency, consumer: c, producer: suite.producer },
           { groupId, telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider } },
           () => {
             handlerTraces.push(sdk.activeTraceId());

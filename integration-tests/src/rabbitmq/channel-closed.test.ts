@@ -10,11 +10,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a channel closed 
   const unavailable = rabbitmqctlUnavailable();
   const itWithCtl = unavailable ? it.skip : it;
   if (unavailable) process.stderr.write(`[integration] SKIPPED broker-forced close: ${unavailable}\n`);
-  let fx: RabbitFixture;
-  beforeEach(async () => {
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-  });
-  afterEach(() => fx.close());
+  const fx = RabbitFixture.eachTest(urls);
 
   itWithCtl(
     `channelClosed carries the reply code and text of a broker-forced connection close${unavailable ? ` [skipped: ${unavailable}]` : ''}`,

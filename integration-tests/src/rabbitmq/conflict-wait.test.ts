@@ -7,11 +7,7 @@ describeWithServices(
   'rabbitmq adapter: a duplicate delivered while the original runs',
   (urls) => {
     jest.setTimeout(60_000);
-    let fx: RabbitFixture;
-    beforeEach(async () => {
-      fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-    });
-    afterEach(() => fx.close());
+    const fx = RabbitFixture.eachTest(urls);
 
     it('50 payments each delivered twice at once, handler 20 ms, lease 30 s: all 100 settled in under 3 s, each charged once', async () => {
       const charges = new Map<string, number>();

@@ -70,11 +70,18 @@ export function recordEvents(consumer: IdempotentConsumer<unknown>): EventLog {
 
 /**
  * One test's world: a work queue with a unique name, an AMQP connection, an idempotency store on Redis
- * under a unique key prefix, and cleanup that stops consumers and deletes every queue and exchange.
+ * under a unique key prefix, a Redis hash that counts side effects, and cleanup that stops consumers and
+ * deletes every queue, exchange and Redis key of the test. {@link RabbitFixture.open} opens it (with new
+ * names each time), {@link RabbitFixture.close} cleans up; {@link RabbitFixture.eachTest} does both around
+ * each test of a suite.
  */
 export class RabbitFixture {
-  readonly queue = uniqueName('work');
-  readonly prefix = uniqueName('idem');
+  /** The work queue (new at each {@link RabbitFixture.open}). */
+  queue = uniqueName('work');
+  /** The key prefix of the idempotency store (new at each {@link RabbitFixture.open}). */
+  prefix = uniqueName('idem');
+  /** The Redis hash of side effects per key ({@link RabbitFixture.effect}), deleted by `close`. */
+  effectsKey = uniqueName('effects');
   readonly consumers: IdempotentConsumer<unknown>[] = [];
   readonly extraQueues: string[] = [];
   readonly extraExchanges: string[] = [];
@@ -87,7 +94,25 @@ export class RabbitFixture {
     readonly redisUrl: string,
   ) {}
 
+  /**
+   * Registers the hooks that give each test of the suite the returned fixture: opened anew (new queue, key
+   * prefix and effects hash) before each test, closed after it. An `afterEach` the suite declared before
+   * this call runs before the close.
+   */
+  static eachTest(urls: { rabbitmq: string; redis: string }): RabbitFixture {
+    const fx = new RabbitFixture(urls.rabbitmq, urls.redis);
+    beforeEach(() => fx.open());
+    afterEach(() => fx.close());
+    return fx;
+  }
+
   async open(): Promise<this> {
+    this.queue = uniqueName('work');
+    this.prefix = uniqueName('idem');
+    this.effectsKey = uniqueName('effects');
+    this.consumers.length = 0;
+    this.extraQueues.length = 0;
+    this.extraExchanges.length = 0;
     this.connection = await connect(this.amqpUrl);
     this.channel = await this.connection.createChannel();
     this.channel.on('error', () => {});
@@ -152,6 +177,39 @@ export class RabbitFixture {
     return messages;
   }
 
+  /** Counts one side effect of `key` in {@link RabbitFixture.effectsKey} (HINCRBY). */
+  async effect(key: string): Promise<void> {
+    await this.redis.hincrby(this.effectsKey, key, 1);
+  }
+
+  /** Side effects per key, as Redis returns them (counts as strings). */
+  effects(): Promise<Record<string, string>> {
+    return this.redis.hgetall(this.effectsKey);
+  }
+
+  /**
+   * Waits until `count` keys had their side effect (within `handledTimeoutMs`), then until `count` keys
+   * were acked in `events` (within `ackedTimeoutMs`); resolves with the side effects per key.
+   */
+  async allDone(
+    events: EventLog,
+    count: number,
+    handledTimeoutMs: number,
+    ackedTimeoutMs?: number,
+  ): Promise<Record<string, string>> {
+    await waitFor(
+      'every message to be handled',
+      async () => Object.keys(await this.effects()).length === count,
+      handledTimeoutMs,
+    );
+    await waitFor(
+      'every message to be acked',
+      () => new Set(acks(events).map((e) => e.key)).size === count,
+      ackedTimeoutMs,
+    );
+    return this.effects();
+  }
+
   /** Ready messages in a queue. */
   async depth(queue = this.queue): Promise<number> {
     return (await this.channel.checkQueue(queue)).messageCount;
@@ -175,6 +233,7 @@ export class RabbitFixture {
     await cleanup.close().catch(() => {});
     const keys = await this.redis.keys(`${this.prefix}:*`);
     if (keys.length > 0) await this.redis.del(...keys);
+    await this.redis.del(this.effectsKey);
     await this.connection.close().catch(() => {});
     this.redis.disconnect();
   }

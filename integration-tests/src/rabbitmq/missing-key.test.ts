@@ -12,11 +12,7 @@ function recordingLogger(): IdempotencyLogger & { warnings: string[] } {
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a producer that sets no messageId', (urls) => {
   jest.setTimeout(30_000);
-  let fx: RabbitFixture;
-  beforeEach(async () => {
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-  });
-  afterEach(() => fx.close());
+  const fx = RabbitFixture.eachTest(urls);
 
   it('default key, no messageId: each message is dead-lettered with a missingKey event, and one warning is logged', async () => {
     const logger = recordingLogger();

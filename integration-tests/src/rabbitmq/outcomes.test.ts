@@ -12,11 +12,7 @@ import { acks, RabbitFixture } from './fixture';
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broker action', (urls) => {
   // Per-project `testTimeout` is not applied by jest (it is a global option), so set it here.
   jest.setTimeout(20_000);
-  let fx: RabbitFixture;
-  beforeEach(async () => {
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-  });
-  afterEach(() => fx.close());
+  const fx = RabbitFixture.eachTest(urls);
 
   it('ACQUIRED: runs the handler, records COMPLETED, then acks', async () => {
     const idempotency = fx.idempotency();

@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import type { RabbitMqHandlerContext } from '@idempotent-consumer/rabbitmq';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
-import { acks, RabbitFixture, uniqueName } from './fixture';
+import { acks, RabbitFixture } from './fixture';
 
 const ROOT = join(__dirname, '..', '..', '..');
 const WORKER = join(ROOT, 'integration-tests', 'workers', 'rabbitmq-consumer.ts');
@@ -35,23 +35,17 @@ describeWithServices(
   ['rabbitmq', 'redis'],
   'rabbitmq adapter: a consumer process killed with SIGKILL',
   (urls) => {
-    let fx: RabbitFixture;
     const workers: Worker[] = [];
-    beforeEach(async () => {
-      fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-    });
+    // Declared before the fixture's hooks, so the workers are dead before it cleans up.
     afterEach(async () => {
       for (const w of workers.splice(0)) {
         w.child.kill('SIGKILL');
         await w.exited;
       }
-      await fx.redis.del(effectsKey);
-      await fx.close();
     });
-    let effectsKey = '';
+    const fx = RabbitFixture.eachTest(urls);
 
     function startWorker(mode: 'hang-in-handler' | 'freeze-after-complete'): Worker {
-      effectsKey = uniqueName('effects');
       const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
         cwd: ROOT,
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -62,7 +56,7 @@ describeWithServices(
           REDIS_URL: urls.redis,
           QUEUE: fx.queue,
           KEY_PREFIX: fx.prefix,
-          EFFECTS_KEY: effectsKey,
+          EFFECTS_KEY: fx.effectsKey,
           LEASE_MS: '1000',
         },
       });
@@ -86,7 +80,7 @@ describeWithServices(
       const seen: RabbitMqHandlerContext[] = [];
       const { events } = await fx.consumer(fx.idempotency({ leaseMs: 1000 }), {}, async (ctx) => {
         seen.push(ctx);
-        await fx.redis.hincrby(effectsKey, ctx.key!, 1);
+        await fx.effect(ctx.key!);
       });
       await waitFor('the second consumer to complete the message', () => acks(events).length === 1, 10_000);
       expect(seen).toHaveLength(1);
@@ -100,7 +94,7 @@ describeWithServices(
       // The dead holder's lease was still running: the message waited in a delay tier, it did not spin.
       expect(events.retryScheduled.every((e) => e.reason === 'conflict')).toBe(true);
       expect(events.retryScheduled.length).toBeLessThanOrEqual(2);
-      expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-1': '1' });
+      expect(await fx.effects()).toEqual({ 'kill-1': '1' });
     }, 60_000);
 
     it('killed after COMPLETED was written but before the ack: the redelivery is a DUPLICATE', async () => {
@@ -121,7 +115,7 @@ describeWithServices(
         outcome: 'DUPLICATE',
         source: { redelivered: true },
       });
-      expect(await fx.redis.hgetall(effectsKey)).toEqual({ 'kill-2': '1' });
+      expect(await fx.effects()).toEqual({ 'kill-2': '1' });
     }, 60_000);
   },
 );

@@ -11,15 +11,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connection dr
   const unavailable = rabbitmqctlUnavailable();
   const itWithCtl = unavailable ? it.skip : it;
   if (unavailable) process.stderr.write(`[integration] SKIPPED broker-forced close: ${unavailable}\n`);
-  let fx: RabbitFixture;
-  const effectsKey = uniqueName('effects');
-  beforeEach(async () => {
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
-  });
-  afterEach(async () => {
-    await fx.redis.del(effectsKey);
-    await fx.close();
-  });
+  const fx = RabbitFixture.eachTest(urls);
 
   itWithCtl(
     `with connect: reconnects by itself, loses nothing, runs each message once${unavailable ? ` [skipped: ${unavailable}]` : ''}`,
@@ -34,7 +26,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connection dr
           handlerRuns.set(key!, (handlerRuns.get(key!) ?? 0) + 1);
           // Long enough that deliveries are in flight when the connection drops.
           await pause(150);
-          await fx.redis.hincrby(effectsKey, key!, 1);
+          await fx.effect(key!);
         },
         {
           connect: async () => {
@@ -57,19 +49,9 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connection dr
       await waitFor('the reconnect', () => events.reconnected.length === 1, 20_000);
       expect(opened).toBeGreaterThanOrEqual(2);
       expect(consumer.state).toBe('running');
-      await waitFor(
-        'every message to be handled',
-        async () => Object.keys(await fx.redis.hgetall(effectsKey)).length === MESSAGES,
-        45_000,
-      );
-      await waitFor(
-        'every message to be acked',
-        () => new Set(acks(events).map((e) => e.key)).size === MESSAGES,
-        30_000,
-      );
+      const effects = await fx.allDone(events, MESSAGES, 45_000, 30_000);
       // Exactly once: a delivery in flight at the drop completed and recorded COMPLETED; its ack could not
       // leave, and its redelivery was a DUPLICATE (or waited for it), never a second run.
-      const effects = await fx.redis.hgetall(effectsKey);
       expect(Object.values(effects).filter((count) => count !== '1')).toEqual([]);
       expect([...handlerRuns.values()].filter((n) => n !== 1)).toEqual([]);
       expect(ranBeforeClose).toBeGreaterThan(0);

@@ -3,22 +3,20 @@ import Redis from 'ioredis';
 import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
-import { acks, pause, RabbitFixture, requeues, uniqueName } from './fixture';
+import { acks, pause, RabbitFixture, requeues } from './fixture';
 
 const MESSAGES = 30;
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops mid-run', (urls) => {
-  let fx: RabbitFixture;
   let server: RedisServer;
   let storeRedis: Redis;
-  const effectsKey = uniqueName('effects');
 
   beforeAll(async () => {
     server = await RedisServer.start();
   });
   afterAll(() => server.dispose());
+  const fx = RabbitFixture.eachTest(urls);
   beforeEach(async () => {
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
     // Fail fast while the server is down: no offline queue, in-flight commands rejected at once.
     storeRedis = new Redis(server.url, {
       enableOfflineQueue: false,
@@ -27,11 +25,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     });
     await waitFor('the store client', () => storeRedis.status === 'ready');
   });
-  afterEach(async () => {
-    await fx.redis.del(effectsKey);
-    await fx.close();
-    storeRedis.disconnect();
-  });
+  afterEach(() => storeRedis.disconnect());
 
   it('fails closed: pauses, acks nothing it did not complete, resumes, loses nothing, no double effect', async () => {
     const store = new RedisIdempotencyStore(
@@ -43,7 +37,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
       handlerRan.add(key!);
       await pause(40);
-      await fx.redis.hincrby(effectsKey, key!, 1);
+      await fx.effect(key!);
     });
     for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
 
@@ -68,16 +62,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
 
     await server.restart();
     await waitFor('the consumer to resume', () => events.storeRecovered.length >= 1, 10_000);
-    await waitFor(
-      'every message to be handled',
-      async () => Object.keys(await fx.redis.hgetall(effectsKey)).length === MESSAGES,
-      15_000,
-    );
-    await waitFor(
-      'every message to be acked',
-      () => new Set(acks(events).map((e) => e.key)).size === MESSAGES,
-    );
-    const effects = await fx.redis.hgetall(effectsKey);
+    const effects = await fx.allDone(events, MESSAGES, 15_000);
     expect(Object.values(effects).every((count) => count === '1')).toBe(true);
     await consumer.stop();
     expect(await fx.depth()).toBe(0);

@@ -6,16 +6,12 @@ import { acks, RabbitFixture } from './fixture';
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: OpenTelemetry', (urls) => {
   jest.setTimeout(30_000);
-  let fx: RabbitFixture;
+  const fx = RabbitFixture.eachTest(urls);
   let sdk: TelemetrySdk;
-  beforeEach(async () => {
+  beforeEach(() => {
     sdk = new TelemetrySdk();
-    fx = await new RabbitFixture(urls.rabbitmq, urls.redis).open();
   });
-  afterEach(async () => {
-    await fx.close();
-    await sdk.close();
-  });
+  afterEach(() => sdk.close());
 
   it('a span per delivery continues the producer trace; duplicate and handler error are visible; metrics count outcomes', async () => {
     const { tracerProvider, meterProvider } = sdk;

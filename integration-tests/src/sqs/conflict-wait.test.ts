@@ -10,11 +10,7 @@ describeWithServices(
   ['redis', 'sqs'],
   'sqs: a duplicate delivered while the original runs',
   ({ redis, sqs }) => {
-    let fx: SqsFixture;
-    beforeAll(() => {
-      fx = new SqsFixture(redis, sqs);
-    });
-    afterAll(() => fx.close());
+    const fx = SqsFixture.forSuite(redis, sqs);
 
     it('50 payments each delivered twice at once, handler 20 ms, lease 30 s: all 100 settled in under 3 s, each charged once', async () => {
       const q = await fx.queue('conflict-wait');

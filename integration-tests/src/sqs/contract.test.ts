@@ -18,12 +18,8 @@ type Settled = SqsEvents['settled'][0];
 
 // The behaviours issue 8 asked to fix in the SQS adapter, each on the SQS emulator and a real Redis.
 describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours', ({ redis, sqs }) => {
-  let fx: SqsFixture;
+  const fx = SqsFixture.forSuite(redis, sqs);
   const redisHandle = usePrivateRedis();
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
-  afterAll(() => fx.close());
 
   it('stop() gives up after stopTimeoutMs: resolves with the abandoned count, the message comes back after its visibility timeout', async () => {
     const q = await fx.queue('stop-timeout');

@@ -26,15 +26,11 @@ function jsonKey(calls: string[]) {
 }
 
 describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulator', ({ redis, sqs }) => {
-  let fx: SqsFixture;
+  const fx = SqsFixture.forSuite(redis, sqs);
   const stops: (() => Promise<void>)[] = [];
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
   afterEach(async () => {
     await Promise.all(stops.splice(0).map((s) => s()));
   });
-  afterAll(() => fx.close());
 
   function poller<T>(...args: ConstructorParameters<typeof IdempotentSqsPoller<T>>) {
     const p = new IdempotentSqsPoller<T>(...args);

@@ -11,11 +11,7 @@ const WORKER = join(__dirname, '../../workers/sqs-kill-worker.ts');
 jest.setTimeout(60_000);
 
 describeWithServices(['redis', 'sqs'], 'sqs poller killed mid-handler', ({ redis, sqs }) => {
-  let fx: SqsFixture;
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
-  afterAll(() => fx.close());
+  const fx = SqsFixture.forSuite(redis, sqs);
 
   it('after SIGKILL, the message comes back, a second poller runs it as ACQUIRED_STALE, once', async () => {
     const q = await fx.queue('kill');

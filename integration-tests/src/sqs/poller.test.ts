@@ -12,15 +12,11 @@ type Settled = SqsEvents['settled'][0];
 const queueNameFromUrl = (url: string) => url.slice(url.lastIndexOf('/') + 1);
 
 describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real Redis', ({ redis, sqs }) => {
-  let fx: SqsFixture;
+  const fx = SqsFixture.forSuite(redis, sqs);
   const pollers: IdempotentSqsPoller[] = [];
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
   afterEach(async () => {
     await Promise.all(pollers.splice(0).map((p) => p.stop()));
   });
-  afterAll(() => fx.close());
 
   function track<T>(poller: IdempotentSqsPoller<T>): IdempotentSqsPoller<T> {
     pollers.push(poller as IdempotentSqsPoller);

@@ -24,13 +24,10 @@ function settledOf<T>(wiring: SqsConsumerWiring<T>): Settled[] {
 }
 
 describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consumer', ({ redis, sqs }) => {
-  let fx: SqsFixture;
+  const fx = SqsFixture.forSuite(redis, sqs);
   const consumers: Consumer[] = [];
   // The wrappers never reject, so sqs-consumer must never report a processing error.
   const processingErrors: unknown[] = [];
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
   afterEach(async () => {
     await Promise.all(
       consumers.splice(0).map(
@@ -46,7 +43,6 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
   afterEach(() => {
     expect(processingErrors.splice(0)).toEqual([]);
   });
-  afterAll(() => fx.close());
 
   function consumer(options: Parameters<typeof Consumer.create>[0]): Consumer {
     const c = Consumer.create({ sqs: fx.sqs, waitTimeSeconds: 1, ...options });

@@ -9,12 +9,9 @@ import { type ProducedTrace, parentOf, producedTrace, TelemetrySdk } from '../..
 jest.setTimeout(60_000);
 
 describeWithServices(['redis', 'sqs'], 'sqs poller: OpenTelemetry', ({ redis, sqs }) => {
-  let fx: SqsFixture;
+  const fx = SqsFixture.forSuite(redis, sqs);
   let sdk: TelemetrySdk;
   let poller: IdempotentSqsPoller | undefined;
-  beforeAll(() => {
-    fx = new SqsFixture(redis, sqs);
-  });
   beforeEach(() => {
     sdk = new TelemetrySdk();
   });
@@ -22,7 +19,6 @@ describeWithServices(['redis', 'sqs'], 'sqs poller: OpenTelemetry', ({ redis, sq
     await poller?.stop();
     await sdk.close();
   });
-  afterAll(() => fx.close());
 
   /** Sends a message with key `key` and the trace context of `produced` in String message attributes. */
   async function send(queueUrl: string, key: string, produced: ProducedTrace): Promise<string> {
