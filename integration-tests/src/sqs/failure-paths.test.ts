@@ -109,6 +109,8 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
     ).then(() => receiveAll(fx.sqs, dlq.url, 0));
     expect(copies.map((m) => m.Body)).toEqual(['no-key']);
     expect(runs).toBe(1);
+    // The copy is visible in the DLQ a moment before the poller reports it settled.
+    await waitFor('the dead letter settled', () => settled.length >= 3, 10_000);
     expect(settled).toEqual([
       'leave:dead-letter-failed',
       'leave:dead-letter-failed',
