@@ -17,6 +17,10 @@ describeWithServices(['redis'], 'makeIdempotent on real Redis', ({ redis: url })
   it('8 clients racing on one key: one runs, the others conflict, then every call replays its result', async () => {
     const keyPrefix = `make-idem-${process.pid}-${Date.now()}`;
     const runs: string[] = [];
+    let winnerStarted!: () => void;
+    const started = new Promise<void>((resolve) => {
+      winnerStarted = resolve;
+    });
     let finish!: () => void;
     const finished = new Promise<void>((resolve) => {
       finish = resolve;
@@ -25,6 +29,7 @@ describeWithServices(['redis'], 'makeIdempotent on real Redis', ({ redis: url })
       makeIdempotent(
         async (orderId: string, amountCents: number) => {
           runs.push(`client-${i}`);
+          winnerStarted();
           await finished;
           return { orderId, chargedCents: amountCents, by: i };
         },
@@ -51,8 +56,9 @@ describeWithServices(['redis'], 'makeIdempotent on real Redis', ({ redis: url })
           if (++settledCount === wrappers.length - 1) othersSettled();
         }),
     );
-    // Every call but the winner's ends while the winner's function waits; then it may finish.
-    await allButOne;
+    // Every call but the winner's ends while the winner's function waits; then it may finish. (On a busy
+    // machine the others' CONFLICT replies can all arrive before the winner's own claim reply does.)
+    await Promise.all([allButOne, started]);
     expect(runs).toHaveLength(1);
     finish();
     const results = await Promise.all(racing);
