@@ -1,9 +1,4 @@
-import type {
-  CompletedResult,
-  ExecutionResult,
-  Idempotency,
-  RecordId,
-} from '@idempotent-consumer/core';
+import type { CompletedResult, ExecutionResult, Idempotency, RecordId } from '@idempotent-consumer/core';
 import type { StoreGate } from '@idempotent-consumer/core/kit';
 import type { KafkaEventEmitter, KafkaSource } from './events';
 import { heartbeatUntil, type WaitContext } from './inline-wait';

@@ -176,7 +176,10 @@ export function resolveKafkaOptions(
     throw new InvalidOptionError('fingerprint must be a boolean or a function of the message');
   }
   // The overrides' ranges are the runner's; `conflictWaitMs` is this adapter's own wait (checked below).
-  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides({ ...options, conflictWaitMs: undefined });
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides({
+    ...options,
+    conflictWaitMs: undefined,
+  });
   const maxInlineDelayMs = checkFiniteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
   return {
     scopeOf,

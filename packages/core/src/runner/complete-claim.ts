@@ -8,7 +8,10 @@ import { encodeResult } from './result-codec';
 import type { CompletedResult, ExecutionResult } from './run-result';
 
 /** Emits one runner event, isolated from its listeners (the runner's own emit). */
-export type RunnerEmit = <K extends keyof IdempotencyEvents>(name: K, ...payload: IdempotencyEvents[K]) => void;
+export type RunnerEmit = <K extends keyof IdempotencyEvents>(
+  name: K,
+  ...payload: IdempotencyEvents[K]
+) => void;
 
 /** What {@link completeClaim} works with: the runner's store, options and isolated emit. */
 export interface CompleteClaimRunner {

@@ -317,8 +317,17 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * runner/complete-claim.ts. @param durationMs - the handler's run time for `completed`, 0 when unknown.
    * @throws whatever the store throws (`StoreUnavailableError` when it does not answer), after `storeError`.
    */
-  completeClaim<T>(request: RecordId, run: CompletedResult<T>, durationMs?: number): Promise<ExecutionResult<T>> {
-    return completeClaim({ store: this.store, options: this.options, emit: (n, ...p) => this.#emit(n, ...p) }, request, run, durationMs);
+  completeClaim<T>(
+    request: RecordId,
+    run: CompletedResult<T>,
+    durationMs?: number,
+  ): Promise<ExecutionResult<T>> {
+    return completeClaim(
+      { store: this.store, options: this.options, emit: (n, ...p) => this.#emit(n, ...p) },
+      request,
+      run,
+      durationMs,
+    );
   }
 
   /**
