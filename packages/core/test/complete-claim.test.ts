@@ -50,7 +50,12 @@ describe('Idempotency.completeClaim', () => {
     expect(result).toMatchObject({ status: 'failed', reason: 'result-too-large', recorded: true });
     expect((result as { error: unknown }).error).toBeInstanceOf(ResultTooLargeError);
     expect(t.events).toEqual([expect.objectContaining({ type: 'failed', reason: 'result-too-large' })]);
-    expect(await t.store.get({ scope: 's', key: 'k' })).toMatchObject({ state: 'FAILED' });
+    expect(await t.store.get({ scope: 's', key: 'k' })).toMatchObject({
+      state: 'FAILED',
+      error: expect.stringMatching(
+        /^ResultTooLargeError \[RESULT_TOO_LARGE\]: The handler result is \d+ bytes/,
+      ),
+    });
   });
 
   it('is lease-lost (leaseLost during write) when another claim holds the key', async () => {

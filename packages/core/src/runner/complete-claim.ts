@@ -2,7 +2,6 @@ import { ResultTooLargeError } from '../errors';
 import type { RecordId } from '../keys';
 import type { IdempotencyStore, WriteReply } from '../store/idempotency-store';
 import type { EventSubject, IdempotencyEvents } from './events';
-import { describeError } from './idempotency';
 import type { ResolvedIdempotencyOptions } from './options';
 import { encodeResult } from './result-codec';
 import type { CompletedResult, ExecutionResult } from './run-result';
@@ -95,7 +94,11 @@ export async function completeClaim<T>(
   if (tooLarge) {
     const error = tooLarge;
     const ok = await write('fail', () =>
-      store.fail(id, fencingToken, { retentionMs: options.retentionMs, error: describeError(error) }),
+      store.fail(id, fencingToken, {
+        retentionMs: options.retentionMs,
+        // As the runner's describeError words it (`Name [code]: message`), at most 1000 characters.
+        error: `${error.name} [${error.code}]: ${error.message}`.slice(0, 1000),
+      }),
     );
     if (!ok) return lost(error);
     emit('failed', { ...subject, attempt, fencingToken, error, reason: 'result-too-large', recorded: true });
