@@ -8,12 +8,13 @@ import {
   UnexpectedReplyError,
 } from '@idempotent-consumer/core';
 import {
+  idempotentEachBatch,
   idempotentEachMessage,
   type KafkaHandler,
   type KafkaIdempotencyOptions,
   PartitionPausedError,
 } from '../src';
-import { FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
+import { batchPayload, FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
 
 /** A wrapper on a memory store, with the runner's events and the wrapper's log lines recorded. */
 function setup<T>(
@@ -268,5 +269,29 @@ describe('Kafka warnings', () => {
     expect(lines).toEqual([expect.stringContaining('dropped')]);
     expect(lines[0]).not.toContain('dead-lettered');
     eachMessage.close();
+  });
+});
+
+describe('Kafka leaseLost at the start of a batch reservation', () => {
+  it("is emitted with during 'start' when the reservation was lost before its handler started", async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
+    const runs: string[] = [];
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', conflictWaitMs: 0, maxInlineDelayMs: 0 },
+      ({ key }) => void runs.push(key ?? ''),
+    );
+    // The first start is refused (another claim took the key): nothing runs for it.
+    jest
+      .spyOn(store, 'start')
+      .mockResolvedValueOnce({ ok: false, state: 'IN_PROGRESS', currentFencingToken: 1 } as never);
+    const lost: unknown[] = [];
+    eachBatch.events.on('leaseLost', (e) =>
+      lost.push({ key: e.key, during: e.during, handlerCompleted: e.handlerCompleted }),
+    );
+    await eachBatch(batchPayload('pay', 0, [message(0, 'v', { 'idempotency-key': 'r' })]));
+    expect(lost).toEqual([{ key: 'r', during: 'start', handlerCompleted: false }]);
+    eachBatch.close();
   });
 });
