@@ -193,7 +193,7 @@ export class MessageProcessor<T> {
           const ran = await this.#unprotected(delivery, prepared.scope, undefined, (attempt) =>
             this.#runWithoutKey(delivery, prepared.scope, attempt),
           );
-          // A run without a key never claims.
+          // A run without a key never claims; were it to, the offset stays unresolved (never acked).
           return 'claimed' in ran ? { action: 'stop' } : ran;
         }
       } else {
