@@ -45,7 +45,8 @@ export interface IdempotentEachMessage {
  *   PAYLOAD_MISMATCH (and a missing key, by default) go to the dead-letter topic without running.
  * - store unavailable: waits inline up to `maxInlineDelayMs` in all (pings included), then pauses every
  *   partition of the topic until the store answers a ping (fail closed); with the runner's
- *   `storeFailureMode: 'open'`, runs the handler unprotected instead.
+ *   `storeFailureMode: 'open'`, runs it through `Idempotency.run` instead, which emits `failOpen` and runs
+ *   the handler unprotected while the store still does not answer.
  * - no key: dead-letters (`missingKey: 'dead-letter'`) or runs the handler unprotected
  *   (`missingKey: 'process'`, `outcome: 'UNPROTECTED'`, retried up to `maxAttempts` runs).
  *

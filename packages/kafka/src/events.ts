@@ -25,8 +25,8 @@ export interface KafkaEventSubject {
 }
 
 /**
- * Why a COMPLETED write was refused, read from the record right after: it no longer exists
- * (`record-vanished`), another claim holds it (`taken-over`), or the read failed (`unknown`).
+ * Why a claim was lost, read from the record right after: it no longer exists (`record-vanished`),
+ * another claim holds it (`taken-over`), or the read failed (`unknown`).
  */
 export type LeaseLostReason = 'record-vanished' | 'taken-over' | 'unknown';
 
@@ -78,13 +78,15 @@ export interface KafkaIdempotencyEvents {
   /** A broker request failed: a dead-letter `produce`, `pause`, `resume`, `heartbeat`, `commit`. */
   brokerError: [{ operation: string; error: unknown; source: KafkaSource | undefined }];
   /**
-   * The handler's claim was lost (`during: 'write'`: the COMPLETED write was refused, by the runner or by
-   * the wrapper's own completion write after a store outage). When the handler had completed, the work is
-   * done: the offset resolves and the handler is not run again here.
+   * The message's claim was lost: at the start of a batch's reservation (`during: 'start'`, nothing ran),
+   * while the handler ran (`heartbeat`: a lease extension was refused) or at the outcome write (`write`,
+   * also the completion write made again after a store outage), as in the RabbitMQ and SQS adapters. When
+   * the handler had completed, the work is done: the offset resolves and the handler is not run again
+   * here; otherwise the message is claimed again at once.
    */
   leaseLost: [
     KafkaEventSubject & {
-      during: 'write';
+      during: 'start' | 'heartbeat' | 'write';
       handlerCompleted: boolean;
       fencingToken: number;
       reason: LeaseLostReason;

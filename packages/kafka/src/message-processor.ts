@@ -1,5 +1,6 @@
 import {
   type ClaimReply,
+  type CompletedResult,
   describeError,
   fingerprint,
   type Idempotency,
@@ -12,10 +13,12 @@ import {
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
+  callUnprotected,
   type HeaderCarrier,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
+  runUnprotected,
   type StoreGate,
   UnprotectedRuns,
 } from '@idempotent-consumer/core/kit';
@@ -23,12 +26,11 @@ import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
 import type { KafkaEventEmitter, KafkaEventSubject, KafkaSource, LeaseLostReason } from './events';
-import type { KafkaHandler } from './handler';
+import type { KafkaHandler, KafkaHandlerContext } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
 import { kafkaTelemetry, type TelemetryDelivery } from './telemetry';
 import type { KafkaMessageLike, ProducerLike } from './types';
-import { runUnprotected } from './unprotected-run';
 
 /** One message being handled, and the controls of the delivery it came in. */
 export interface Delivery extends WaitContext {
@@ -134,7 +136,12 @@ export class MessageProcessor<T> {
 
   /** Per-call options of the runner for one delivery: overrides, and the broker heartbeat with each lease extension. */
   runOptions(delivery: Delivery): RunOptions {
-    const options: { leaseMs?: number; maxAttempts?: number; onHeartbeat: () => Promise<void> } = {
+    const options: {
+      leaseMs?: number;
+      maxAttempts?: number;
+      handlerTimeoutMs?: number;
+      onHeartbeat: () => Promise<void>;
+    } = {
       onHeartbeat: () =>
         delivery.heartbeat().catch((error: unknown) => {
           this.events.emit('brokerError', { operation: 'heartbeat', error, source: sourceOf(delivery) });
@@ -142,6 +149,7 @@ export class MessageProcessor<T> {
     };
     if (this.options.leaseMs !== undefined) options.leaseMs = this.options.leaseMs;
     if (this.options.maxAttempts !== undefined) options.maxAttempts = this.options.maxAttempts;
+    if (this.options.handlerTimeoutMs !== undefined) options.handlerTimeoutMs = this.options.handlerTimeoutMs;
     return options;
   }
 
@@ -178,11 +186,16 @@ export class MessageProcessor<T> {
         this.events.emit('missingKey', { ...subject, action: this.options.missingKey });
         this.log.warnOnce(
           'missing-key',
-          `a message on ${delivery.topic} has no idempotency key (by default the idempotency-key header, else the Kafka message key); it is ${this.options.missingKey === 'process' ? 'processed without idempotency (outcome UNPROTECTED)' : 'dead-lettered (reason missing-key)'}. Further ones are reported only by the missingKey event.`,
+          `a message on ${delivery.topic} has no idempotency key (by default the idempotency-key header, else the Kafka message key); it is ${this.options.missingKey === 'process' ? 'processed without idempotency (outcome UNPROTECTED)' : this.#deadLetterWhat(delivery.topic, 'missing-key')}. Further ones are reported only by the missingKey event.`,
           { topic: delivery.topic, partition: delivery.partition, offset: delivery.message.offset },
         );
-        if (this.options.missingKey === 'process')
-          return this.#unprotected(delivery, prepared.scope, undefined, undefined);
+        if (this.options.missingKey === 'process') {
+          const ran = await this.#unprotected(delivery, prepared.scope, undefined, (attempt) =>
+            this.#runWithoutKey(delivery, prepared.scope, attempt),
+          );
+          // A run without a key never claims; were it to, the offset stays unresolved (never acked).
+          return 'claimed' in ran ? { action: 'stop' } : ran;
+        }
       } else {
         this.#invalidKey(delivery, subject, prepared.error);
       }
@@ -207,7 +220,15 @@ export class MessageProcessor<T> {
         } catch (error) {
           if (isStoreUnavailable(error)) {
             if (this.idempotency.options.storeFailureMode === 'open') {
-              return this.#unprotected(delivery, request.scope, request.key, error);
+              // Fail open through the runner (`run`: its `failOpen` event), bounded like any unprotected run.
+              const ran = await this.#unprotected(delivery, request.scope, request.key, (attempt) =>
+                this.#failOpen(delivery, request, runOptions, attempt),
+              );
+              if (!('claimed' in ran)) return ran;
+              // The store answered that run's claim: the run was a claimed one after all.
+              const end = await this.#afterRun(delivery, request, ran.claimed);
+              if (end !== 'again') return end;
+              continue;
             }
             const answered = await this.awaitStore(delivery, error);
             if (answered === 'stop') return { action: 'stop' };
@@ -241,76 +262,78 @@ export class MessageProcessor<T> {
         reply = waited; // the holder's outcome (or CONFLICT still); `undefined`: the store did not answer
         continue;
       }
-      let result: RunResult<T>;
+      let result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>;
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
         result = await this.idempotency.execute(
           request,
           current,
-          (context) =>
-            span.timeHandler(() =>
-              this.handler({
-                ...context,
-                topic: delivery.topic,
-                partition: delivery.partition,
-                message: delivery.message,
-                heartbeat: () => delivery.heartbeat(),
-              }),
-            ),
+          (context) => span.timeHandler(() => this.handler({ ...context, ...this.#brokerFields(delivery) })),
           runOptions,
         );
       } else {
         result = this.idempotency.settle<T>(current);
       }
-      span.result(result, request.key);
-      const subject = this.#subject(delivery, request.scope, request.key, result.outcome, current.attempt);
-      if ('status' in result) {
-        if (result.status === 'completed' && !result.recorded) {
-          // The handler completed but COMPLETED is not written: the offset must not resolve past it.
-          const written = await writeCompletion(
-            this.idempotency,
-            request,
-            current.fencingToken,
-            result.result,
-            { ...delivery, source: subject.source },
-            this.gate,
-            this.stopping,
-            this.options,
-            this.events,
-          );
-          if (written === 'stopped') return { action: 'stop' };
-          if (written === 'lost') {
-            // Where it happened: the completion write this wrapper made, refused with LEASE_LOST (the
-            // runner did not see it, so this wrapper logs it).
-            this.log.warn(
-              `lease lost on key ${JSON.stringify(request.key)} of scope ${JSON.stringify(request.scope)} (fencing token ${current.fencingToken}, during write): the handler completed, but its COMPLETED write was refused after the store came back; another worker may run it`,
-              { scope: request.scope, key: request.key, fencingToken: current.fencingToken, during: 'write' },
-            );
-            await this.#reportLeaseLost(
-              { ...subject, attempt: result.attempt },
-              request,
-              current.fencingToken,
-            );
-            return this.#finish(
-              delivery,
-              { ...subject, attempt: result.attempt },
-              {
-                action: 'resolve',
-                reason: 'lease-lost',
-              },
-            );
-          }
-        }
-        if (result.status === 'lease-lost' && result.handlerCompleted) {
-          await this.#reportLeaseLost(subject, request, current.fencingToken);
-        }
-      }
-      const end = await this.#carryOut(
-        delivery,
-        { ...subject, attempt: result.attempt },
-        decide(result, this.#policy),
-      );
+      const end = await this.#afterRun(delivery, request, result);
       if (end !== 'again') return end;
     }
+  }
+
+  /**
+   * After a claimed run (or a settled claim): records it on the span, writes a completion the runner could
+   * not write ({@link writeCompletion}), reports a lost lease, and carries out {@link decide}'s decision.
+   */
+  async #afterRun(
+    delivery: Delivery,
+    request: RunRequest,
+    ran: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>,
+  ): Promise<ProcessEnd | 'again'> {
+    let result = ran;
+    delivery.span?.result(result, request.key);
+    const subject = this.#subject(delivery, request.scope, request.key, result.outcome, result.attempt);
+    if ('status' in result && result.status === 'completed' && !result.recorded) {
+      // The handler completed but COMPLETED is not written: the offset must not resolve past it.
+      const written = await this.#writeCompletion(delivery, request, result, subject);
+      if (written.status === 'written') result = written.result;
+      else return written.end;
+    }
+    if ('status' in result && result.status === 'lease-lost') {
+      await this.#reportLeaseLost(subject, request, result);
+    }
+    return this.#carryOut(delivery, subject, decide(result, this.#policy));
+  }
+
+  /**
+   * {@link writeCompletion} for a run the runner completed without recording it. An error that is not an
+   * outage ends the tries: the offset stays unresolved (the partition pauses one backoff step and the
+   * message is fetched again), with a `storeError` event and an error in the log.
+   */
+  async #writeCompletion(
+    delivery: Delivery,
+    request: RunRequest,
+    run: CompletedResult<T>,
+    subject: KafkaEventSubject,
+  ): Promise<
+    | { readonly status: 'written'; readonly result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }
+    | { readonly status: 'ended'; readonly end: ProcessEnd }
+  > {
+    const written = await writeCompletion(
+      this.idempotency,
+      idOf(request),
+      run,
+      { ...delivery, source: subject.source },
+      this.gate,
+      this.stopping,
+      this.options,
+      this.events,
+    );
+    if (written.status === 'written') return written;
+    if (written.status === 'stopped') return { status: 'ended', end: { action: 'stop' } };
+    this.log.error(
+      `the COMPLETED write of key ${JSON.stringify(request.key)} of scope ${JSON.stringify(request.scope)} failed with an error that is not an outage (${describeError(written.error)}): the handler completed, but ${delivery.topic}[${delivery.partition}]@${delivery.message.offset} stays unresolved and is fetched again (it may run again once the claim's lease lapses)`,
+      { scope: request.scope, key: request.key, fencingToken: run.fencingToken, error: written.error },
+    );
+    const end = await this.#finish(delivery, subject, this.#pauseAfterError('store-error', written.error));
+    return { status: 'ended', end };
   }
 
   /**
@@ -405,15 +428,16 @@ export class MessageProcessor<T> {
   }
 
   /**
-   * Runs a message without a claim, through {@link runUnprotected}, retrying inline (or by pausing) like a
-   * claimed message; its runs are counted here per offset, and bounded by `maxAttempts`.
+   * Runs a message without a claim (`runOnce`), retrying inline (or by pausing) like a claimed message;
+   * its runs are counted here per offset, and bounded by `maxAttempts`. Resolves with `claimed` when a run
+   * turned out to hold a claim (fail-open through the runner, whose claim the store answered this time).
    */
   async #unprotected(
     delivery: Delivery,
     scope: string,
     key: string | undefined,
-    storeError: unknown,
-  ): Promise<ProcessEnd> {
+    runOnce: (attempt: number) => Promise<RunResult<T>>,
+  ): Promise<ProcessEnd | { readonly claimed: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }> {
     const id = offsetId(delivery);
     for (;;) {
       const held = this.#unprotectedRuns.get(id)?.held;
@@ -433,15 +457,9 @@ export class MessageProcessor<T> {
           },
         );
       }
-      const place = {
-        scope,
-        key,
-        topic: delivery.topic,
-        partition: delivery.partition,
-        message: delivery.message,
-        heartbeat: () => delivery.heartbeat(),
-      };
-      const result = await runUnprotected(this.handler, place, attempt, storeError);
+      delivery.span?.claiming();
+      const result = await runOnce(attempt);
+      if (result.outcome !== 'UNPROTECTED') return { claimed: result };
       delivery.span?.result(result, key);
       if (result.status === 'threw') this.#unprotectedRuns.ran(id);
       const subject = this.#subject(delivery, scope, key, 'UNPROTECTED', attempt);
@@ -450,27 +468,103 @@ export class MessageProcessor<T> {
     }
   }
 
+  /** A run of a message without a key (`missingKey: 'process'`): the kit's {@link runUnprotected}, timed. */
+  #runWithoutKey(delivery: Delivery, scope: string, attempt: number): Promise<RunResult<T>> {
+    const span = delivery.span ?? NOOP_MESSAGE_SPAN;
+    return runUnprotected<T, KafkaHandlerContext>(
+      (context) => span.timeHandler(() => this.handler(context)),
+      {
+        scope,
+        key: undefined,
+        fencingToken: 0,
+        attempt,
+        outcome: 'UNPROTECTED',
+        ...this.#brokerFields(delivery),
+      },
+      this.stopping,
+      { handlerTimeoutMs: this.#handlerTimeoutMs() },
+    );
+  }
+
+  /**
+   * A run under `storeFailureMode: 'open'` after a claim the store did not answer: `Idempotency.run`
+   * claims once more (no conflict wait) and, when the store still does not answer, emits the runner's
+   * `failOpen` event and runs the handler unprotected. That handler gets this adapter's attempt count and
+   * a signal that aborts when the wrapper closes or `handlerTimeoutMs` passes (the runner's never does).
+   */
+  #failOpen(
+    delivery: Delivery,
+    request: RunRequest,
+    runOptions: RunOptions,
+    attempt: number,
+  ): Promise<RunResult<T>> {
+    const span = delivery.span ?? NOOP_MESSAGE_SPAN;
+    const broker = this.#brokerFields(delivery);
+    return this.idempotency.run<T>(
+      request,
+      (context) =>
+        span.timeHandler(() =>
+          context.outcome === 'UNPROTECTED'
+            ? callUnprotected(
+                (signal) => this.handler({ ...context, ...broker, attempt, signal }),
+                this.stopping,
+                this.#handlerTimeoutMs(),
+                context,
+              )
+            : this.handler({ ...context, ...broker }),
+        ),
+      { ...runOptions, conflictWaitMs: 0 },
+    );
+  }
+
+  /** What a Kafka handler's context adds to the runner's. */
+  #brokerFields(
+    delivery: Delivery,
+  ): Pick<KafkaHandlerContext, 'topic' | 'partition' | 'message' | 'heartbeat'> {
+    return {
+      topic: delivery.topic,
+      partition: delivery.partition,
+      message: delivery.message,
+      heartbeat: () => delivery.heartbeat(),
+    };
+  }
+
+  /** The handler time limit of unprotected runs: this wrapper's `handlerTimeoutMs`, else the runner's. */
+  #handlerTimeoutMs(): number {
+    return this.options.handlerTimeoutMs ?? this.idempotency.options.handlerTimeoutMs;
+  }
+
+  /** What happens to a message this wrapper dead-letters, for the warnings: sent where, or dropped. */
+  #deadLetterWhat(topic: string, reason: 'missing-key' | 'invalid-key'): string {
+    const topicOf = this.options.deadLetterTopicOf;
+    return topicOf === false
+      ? `dropped (reason ${reason}; deadLetterTopic is false): its offset resolves and the handler does not run`
+      : `dead-lettered to ${topicOf(topic)} (reason ${reason})`;
+  }
+
   /**
    * A key the extractor or the store refused (or a payload that cannot be fingerprinted): the
-   * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`.
+   * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`
+   * (dropped when `deadLetterTopic` is `false`).
    */
   #invalidKey(delivery: Delivery, subject: KafkaEventSubject, error: string): void {
     this.events.emit('invalidKey', { ...subject, error: new InvalidKeyError(error) });
     this.log.warnOnce(
       'invalid-key',
-      `a message on ${delivery.topic} has an invalid idempotency key or payload (${error}); it is dead-lettered (reason invalid-key). Further ones are reported only by the invalidKey event.`,
+      `a message on ${delivery.topic} has an invalid idempotency key or payload (${error}); it is ${this.#deadLetterWhat(delivery.topic, 'invalid-key')}. Further ones are reported only by the invalidKey event.`,
       { topic: delivery.topic, partition: delivery.partition, offset: delivery.message.offset },
     );
   }
 
   /**
-   * Emits `leaseLost` for a handler that returned but whose COMPLETED write was refused: reads the record
-   * once to say whether it vanished or another claim holds it (`unknown` when the read fails).
+   * Emits `leaseLost` for a run whose claim was lost, with where (`during`: the start of a reservation,
+   * the heartbeat while the handler ran, the outcome write), as the RabbitMQ and SQS adapters do: reads
+   * the record once to say whether it vanished or another claim holds it (`unknown` when the read fails).
    */
   async #reportLeaseLost(
     subject: KafkaEventSubject,
     request: RunRequest,
-    fencingToken: number,
+    result: Extract<RunResult<T>, { status: 'lease-lost' }>,
   ): Promise<void> {
     let reason: LeaseLostReason;
     try {
@@ -481,9 +575,9 @@ export class MessageProcessor<T> {
     }
     this.events.emit('leaseLost', {
       ...subject,
-      during: 'write',
-      handlerCompleted: true,
-      fencingToken,
+      during: !result.handlerStarted ? 'start' : result.handlerCompleted ? 'write' : 'heartbeat',
+      handlerCompleted: result.handlerCompleted,
+      fencingToken: result.fencingToken,
       reason,
     });
   }

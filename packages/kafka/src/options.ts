@@ -3,8 +3,10 @@ import {
   checkBackoffOptions,
   checkFiniteNonNegative,
   checkOneOf,
+  checkRunOverrides,
   checkTelemetryOption,
   DEFAULT_STORE_PROBE_BACKOFF,
+  type RunOverrides,
   type TelemetryOptions,
 } from '@idempotent-consumer/core/kit';
 import { defaultKeyExtractor, type KeyExtractor } from './headers';
@@ -15,10 +17,12 @@ export type FingerprintSource = (message: KafkaMessageLike) => Payload | undefin
 
 /**
  * Options of {@link idempotentEachMessage} and {@link idempotentEachBatch}. Give `groupId` (for the default
- * scope) or `scope`. Every other field has a default; see each `@defaultValue`.
+ * scope) or `scope`. Every other field has a default; see each `@defaultValue`. The runner overrides
+ * (`leaseMs`, `maxAttempts`, `conflictWaitMs`, `handlerTimeoutMs`) are the core kit's `RunOverrides`, as in
+ * the RabbitMQ and SQS adapters.
  * Behaviour: docs/design.md#outcome-to-broker-action, Kafka column.
  */
-export interface KafkaIdempotencyOptions {
+export interface KafkaIdempotencyOptions extends RunOverrides {
   /**
    * The consumer group id, used by the default scope `<groupId>/<topic>`. Required unless `scope` is given.
    */
@@ -47,13 +51,19 @@ export interface KafkaIdempotencyOptions {
    * @defaultValue true
    */
   fingerprint?: boolean | FingerprintSource;
-  /** Overrides the runner's `leaseMs` for these messages, in milliseconds. */
+  /** Overrides the runner's `leaseMs` for these messages, in milliseconds (an integer >= 1). */
   leaseMs?: number;
   /**
-   * Overrides the runner's `maxAttempts` for these messages (also the bound on runs of an `UNPROTECTED`
-   * message that keeps throwing).
+   * Overrides the runner's `maxAttempts` for these messages (an integer >= 1; also the bound on runs of an
+   * `UNPROTECTED` message that keeps throwing).
    */
   maxAttempts?: number;
+  /**
+   * Longest a handler may run, in milliseconds (an integer >= 0; 0: no limit): past it the handler's
+   * `signal` aborts with a `HandlerTimeoutError` and the run counts as a retryable failure (released, or
+   * FAILED at the last attempt). Also bounds `UNPROTECTED` runs. @defaultValue the runner's `handlerTimeoutMs`
+   */
+  handlerTimeoutMs?: number;
   /**
    * Delay before retrying a message whose handler threw a retryable error (by attempt, see
    * `computeBackoffMs`). @defaultValue `{ baseMs: 1000, maxMs: 60000, factor: 2, jitter: 'full' }`
@@ -113,6 +123,8 @@ export interface ResolvedKafkaOptions {
   readonly fingerprintOf: FingerprintSource | false;
   readonly leaseMs: number | undefined;
   readonly maxAttempts: number | undefined;
+  /** The `handlerTimeoutMs` override, `undefined`: the runner's. */
+  readonly handlerTimeoutMs: number | undefined;
   readonly retryBackoff: BackoffOptions;
   readonly maxInlineDelayMs: number;
   readonly conflictWaitMs: number;
@@ -163,14 +175,20 @@ export function resolveKafkaOptions(
   if (typeof fp !== 'boolean' && typeof fp !== 'function') {
     throw new InvalidOptionError('fingerprint must be a boolean or a function of the message');
   }
+  // The overrides' ranges are the runner's; `conflictWaitMs` is this adapter's own wait (checked below).
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides({
+    ...options,
+    conflictWaitMs: undefined,
+  });
   const maxInlineDelayMs = checkFiniteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
   return {
     scopeOf,
     idempotencyKey: options.idempotencyKey ?? defaultKeyExtractor,
     missingKey,
     fingerprintOf: fp === true ? messageValue : fp,
-    leaseMs: options.leaseMs,
-    maxAttempts: options.maxAttempts,
+    leaseMs,
+    maxAttempts,
+    handlerTimeoutMs,
     retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff),
     maxInlineDelayMs,
     conflictWaitMs: checkFiniteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),

@@ -12,13 +12,14 @@ import {
   type AdapterLog,
   type HeaderCarrier,
   type MessageTelemetry,
+  runUnprotected,
   UnprotectedRuns,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type Decision, type DecisionPolicy, decide } from './decide';
 import type { DeliverySubject, Emit } from './events';
-import type { RabbitMqHandler } from './handler';
+import type { RabbitMqHandler, RabbitMqHandlerContext } from './handler';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
 import { KeyPolicy } from './key-policy';
 import type { ResolvedConsumerOptions } from './options';
@@ -197,23 +198,21 @@ export class DeliveryProcessor<T> {
       await this.#settleUnprotected(delivery, undefined);
       return;
     }
-    let result: RunResult<T>;
-    try {
-      const value = await delivery.span.timeHandler(() =>
-        this.context.handler({
-          message,
-          scope: this.context.options.scope,
-          key: undefined,
-          fencingToken: 0,
-          attempt,
-          outcome: 'UNPROTECTED',
-          signal: new AbortController().signal,
-        }),
-      );
-      result = { outcome: 'UNPROTECTED', status: 'completed', result: value, storeError: undefined };
-    } catch (error) {
-      result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError: undefined };
-    }
+    // The signal aborts when the consumer stops (`runOptions.signal`) or `handlerTimeoutMs` passes.
+    const { runOptions, idempotency } = this.context;
+    const result = await runUnprotected<T, RabbitMqHandlerContext>(
+      (context) => delivery.span.timeHandler(() => this.context.handler(context)),
+      {
+        message,
+        scope: this.context.options.scope,
+        key: undefined,
+        fencingToken: 0,
+        attempt,
+        outcome: 'UNPROTECTED',
+      },
+      runOptions.signal,
+      { handlerTimeoutMs: runOptions.handlerTimeoutMs ?? idempotency.options.handlerTimeoutMs },
+    );
     await this.#settleUnprotected(delivery, result);
   }
 

@@ -308,6 +308,23 @@ describe('IdempotentConsumer failure paths', () => {
     await consumer.stop();
   });
 
+  it("an unprotected handler's signal aborts when the consumer stops", async () => {
+    let started = false;
+    let aborted = false;
+    const { channel, consumer } = await setup(
+      async ({ signal }) => {
+        started = true;
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        aborted = true;
+      },
+      { missingKey: 'process', idempotencyKey: () => undefined },
+    );
+    channel.deliver('{}');
+    await until('the handler started', () => started);
+    await consumer.stop();
+    expect(aborted).toBe(true);
+  });
+
   it('a fingerprint function that throws dead-letters the delivery as invalid-key with an InvalidPayloadError; nothing pauses', async () => {
     let runs = 0;
     const { channel, confirm, consumer } = await setup(

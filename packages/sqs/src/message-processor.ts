@@ -13,21 +13,22 @@ import {
 } from '@idempotent-consumer/core';
 import {
   AdapterLog,
+  callUnprotected,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
+  runUnprotected,
   UnprotectedRuns,
 } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
-import type { SqsHandler } from './handler';
+import type { SqsHandler, SqsHandlerContext } from './handler';
 import { receiveCount, toVisibilitySeconds } from './message-attributes';
 import type { ResolvedSqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
 import type { SqsDependencies } from './sqs-client';
 import { type SqsAttributeCarrier, sqsTelemetry } from './telemetry';
-import { runWithoutKey } from './unprotected-run';
 
 /** What a {@link SqsMessageProcessor} needs from the form that runs it (poller or sqs-consumer wiring). */
 export interface ProcessorHooks {
@@ -41,6 +42,11 @@ export interface ProcessorHooks {
   onStoreError?(operation: string, error: unknown, message: Message): void;
   /** Where the first message without a key, or with an invalid one, is reported. @defaultValue none */
   readonly log?: AdapterLog;
+  /**
+   * The signal that aborts when the consumer stops: the `signal` of unprotected handlers (which hold no
+   * claim whose loss could abort it) aborts with it. @defaultValue none (only `handlerTimeoutMs` aborts it)
+   */
+  stopping?(): AbortSignal | undefined;
 }
 
 /** A message with its idempotency request, or the reason it has none. */
@@ -252,7 +258,20 @@ export class SqsMessageProcessor<T> {
         }
         return {
           kind: 'run',
-          result: await runWithoutKey(this.#options.scope, rc, this.#bindUnkeyed(message, span)),
+          result: await runUnprotected<T, SqsHandlerContext>(
+            (context) => span.timeHandler(() => this.#handler(context)),
+            {
+              scope: this.#options.scope,
+              key: undefined,
+              fencingToken: 0,
+              attempt: rc,
+              outcome: 'UNPROTECTED',
+              message,
+              queueUrl: this.#options.queueUrl,
+            },
+            this.#hooks.stopping?.(),
+            { handlerTimeoutMs: this.#handlerTimeoutMs() },
+          ),
           receiveCount: rc,
         };
       }
@@ -311,16 +330,29 @@ export class SqsMessageProcessor<T> {
     });
   }
 
-  /** The core handler for one message: the user's handler with the SQS context, timed by its telemetry. */
+  /**
+   * The core handler for one message: the user's handler with the SQS context, timed by its telemetry.
+   * Run unprotected by the runner (fail-open), its `signal` aborts when the consumer stops or
+   * `handlerTimeoutMs` passes (the kit's `callUnprotected`; the runner's own never aborts).
+   */
   #bind(message: Message, span: MessageSpan): Handler<T> {
     const queueUrl = this.#options.queueUrl;
-    return (context) => span.timeHandler(() => this.#handler({ ...context, message, queueUrl }));
+    return (context) =>
+      span.timeHandler(() =>
+        context.outcome === 'UNPROTECTED'
+          ? callUnprotected(
+              (signal) => this.#handler({ ...context, message, queueUrl, signal }),
+              this.#hooks.stopping?.(),
+              this.#handlerTimeoutMs(),
+              context,
+            )
+          : this.#handler({ ...context, message, queueUrl }),
+      );
   }
 
-  /** {@link SqsMessageProcessor.#bind} for a message without a key (`key: undefined`). */
-  #bindUnkeyed(message: Message, span: MessageSpan): Parameters<typeof runWithoutKey<T>>[2] {
-    const queueUrl = this.#options.queueUrl;
-    return (context) => span.timeHandler(() => this.#handler({ ...context, message, queueUrl }));
+  /** The handler time limit of unprotected runs: this consumer's `handlerTimeoutMs`, else the runner's. */
+  #handlerTimeoutMs(): number {
+    return this.#options.overrides.handlerTimeoutMs ?? this.#idempotency.options.handlerTimeoutMs;
   }
 
   /** The held dead-letter decision of an unprotected run of `message`, if any. */

@@ -95,6 +95,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       onStoreError: (operation, error, message) =>
         this.emit('storeError', { queueUrl, operation, error, message }),
       log: this.#log,
+      stopping: () => this.#abort.signal,
     });
   }
 

@@ -254,6 +254,32 @@ describe('IdempotentSqsPoller failure paths', () => {
     expect(settled).toEqual(['leave:dead-letter-failed', 'dead-letter:non-retryable']);
   });
 
+  it("an unprotected handler's signal aborts when the poller stops", async () => {
+    const { sqs, idempotency } = setup();
+    sqs.batches.push([message('x')]);
+    let started = false;
+    let aborted = false;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      {
+        queueUrl: QUEUE,
+        waitTimeSeconds: 0,
+        idempotencyKey: () => undefined,
+        missingKey: 'process',
+        deadLetter: { queueUrl: DLQ },
+      },
+      async ({ signal }) => {
+        started = true;
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        aborted = true;
+      },
+    );
+    await poller.start();
+    await until('the handler started', () => started);
+    await poller.stop();
+    expect(aborted).toBe(true);
+  });
+
   it('a message without a key received more than maxAttempts times is dead-lettered without running', async () => {
     const { sqs, idempotency } = setup(new MemoryIdempotencyStore(), 3);
     sqs.batches.push([message('x', { receiveCount: 4 })]);

@@ -13,6 +13,7 @@
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
  * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
+ * - {@link runUnprotected}: a run without a claim, whose `signal` aborts when the consumer stops;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
  *
@@ -51,4 +52,10 @@ export {
   type TypedEventEmitterOptions,
   type TypedListener,
 } from './typed-emitter';
+export {
+  callUnprotected,
+  runUnprotected,
+  type UnprotectedContextBase,
+  type UnprotectedRunOptions,
+} from './unprotected-run';
 export { type UnprotectedRunEntry, UnprotectedRuns } from './unprotected-runs';

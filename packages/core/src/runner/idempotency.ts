@@ -19,6 +19,7 @@ import type {
   IdempotencyStore,
   WriteReply,
 } from '../store/idempotency-store';
+import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
 import { LeaseKeeper } from './lease-keeper';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
@@ -29,7 +30,7 @@ import {
   resolveOptions,
 } from './options';
 import { decodeResult, encodeResult } from './result-codec';
-import type { ExecutionResult, RunResult } from './run-result';
+import type { CompletedResult, ExecutionResult, RunResult } from './run-result';
 
 /** One operation to run: its scope and idempotency key, and optionally its payload. */
 export interface RunRequest extends RecordId {
@@ -307,6 +308,26 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       this.store.release(id, claim.fencingToken, { retentionMs: this.options.retentionMs }),
     );
     return reply.ok;
+  }
+
+  /**
+   * Writes the completion of a run whose write was not recorded (`status: 'completed'`, `recorded: false`)
+   * once more, with `execute`'s rules and events (result limits, fencing, `completed`/`resultOmitted`/
+   * `failed`/`leaseLost`); for an adapter that keeps trying while the store is down. See
+   * runner/complete-claim.ts. @param durationMs - the handler's run time for `completed`, 0 when unknown.
+   * @throws whatever the store throws (`StoreUnavailableError` when it does not answer), after `storeError`.
+   */
+  completeClaim<T>(
+    request: RecordId,
+    run: CompletedResult<T>,
+    durationMs?: number,
+  ): Promise<ExecutionResult<T>> {
+    return completeClaim(
+      { store: this.store, options: this.options, emit: (n, ...p) => this.#emit(n, ...p) },
+      request,
+      run,
+      durationMs,
+    );
   }
 
   /**

@@ -25,6 +25,8 @@ describe('kit: the sub-path export', () => {
         'checkRunOverrides',
         'heartbeatIntervalFor',
         'pickRunOverrides',
+        'callUnprotected',
+        'runUnprotected',
         'sleep',
         // telemetry (kit/telemetry)
         'ATTR_IDEMPOTENCY_ATTEMPT',

@@ -221,4 +221,19 @@ describe('kit telemetry: MessageTelemetry on the OpenTelemetry SDK', () => {
       points('idempotency.store.duration').map((p) => p.attributes['idempotency.store.operation']),
     ).toEqual(['claim']);
   });
+  it('an UNPROTECTED run (no claim) records its handler time and no store duration', async () => {
+    const { tracerProvider, meterProvider, metrics } = sdk();
+    const telemetry = new MessageTelemetry(binding, { tracerProvider, meterProvider });
+    const span = telemetry.start({ id: 'm4' }, 'orders');
+    await span.timeHandler(() => 'done');
+    span.result({ outcome: 'UNPROTECTED', status: 'completed', result: 'done', storeError: undefined });
+    span.end();
+    const points = await metrics();
+    expect(points('idempotency.handler.duration')).toHaveLength(1);
+    expect(points('idempotency.store.duration')).toHaveLength(0);
+    expect(points('idempotency.outcomes').map((p) => p.attributes['idempotency.outcome'])).toEqual([
+      'UNPROTECTED',
+    ]);
+    expect(points('idempotency.in_flight').map((p) => p.value)).toEqual([0]);
+  });
 });

@@ -33,6 +33,11 @@ export class ActiveMessageSpan implements MessageSpan {
   readonly #parts: MessageSpanParts;
   /** When the current claim round trip started (`performance.now()`). */
   #claimStartedAt = performance.now();
+  /**
+   * The claim round trip that ended when the handler started, in seconds, recorded by `result()` only
+   * when the run had a claim (an `UNPROTECTED` run made no store round trip worth counting).
+   */
+  #claimSeconds: number | undefined;
   #handlerStartedAt: number | undefined;
   #handlerEndedAt: number | undefined;
   /** Whether this message counts in `idempotency.in_flight` now. */
@@ -56,8 +61,8 @@ export class ActiveMessageSpan implements MessageSpan {
     this.#handlerEndedAt = undefined;
     const { instruments, destination } = this.#parts;
     if (instruments) {
+      this.#claimSeconds = (startedAt - this.#claimStartedAt) / 1000;
       safely(() => {
-        instruments.storeDuration.record((startedAt - this.#claimStartedAt) / 1000, destination.claim);
         if (!this.#holding) instruments.inFlight.add(1, destination.base);
       });
       this.#holding = true;
@@ -91,10 +96,16 @@ export class ActiveMessageSpan implements MessageSpan {
     this.#error = this.#failed ? error : undefined;
     safely(() => {
       if (instruments) {
-        if (this.#handlerEndedAt !== undefined) {
-          instruments.storeDuration.record((now - this.#handlerEndedAt) / 1000, destination.write);
-        } else if (this.#handlerStartedAt === undefined) {
-          instruments.storeDuration.record((now - this.#claimStartedAt) / 1000, destination.claim);
+        // A run without a claim (UNPROTECTED) made no claim or write round trip: no store sample.
+        if (result.outcome !== 'UNPROTECTED') {
+          if (this.#claimSeconds !== undefined) {
+            instruments.storeDuration.record(this.#claimSeconds, destination.claim);
+          }
+          if (this.#handlerEndedAt !== undefined) {
+            instruments.storeDuration.record((now - this.#handlerEndedAt) / 1000, destination.write);
+          } else if (this.#handlerStartedAt === undefined) {
+            instruments.storeDuration.record((now - this.#claimStartedAt) / 1000, destination.claim);
+          }
         }
         instruments.outcomes.add(1, destination.outcome(result.outcome));
         if (this.#holding) instruments.inFlight.add(-1, destination.base);
@@ -109,6 +120,7 @@ export class ActiveMessageSpan implements MessageSpan {
       }
     });
     this.#holding = false;
+    this.#claimSeconds = undefined;
     this.#handlerStartedAt = undefined;
     this.#handlerEndedAt = undefined;
     this.#claimStartedAt = now;

@@ -18,7 +18,8 @@ export interface MessageSpan {
   /**
    * The runner's result for the message: sets `idempotency.outcome`, `idempotency.attempt`,
    * `idempotency.fencing_token` (and `idempotency.key` when enabled) on the span, records an exception
-   * when the handler threw, counts `idempotency.outcomes`, ends the store round trip.
+   * when the handler threw, counts `idempotency.outcomes`, ends the store round trip. The claim and write
+   * durations (`idempotency.store.duration`) are recorded here, none for an `UNPROTECTED` run (no claim).
    */
   result(result: RunResult<unknown>, key?: string): void;
   /** The decision carried out on the broker (the adapter's `Decision` action name); counts `idempotency.broker_actions`. */
