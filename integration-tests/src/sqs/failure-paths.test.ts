@@ -98,7 +98,9 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
         throw new NonRetryableError('bad');
       },
     );
-    poller.on('settled', (e: SqsEvents['settled'][0]) => settled.push(`${e.action}:${e.reason}`));
+    poller.on('settled', (e: SqsEvents['settled'][0]) =>
+      settled.push(`${e.decision.action}:${e.decision.reason}`),
+    );
     stops.push(() => poller.stop());
     await poller.start();
     await sendMessage(fx.sqs, q.url, 'no-key');
@@ -131,7 +133,9 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
         throw new NonRetryableError('declined');
       },
     );
-    poller.on('settled', (e: SqsEvents['settled'][0]) => settled.push(`${e.action}:${e.reason}`));
+    poller.on('settled', (e: SqsEvents['settled'][0]) =>
+      settled.push(`${e.decision.action}:${e.decision.reason}`),
+    );
     stops.push(() => poller.stop());
     await poller.start();
     await sendMessage(fx.sqs, q.url, 'charge', { key: 'once' });

@@ -12,10 +12,10 @@ export { PartitionPausedError } from './errors';
 export type {
   DeadLetterReason,
   KafkaEventEmitter,
-  KafkaEventSubject,
   KafkaIdempotencyEvents,
   KafkaSource,
   LeaseLostReason,
+  MessageSubject,
 } from './events';
 export type { KafkaHandler, KafkaHandlerContext } from './handler';
 export { IDEMPOTENCY_KEY_HEADER, type KeyExtractor, type MessageOrigin } from './headers';

@@ -22,7 +22,7 @@ import {
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { KafkaEventEmitter, KafkaEventSubject, KafkaSource, LeaseLostReason } from './events';
+import type { KafkaEventEmitter, KafkaSource, LeaseLostReason, MessageSubject } from './events';
 import type { KafkaHandler } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
@@ -344,7 +344,7 @@ export class MessageProcessor<T> {
   /** Carries out a decision: `retry` waits inline (emitting `retryScheduled`), then `again`; see {@link #finish}. */
   async #carryOut(
     delivery: Delivery,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     decision: Decision,
   ): Promise<ProcessEnd | 'again'> {
     if (decision.action !== 'retry') return this.#finish(delivery, subject, decision);
@@ -364,14 +364,14 @@ export class MessageProcessor<T> {
    */
   async #finish(
     delivery: Delivery,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     decision: Exclude<Decision, { action: 'retry' }>,
   ): Promise<ProcessEnd> {
     switch (decision.action) {
       case 'resolve':
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
+        this.events.emit('settled', { ...subject, decision });
         return { action: 'resolve' };
       case 'dead-letter': {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
@@ -381,7 +381,7 @@ export class MessageProcessor<T> {
         }
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
+        this.events.emit('settled', { ...subject, decision });
         return { action: 'resolve' };
       }
       case 'pause': {
@@ -454,7 +454,7 @@ export class MessageProcessor<T> {
    * A key the extractor or the store refused (or a payload that cannot be fingerprinted): the
    * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`.
    */
-  #invalidKey(delivery: Delivery, subject: KafkaEventSubject, error: string): void {
+  #invalidKey(delivery: Delivery, subject: MessageSubject, error: string): void {
     this.events.emit('invalidKey', { ...subject, error: new InvalidKeyError(error) });
     this.log.warnOnce(
       'invalid-key',
@@ -467,11 +467,7 @@ export class MessageProcessor<T> {
    * Emits `leaseLost` for a handler that returned but whose COMPLETED write was refused: reads the record
    * once to say whether it vanished or another claim holds it (`unknown` when the read fails).
    */
-  async #reportLeaseLost(
-    subject: KafkaEventSubject,
-    request: RunRequest,
-    fencingToken: number,
-  ): Promise<void> {
+  async #reportLeaseLost(subject: MessageSubject, request: RunRequest, fencingToken: number): Promise<void> {
     let reason: LeaseLostReason;
     try {
       const record = await this.idempotency.store.get({ scope: request.scope, key: request.key });
@@ -551,7 +547,7 @@ export class MessageProcessor<T> {
     key: string | undefined,
     outcome: RunOutcome | undefined,
     attempt: number,
-  ): KafkaEventSubject {
+  ): MessageSubject {
     return { scope, key, outcome, attempt, source: sourceOf(delivery) };
   }
 }

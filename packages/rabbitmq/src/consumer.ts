@@ -138,9 +138,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
       {
         onStoreUnavailable: ({ error }) =>
-          this.emit('storeUnavailable', { scope: this.#options.scope, queue: this.#options.queue, error }),
-        onStoreRecovered: ({ downMs }) =>
-          this.emit('storeRecovered', { scope: this.#options.scope, queue: this.#options.queue, downMs }),
+          this.emit('storeUnavailable', { queue: this.#options.queue, error }),
+        onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queue: this.#options.queue, downMs }),
       },
     );
     const settler = new Settler({
@@ -154,7 +153,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         idempotency
           .markDeadLettered({ scope: this.#options.scope, key }, { fencingToken })
           .catch((error: unknown) =>
-            this.emit('storeError', { queue: this.#options.queue, operation: 'markDeadLettered', error }),
+            this.emit('storeError', {
+              queue: this.#options.queue,
+              operation: 'markDeadLettered',
+              error,
+              source: undefined,
+            }),
           ),
     });
     this.#processor = new DeliveryProcessor<T>({
@@ -443,7 +447,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       } catch (error) {
         if (this.#state !== 'reconnecting' && this.#state !== 'running' && this.#state !== 'paused') return;
         this.#state = 'reconnecting';
-        this.emit('brokerError', { queue: this.#options.queue, operation: 'connect', error });
+        this.emit('brokerError', {
+          queue: this.#options.queue,
+          operation: 'connect',
+          error,
+          source: undefined,
+        });
       }
     }
   }

@@ -17,7 +17,7 @@ import {
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { DeliverySubject, Emit } from './events';
+import type { Emit, MessageSubject } from './events';
 import type { RabbitMqHandler } from './handler';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
 import { KeyPolicy } from './key-policy';
@@ -143,7 +143,7 @@ export class DeliveryProcessor<T> {
         queue: options.queue,
         operation: 'run',
         error,
-        subject: delivery.subject,
+        source: delivery.subject.source,
       });
       await settler.requeueLater(delivery, 'store-error');
       return undefined;
@@ -302,7 +302,7 @@ export class DeliveryProcessor<T> {
     );
   }
 
-  #subject(message: ConsumeMessage, key: string | undefined): DeliverySubject {
+  #subject(message: ConsumeMessage, key: string | undefined): MessageSubject {
     return {
       scope: this.context.options.scope,
       key,

@@ -51,7 +51,7 @@ export type Decision =
     }
   | {
       readonly action: 'change-visibility';
-      readonly reason: 'conflict' | 'retry' | 'fifo-blocked';
+      readonly reason: 'conflict' | 'handler-error' | 'fifo-blocked';
       /** The new visibility timeout, in seconds from now (0 to 43200). */
       readonly visibilityTimeoutSeconds: number;
     }
@@ -90,7 +90,7 @@ export interface DecisionPolicy {
 export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Decision {
   const retry = (): Decision => ({
     action: 'change-visibility',
-    reason: 'retry',
+    reason: 'handler-error',
     visibilityTimeoutSeconds: toVisibilitySeconds(
       computeBackoffMs(input.receiveCount, policy.retryBackoff, policy.random),
     ),

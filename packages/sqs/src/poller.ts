@@ -18,7 +18,7 @@ import { SqsMessageProcessor } from './message-processor';
 import { type ResolvedSqsIdempotencyOptions, resolveSqsOptions } from './options';
 import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
 import type { ProcessedMessage } from './processed';
-import { reportProcessed, sqsRequestOf, subjectOf } from './report';
+import { reportProcessed, sourceOf, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
 
@@ -93,7 +93,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
       onStoreError: (operation, error, message) =>
-        this.emit('storeError', { queueUrl, operation, error, message }),
+        this.emit('storeError', {
+          queueUrl,
+          operation,
+          error,
+          source: message && sourceOf(queueUrl, message),
+        }),
       log: this.#log,
     });
   }
@@ -218,14 +223,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         attempt: 0,
       });
       const decision = { action: 'leave', reason: 'abandoned' } as const;
-      this.emit('settled', {
-        ...subject,
-        ...decision,
-        decision,
-        handler: 'not-run',
-        result: undefined,
-        error: undefined,
-      });
+      this.emit('settled', { ...subject, decision });
     }
     return messages.length;
   }
@@ -318,10 +316,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
 
   #brokerError(operation: string, error: unknown, message?: Message): void {
     const queueUrl = this.#options.queueUrl;
-    this.emit(
-      'brokerError',
-      message ? { queueUrl, operation, error, message } : { queueUrl, operation, error },
-    );
+    this.emit('brokerError', { queueUrl, operation, error, source: message && sourceOf(queueUrl, message) });
   }
 
   /**

@@ -17,7 +17,7 @@ import type { SqsHandler } from './handler';
 import { SqsMessageProcessor } from './message-processor';
 import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
-import { reportProcessed, sqsRequestOf } from './report';
+import { reportProcessed, sourceOf, sqsRequestOf } from './report';
 import { visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
 
@@ -111,7 +111,7 @@ export function createSqsConsumerWiring<T>(
   // The wiring lives as long as the Consumer it is spread into: it listens as long as the client lives.
   watchRedisErrors(dependencies.idempotency.store, log);
   const brokerError = (operation: string, error: unknown, message: Message) =>
-    events.emit('brokerError', { queueUrl, operation, error, message });
+    events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
     if (!message.ReceiptHandle) return;
     try {
@@ -130,7 +130,12 @@ export function createSqsConsumerWiring<T>(
     changeVisibility: setVisibility,
     onError: brokerError,
     onStoreError: (operation, error, message) =>
-      events.emit('storeError', { queueUrl, operation, error, message }),
+      events.emit('storeError', {
+        queueUrl,
+        operation,
+        error,
+        source: message && sourceOf(queueUrl, message),
+      }),
     log,
   });
   const gate = new StoreGate(

@@ -8,6 +8,7 @@
  * - {@link LeaseKeeperSet}: the leases of a batch's claims kept alive until each message runs;
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
+ * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
@@ -25,6 +26,7 @@ export {
   type LeaseKeeperSetCallbacks,
   type LeaseKeeperSetTimings,
 } from './lease-keeper-set';
+export type { MessageSubjectOf } from './message-subject';
 export {
   checkBackoffOptions,
   checkFiniteNonNegative,
