@@ -17,7 +17,7 @@ jest.setTimeout(60_000);
 type Settled = SqsEvents['settled'][0];
 
 /** Collects every `settled` event of a wiring. */
-function settledOf<T>(wiring: SqsConsumerWiring<T>): Settled[] {
+function settledOf(wiring: SqsConsumerWiring): Settled[] {
   const all: Settled[] = [];
   wiring.events.on('settled', (e) => all.push(e as Settled));
   return all;

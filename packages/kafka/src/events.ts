@@ -95,3 +95,6 @@ export class KafkaEventEmitter extends TypedEventEmitter<KafkaIdempotencyEvents>
  * vocabulary, shared by every adapter.
  */
 export type { DeadLetterReason };
+
+/** @internal The former name of {@link MessageSubject}, kept for the wrapper's internals. */
+export type KafkaEventSubject = MessageSubject;

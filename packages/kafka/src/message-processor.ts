@@ -22,7 +22,7 @@ import {
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { KafkaEventEmitter, KafkaSource, LeaseLostReason, MessageSubject } from './events';
+import type { KafkaEventEmitter, KafkaEventSubject, KafkaSource, LeaseLostReason } from './events';
 import type { KafkaHandler } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
@@ -344,7 +344,7 @@ export class MessageProcessor<T> {
   /** Carries out a decision: `retry` waits inline (emitting `retryScheduled`), then `again`; see {@link #finish}. */
   async #carryOut(
     delivery: Delivery,
-    subject: MessageSubject,
+    subject: KafkaEventSubject,
     decision: Decision,
   ): Promise<ProcessEnd | 'again'> {
     if (decision.action !== 'retry') return this.#finish(delivery, subject, decision);
@@ -364,7 +364,7 @@ export class MessageProcessor<T> {
    */
   async #finish(
     delivery: Delivery,
-    subject: MessageSubject,
+    subject: KafkaEventSubject,
     decision: Exclude<Decision, { action: 'retry' }>,
   ): Promise<ProcessEnd> {
     switch (decision.action) {
@@ -454,7 +454,7 @@ export class MessageProcessor<T> {
    * A key the extractor or the store refused (or a payload that cannot be fingerprinted): the
    * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`.
    */
-  #invalidKey(delivery: Delivery, subject: MessageSubject, error: string): void {
+  #invalidKey(delivery: Delivery, subject: KafkaEventSubject, error: string): void {
     this.events.emit('invalidKey', { ...subject, error: new InvalidKeyError(error) });
     this.log.warnOnce(
       'invalid-key',
@@ -467,7 +467,11 @@ export class MessageProcessor<T> {
    * Emits `leaseLost` for a handler that returned but whose COMPLETED write was refused: reads the record
    * once to say whether it vanished or another claim holds it (`unknown` when the read fails).
    */
-  async #reportLeaseLost(subject: MessageSubject, request: RunRequest, fencingToken: number): Promise<void> {
+  async #reportLeaseLost(
+    subject: KafkaEventSubject,
+    request: RunRequest,
+    fencingToken: number,
+  ): Promise<void> {
     let reason: LeaseLostReason;
     try {
       const record = await this.idempotency.store.get({ scope: request.scope, key: request.key });
@@ -547,7 +551,7 @@ export class MessageProcessor<T> {
     key: string | undefined,
     outcome: RunOutcome | undefined,
     attempt: number,
-  ): MessageSubject {
+  ): KafkaEventSubject {
     return { scope, key, outcome, attempt, source: sourceOf(delivery) };
   }
 }

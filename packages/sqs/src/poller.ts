@@ -47,7 +47,7 @@ import type { SqsDependencies } from './sqs-client';
  * process.once('SIGTERM', () => poller.stop());
  * ```
  */
-export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents<T>> {
+export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents> {
   readonly #deps: SqsDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #processor: SqsMessageProcessor<T>;

@@ -29,7 +29,7 @@ export function subjectOf(
  * `invalidKey` / `leaseLost` / `retryScheduled` / `deadLettered` as they apply, then `settled`.
  */
 export function reportProcessed<T>(
-  events: TypedEventEmitter<SqsEvents<T>>,
+  events: TypedEventEmitter<SqsEvents>,
   queueUrl: string,
   scope: string,
   processed: ProcessedMessage<T>,
@@ -100,6 +100,6 @@ const PER_MESSAGE_EVENTS = [
   'leaseLost',
 ] as const;
 
-function hasAnyListener<T>(events: TypedEventEmitter<SqsEvents<T>>): boolean {
+function hasAnyListener(events: TypedEventEmitter<SqsEvents>): boolean {
   return PER_MESSAGE_EVENTS.some((name) => events.hasListeners(name));
 }

@@ -36,7 +36,7 @@ export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
  * `Consumer.create({ ...wiring, queueUrl, sqs })`. Its own (enumerable) fields are exactly the Consumer
  * options it sets; `events`, `verifyDeadLetter` and `checkStore` are on the prototype, so spreading leaves them out.
  */
-export interface SqsConsumerWiring<T> {
+export interface SqsConsumerWiring {
   /** The message handler (`batch: false`). Resolves the message to delete, `undefined` to leave it. */
   readonly handleMessage?: (message: Message) => Promise<Message | undefined>;
   /** The batch handler (`batch: true`). Resolves with exactly the messages to delete. */
@@ -54,7 +54,7 @@ export interface SqsConsumerWiring<T> {
   /** `ApproximateReceiveCount` (retry backoff, redrive) and `MessageGroupId` (FIFO order). */
   readonly messageSystemAttributeNames: MessageSystemAttributeName[];
   /** The events of every message ({@link SqsEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
-  readonly events: TypedEventEmitter<SqsEvents<T>>;
+  readonly events: TypedEventEmitter<SqsEvents>;
   /**
    * Checks, once, that the dead-letter mode can work (`GetQueueAttributes`): with
    * `deadLetter: 'redrive-policy'` (the default) the queue must have a `RedrivePolicy`, with `{ queueUrl }`
@@ -97,14 +97,14 @@ export function createSqsConsumerWiring<T>(
   dependencies: SqsDependencies,
   options: SqsConsumerWiringOptions,
   handler: SqsHandler<T>,
-): SqsConsumerWiring<T> {
+): SqsConsumerWiring {
   if (!dependencies?.idempotency || !dependencies.sqs) {
     throw new InvalidOptionError('createSqsConsumerWiring needs { idempotency, sqs }');
   }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
   const resolved = resolveSqsOptions(options);
   const { queueUrl, scope } = resolved;
-  const events = new TypedEventEmitter<SqsEvents<T>>();
+  const events = new TypedEventEmitter<SqsEvents>();
   const log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the consumer of ${queueUrl}`, {
     queueUrl,
   });
@@ -201,5 +201,5 @@ export function createSqsConsumerWiring<T>(
       return checkStoreAnswers(dependencies.idempotency.store, log.where);
     },
   }) as object;
-  return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring<T>;
+  return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring;
 }
