@@ -8,7 +8,7 @@ export type { Decision, RetryReason } from './decide';
 export type { KafkaIdempotencyDependencies } from './dependencies';
 export { type IdempotentEachBatch, idempotentEachBatch } from './each-batch';
 export { type IdempotentEachMessage, idempotentEachMessage } from './each-message';
-export { PartitionPausedError } from './errors';
+export { type KafkaErrorCode, PartitionPausedError } from './errors';
 export type {
   DeadLetterReason,
   KafkaEventEmitter,

@@ -128,7 +128,7 @@ export class DeliveryProcessor<T> {
     } catch (error) {
       if (isIdempotencyError(error)) {
         if (error.code === 'INVALID_IDEMPOTENCY_KEY' || error.code === 'INVALID_PAYLOAD') {
-          await this.#invalidKey(delivery, error);
+          await this.#invalidKey(delivery, error as IdempotencyError);
           return undefined;
         }
         if (error.code === 'STORE_UNAVAILABLE') {
