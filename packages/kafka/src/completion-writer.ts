@@ -1,11 +1,11 @@
 import {
   type BackoffOptions,
   computeBackoffMs,
-  encodeResult,
   type Idempotency,
   type RecordId,
 } from '@idempotent-consumer/core';
 import type { StoreGate } from '@idempotent-consumer/core/kit';
+import { encodeResult } from '@idempotent-consumer/core/kit';
 import type { KafkaEventEmitter, KafkaSource } from './events';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 

@@ -2,10 +2,10 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
-  deadLetterReasonOf,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */

@@ -1,4 +1,4 @@
-import { NO_CLAIM_OUTCOME } from '@idempotent-consumer/core';
+import { NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage, Options } from 'amqplib';
 import type { Decision } from './decide';
 import type { MessageSubject } from './events';

@@ -2,9 +2,9 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
-  deadLetterReasonOf,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 import { toVisibilitySeconds } from './message-attributes';
 
 /** Why a message was dead-lettered: the core's vocabulary, shared by every adapter. */

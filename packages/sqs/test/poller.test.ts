@@ -1,5 +1,4 @@
 import {
-  DEAD_LETTER_FIELDS,
   Idempotency,
   type IdempotencyStore,
   InvalidOptionError,
@@ -8,6 +7,7 @@ import {
   StoreUnavailableError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core/kit';
 import { DEAD_LETTER_ATTRIBUTES, IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 
 type Settled = SqsEvents['settled'][0];

@@ -15,10 +15,16 @@
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
  * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
- * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
+ * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
+ * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link NO_CLAIM_OUTCOME}),
+ *   the stored result's codec ({@link encodeResult}, {@link decodeResult}) and {@link SCRIPT_NUMBER_OF_KEYS}, for
+ *   adapter, store and tool authors (the CLI reads records with them).
  *
  * @packageDocumentation
  */
+export { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../dead-letter';
+export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
+export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
 export { AdapterLog } from './adapter-log';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
