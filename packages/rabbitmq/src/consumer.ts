@@ -130,7 +130,6 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       `the consumer of queue ${this.#options.queue}`,
       { queue: this.#options.queue, scope: this.#options.scope },
     );
-    this.#unwatchRedis = watchRedisErrors(idempotency.store, this.#log);
     this.topology = consumerTopology(this.#options);
     this.#channels = new ConsumerChannels((event) => this.#onChannelClosed(event));
     this.#gate = new StoreGate(
@@ -212,6 +211,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   async start(): Promise<void> {
     if (this.#state !== 'idle') throw new InvalidOptionError(`start() was already called (${this.#state})`);
     this.#state = 'starting';
+    // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
+    // client's errors are watched (a consumer that is built but never started attaches nothing).
+    this.#log.open();
+    this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
     try {
       await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
       await this.#open();

@@ -34,7 +34,8 @@ export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
 /**
  * The sqs-consumer (v11+) options that make a `Consumer` effectively once: spread it into
  * `Consumer.create({ ...wiring, queueUrl, sqs })`. Its own (enumerable) fields are exactly the Consumer
- * options it sets; `events`, `verifyDeadLetter` and `checkStore` are on the prototype, so spreading leaves them out.
+ * options it sets; `events`, `verifyDeadLetter`, `checkStore` and `close` are on the prototype, so spreading leaves
+ * them out.
  */
 export interface SqsConsumerWiring {
   /** The message handler (`batch: false`). Resolves the message to delete, `undefined` to leave it. */
@@ -55,6 +56,12 @@ export interface SqsConsumerWiring {
   readonly messageSystemAttributeNames: MessageSystemAttributeName[];
   /** The events of every message ({@link SqsEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
   readonly events: TypedEventEmitter<SqsEvents>;
+  /**
+   * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
+   * watching the Redis client's errors, and stops the store gate's probe. Call it after the Consumer's
+   * `stop()`; a wiring is not used after `close()`. Safe to call twice.
+   */
+  close(): void;
   /**
    * Checks, once, that the dead-letter mode can work (`GetQueueAttributes`): with
    * `deadLetter: 'redrive-policy'` (the default) the queue must have a `RedrivePolicy`, with `{ queueUrl }`
@@ -108,8 +115,9 @@ export function createSqsConsumerWiring<T>(
   const log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the consumer of ${queueUrl}`, {
     queueUrl,
   });
-  // The wiring lives as long as the Consumer it is spread into: it listens as long as the client lives.
-  watchRedisErrors(dependencies.idempotency.store, log);
+  // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
+  log.open();
+  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
@@ -199,6 +207,11 @@ export function createSqsConsumerWiring<T>(
     },
     checkStore() {
       return checkStoreAnswers(dependencies.idempotency.store, log.where);
+    },
+    close() {
+      gate.dispose();
+      unwatchRedis();
+      log.close();
     },
   }) as object;
   return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring;
