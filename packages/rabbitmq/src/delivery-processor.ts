@@ -61,7 +61,10 @@ export class DeliveryProcessor<T> {
 
   constructor(private readonly context: DeliveryProcessorContext<T>) {}
 
-  /** Processes one delivery; never rejects (an adapter bug requeues the delivery). */
+  /**
+   * Processes one delivery; never rejects (an adapter bug requeues the delivery after the shortest delay
+   * tier, or at once when the consumer stops meanwhile).
+   */
   async process(message: ConsumeMessage, channel: ConsumeChannel): Promise<void> {
     const span = this.context.telemetry.start(message, this.context.options.scope);
     const delivery = { message, channel, subject: this.#subject(message, undefined), span };
@@ -69,8 +72,9 @@ export class DeliveryProcessor<T> {
       await span.run(() => this.#process(delivery));
       span.end();
     } catch (error) {
-      // A bug in this adapter, never a handler error (the runner catches those): give the message back.
-      this.context.settler.requeue(delivery, 'internal-error');
+      // A bug in this adapter, never a handler error (the runner catches those): give the message back
+      // after the shortest delay tier (a deterministic bug must not become a hot redelivery loop).
+      await this.context.settler.requeueLater(delivery, 'internal-error');
       span.end(error);
     }
   }
