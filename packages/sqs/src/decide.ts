@@ -35,8 +35,8 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
  *   without protection and returned (`unprotected`), or its FAILED record was dead-lettered already (a copy
  *   is in the dead-letter queue: `dead-lettered-before`);
  * - `change-visibility`: it comes back after `visibilityTimeoutSeconds`: another worker holds the lease
- *   (`conflict`), the handler threw a retryable error (`handler-error`, the reason the RabbitMQ and Kafka adapters use), or an earlier message of its FIFO group
- *   did not finish (`fifo-blocked`, 0 s);
+ *   (`conflict`), the handler threw a retryable error (`handler-error`, as in the RabbitMQ and Kafka
+ *   adapters), or an earlier message of its FIFO group did not finish (`fifo-blocked`, 0 s);
  * - `dead-letter`: a copy goes to the dead-letter queue and the message is deleted, or (redrive policy) it
  *   is made visible at once for SQS to move; `reason` is the core's `DeadLetterReason`;
  * - `leave`: nothing is sent to SQS and the message stays invisible until its visibility timeout lapses:
