@@ -111,6 +111,8 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
     ).then(() => receiveAll(fx.sqs, dlq.url, 0));
     expect(copies.map((m) => m.Body)).toEqual(['no-key']);
     expect(runs).toBe(1);
+    // `settled` follows the delete of the original, which may come after the copy is visible in the DLQ.
+    await waitFor('the third settled', () => settled.length === 3, 10_000);
     expect(settled).toEqual([
       'leave:dead-letter-failed',
       'leave:dead-letter-failed',

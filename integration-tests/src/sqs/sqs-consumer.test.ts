@@ -109,7 +109,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ slow: 1 });
     const conflict = processed.find((p) => p.outcome === 'CONFLICT')!;
-    expect(conflict).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
+    expect(conflict.decision).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
   });
 
   it('handleMessage: handler errors are retried with a visibility backoff, then dead-lettered', async () => {
