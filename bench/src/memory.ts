@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { encodeResult, fingerprint, Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { fingerprint, Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { encodeResult } from '@idempotent-consumer/core/kit';
 import type Redis from 'ioredis';
 import { loadScript } from './bare-scripts';
 

@@ -108,8 +108,8 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
       { queueUrl: sdkUrl, concurrency: CONCURRENCY, waitTimeSeconds: 1, visibilityTimeoutSeconds: 30 },
       async () => {},
     );
-    poller.on('settled', ({ action }) => {
-      if (action === 'delete') sdk.settled();
+    poller.on('settled', ({ decision }) => {
+      if (decision.action === 'delete') sdk.settled();
     });
     poller.start();
     const sdkSeconds = await sdk.done;

@@ -99,7 +99,7 @@ describeWithServices(['redis', 'sqs', 'mysql'], 'inbox with the SQS poller', ({ 
     try {
       await waitFor(
         'three messages deleted',
-        () => processed.filter((p) => p.action === 'delete').length >= 3,
+        () => processed.filter((p) => p.decision.action === 'delete').length >= 3,
         60_000,
       );
     } finally {

@@ -218,7 +218,7 @@ describeWithServices(
       expect(events).toContainEqual(
         expect.objectContaining({
           type: 'settled',
-          action: 'dead-letter',
+          decision: expect.objectContaining({ action: 'dead-letter' }),
           outcome: 'UNPROTECTED',
           key: undefined,
         }),

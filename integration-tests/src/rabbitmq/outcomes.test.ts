@@ -1,4 +1,5 @@
-import { decodeResult, NonRetryableError } from '@idempotent-consumer/core';
+import { NonRetryableError } from '@idempotent-consumer/core';
+import { decodeResult } from '@idempotent-consumer/core/kit';
 import {
   DEAD_LETTER_HEADERS,
   type RabbitMqHandlerContext,

@@ -26,7 +26,7 @@ describeWithServices(
         },
       );
       poller.on('settled', (p) => {
-        if (p.action === 'delete') settled.push(p);
+        if (p.decision.action === 'delete') settled.push(p);
       });
       // Each batch of 10 holds 5 payments, each twice: the two copies are received and claimed together.
       for (let b = 0; b < 10; b++) {

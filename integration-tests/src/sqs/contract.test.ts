@@ -51,7 +51,7 @@ describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours
       expect(poller.running).toBe(false);
       expect(stopped).toEqual([{ queueUrl: q.url, abandoned: 1 }]);
       expect(settled).toEqual([
-        expect.objectContaining({ action: 'leave', reason: 'abandoned', key: 'stuck' }),
+        expect.objectContaining({ decision: { action: 'leave', reason: 'abandoned' }, key: 'stuck' }),
       ]);
       // Nothing extends its visibility any more: SQS shows it again (the handler still runs meanwhile).
       let back: string | undefined;
@@ -102,7 +102,10 @@ describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours
         await poller.stop();
       }
       expect(seen).toEqual([{ outcome: 'UNPROTECTED', fencingToken: 0, key: 'open-1' }]);
-      expect(settled[0]).toMatchObject({ action: 'delete', reason: 'unprotected', outcome: 'UNPROTECTED' });
+      expect(settled[0]).toMatchObject({
+        decision: { action: 'delete', reason: 'unprotected' },
+        outcome: 'UNPROTECTED',
+      });
       expect(failOpen).toEqual([expect.objectContaining({ key: 'open-1', scope: expect.any(String) })]);
       await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
     } finally {
@@ -188,7 +191,10 @@ describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours
       await sendMessage(fx.sqs, q.url, 'during', { key: 'during' });
       await waitFor('store reported down', () => down.length === 1, 20_000);
       expect(down[0]).toBeInstanceOf(StoreUnavailableError);
-      expect(settled.at(-1)).toMatchObject({ action: 'leave', reason: 'store-unavailable', key: 'during' });
+      expect(settled.at(-1)).toMatchObject({
+        decision: { action: 'leave', reason: 'store-unavailable' },
+        key: 'during',
+      });
       // Paused: the pre-receive callback holds every poll while the store does not answer.
       const receivesWhileDown = receives;
       await new Promise((r) => setTimeout(r, 2500));

@@ -65,7 +65,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller killed mid-handler', ({ redis
     try {
       await waitFor(
         'the second poller deleted it',
-        () => processed.some((p) => p.action === 'delete'),
+        () => processed.some((p) => p.decision.action === 'delete'),
         20_000,
       );
     } finally {

@@ -65,23 +65,25 @@ describeWithServices(
       });
       poller.on('storeRecovered', () => events.push('up'));
       let deletesWhileDown = 0;
-      poller.on('settled', ({ action }) => {
-        if (action === 'delete' && events.at(-1) === 'down') deletesWhileDown += 1;
+      poller.on('settled', ({ decision }) => {
+        if (decision.action === 'delete' && events.at(-1) === 'down') deletesWhileDown += 1;
       });
       poller.start();
       try {
         for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `before-${i}`, { key: `before-${i}` });
-        await waitFor('3 deleted', () => processed.filter((p) => p.action === 'delete').length === 3);
+        await waitFor(
+          '3 deleted',
+          () => processed.filter((p) => p.decision.action === 'delete').length === 3,
+        );
 
         await server.stop();
         for (let i = 0; i < 3; i++) await sendMessage(fx.sqs, q.url, `during-${i}`, { key: `during-${i}` });
         await waitFor('polling paused', () => poller.paused);
-        const left = processed.filter((p) => p.reason === 'store-unavailable');
+        const left = processed.filter((p) => p.decision.reason === 'store-unavailable');
         expect(left.length).toBeGreaterThan(0);
-        expect(left.every((p) => p.handler === 'not-run')).toBe(true);
-        // The batch claim met the store down: the event and every left message carry the store's error.
+        expect(left.every((p) => p.decision.action === 'leave')).toBe(true);
+        // The batch claim met the store down: the event carries the store's error.
         expect(downErrors).toEqual([expect.any(StoreUnavailableError)]);
-        expect(left.every((p) => p.error instanceof StoreUnavailableError)).toBe(true);
         // Paused: no receive happens, so the messages stay on the queue.
         const seenWhilePaused = processed.length;
         await new Promise((r) => setTimeout(r, 1500));

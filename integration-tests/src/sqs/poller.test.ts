@@ -46,12 +46,15 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       await sendMessage(fx.sqs, q.url, 'pay-b', { key: 'b' });
     }
     poller.start();
-    await waitFor('8 messages deleted', () => processed.filter((p) => p.action === 'delete').length === 8);
+    await waitFor(
+      '8 messages deleted',
+      () => processed.filter((p) => p.decision.action === 'delete').length === 8,
+    );
     expect(await fx.effects(counter)).toEqual({ a: 1, b: 1 });
-    expect(processed.filter((p) => p.handler === 'completed')).toHaveLength(2);
+    expect(processed.filter((p) => p.decision.reason === 'completed')).toHaveLength(2);
     const duplicates = processed.filter((p) => p.outcome === 'DUPLICATE');
     expect(duplicates).toHaveLength(6);
-    expect(duplicates[0]!.result).toEqual({ charged: expect.stringMatching(/^pay-/) });
+    expect(duplicates.every((p) => p.decision.reason === 'duplicate')).toBe(true);
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
   });
 
@@ -88,8 +91,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     b.start();
     await waitFor('poller B saw a CONFLICT', () => bProcessed.some((p) => p.outcome === 'CONFLICT'));
     const conflict = bProcessed.find((p) => p.outcome === 'CONFLICT')!;
-    expect(conflict).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
-    expect(conflict.handler).toBe('not-run');
+    expect(conflict.decision).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
     releaseHandler();
     // A completes; its delete may carry a stale receipt handle, so the message may come back once more to
     // B as a DUPLICATE, which deletes it.
@@ -262,7 +264,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       },
     );
     const deleted: unknown[] = [];
-    poller.on('settled', (p) => p.action === 'delete' && deleted.push(p));
+    poller.on('settled', (p) => p.decision.action === 'delete' && deleted.push(p));
     await sendMessage(fx.sqs, q.url, 'slow', { key: 'slow' });
     poller.start();
     await waitFor('in handler', () => inHandler);

@@ -17,7 +17,7 @@ jest.setTimeout(60_000);
 type Settled = SqsEvents['settled'][0];
 
 /** Collects every `settled` event of a wiring. */
-function settledOf<T>(wiring: SqsConsumerWiring<T>): Settled[] {
+function settledOf(wiring: SqsConsumerWiring): Settled[] {
   const all: Settled[] = [];
   wiring.events.on('settled', (e) => all.push(e as Settled));
   return all;
@@ -76,7 +76,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     consumer({ ...wiring, queueUrl: q.url, batchSize: 10 }).start();
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ k1: 1 });
-    expect(processed.filter((p) => p.handler === 'completed')).toHaveLength(1);
+    expect(processed.filter((p) => p.decision.reason === 'completed')).toHaveLength(1);
     expect(processed.filter((p) => p.outcome === 'DUPLICATE')).toHaveLength(2);
   });
 
@@ -109,7 +109,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ slow: 1 });
     const conflict = processed.find((p) => p.outcome === 'CONFLICT')!;
-    expect(conflict).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
+    expect(conflict.decision).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
   });
 
   it('handleMessage: handler errors are retried with a visibility backoff, then dead-lettered', async () => {
@@ -131,14 +131,16 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     await sendMessage(fx.sqs, q.url, 'flaky', { key: 'f' });
     const started = Date.now();
     consumer({ ...wiring, queueUrl: q.url }).start();
-    await waitFor('dead-lettered', () => processed.some((p) => p.action === 'dead-letter'), 15_000);
+    await waitFor('dead-lettered', () => processed.some((p) => p.decision.action === 'dead-letter'), 15_000);
     expect(runs).toBe(2);
     expect(processed[0]!.decision).toEqual({
       action: 'change-visibility',
-      reason: 'retry',
+      reason: 'handler-error',
       visibilityTimeoutSeconds: 1,
     });
-    expect(retries).toEqual([expect.objectContaining({ reason: 'retry', delayMs: 1000, attempt: 1 })]);
+    expect(retries).toEqual([
+      expect.objectContaining({ reason: 'handler-error', delayMs: 1000, attempt: 1 }),
+    ]);
     // The retry waited for the backoff's visibility timeout (1 s from ApproximateReceiveCount 1).
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     expect((await receiveAll(fx.sqs, dlq.url))[0]!.Body).toBe('flaky');
@@ -180,6 +182,6 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
     expect(await fx.effects(counter)).toEqual({ a: 1, b: 1, x: 1, 'fails-once-attempts': 2 });
     expect(claimManyCalls).toBeGreaterThanOrEqual(1);
-    expect(processed.some((p) => p.reason === 'retry')).toBe(true);
+    expect(processed.some((p) => p.decision.reason === 'handler-error')).toBe(true);
   });
 });

@@ -1,9 +1,5 @@
-import {
-  decodeResult,
-  type IdempotencyRecord,
-  type RecordId,
-  type RecordState,
-} from '@idempotent-consumer/core';
+import type { IdempotencyRecord, RecordId, RecordState } from '@idempotent-consumer/core';
+import { decodeResult } from '@idempotent-consumer/core/kit';
 
 /** One record as the CLI shows it, in tables and in `--json` (the same fields). */
 export interface RecordView {

@@ -3,7 +3,7 @@ import type { ClaimReply } from './store/idempotency-store';
 
 /**
  * Why a message was dead-lettered: one vocabulary for every adapter (Kafka dead-letter topic, RabbitMQ
- * dead-letter exchange, SQS dead-letter queue), written in the {@link DEAD_LETTER_FIELDS}`.reason` field.
+ * dead-letter exchange, SQS dead-letter queue), written in the `DEAD_LETTER_FIELDS.reason` field (`@idempotent-consumer/core/kit`).
  * - `attempts-exhausted`: the handler threw a retryable error on the last allowed attempt (`maxAttempts`);
  *   the record is FAILED (docs/design.md#failure-policy);
  * - `non-retryable`: the handler threw an error that `isRetryable` refused (e.g. `NonRetryableError`); the
@@ -37,7 +37,7 @@ export const DEAD_LETTER_FIELDS = {
   reason: 'x-idempotency-dead-letter-reason',
   /**
    * The claim outcome of the delivery that dead-lettered it (`ACQUIRED`, `ACQUIRED_STALE`,
-   * `PAYLOAD_MISMATCH`, `FAILED`, `UNPROTECTED`), or {@link NO_CLAIM_OUTCOME} when no claim was made
+   * `PAYLOAD_MISMATCH`, `FAILED`, `UNPROTECTED`), or `NO_CLAIM_OUTCOME` (`NONE`) when no claim was made
    * (`missing-key`, `invalid-key`).
    */
   outcome: 'x-idempotency-outcome',
@@ -51,7 +51,7 @@ export const DEAD_LETTER_FIELDS = {
   scope: 'x-idempotency-scope',
 } as const;
 
-/** The {@link DEAD_LETTER_FIELDS}`.outcome` value of a dead letter whose delivery made no claim. */
+/** The `DEAD_LETTER_FIELDS.outcome` value of a dead letter whose delivery made no claim. */
 export const NO_CLAIM_OUTCOME = 'NONE';
 
 /**

@@ -9,7 +9,11 @@
 
 const BRAND = Symbol.for('idempotent-consumer.error');
 
-/** Stable machine-readable codes of every {@link IdempotencyError}. */
+/**
+ * Stable machine-readable codes of the core's {@link IdempotencyError}s. An adapter's own errors carry
+ * codes of their own (the Kafka adapter's `KafkaErrorCode`, the SQS adapter's `SqsErrorCode`), declared in
+ * that adapter.
+ */
 export type IdempotencyErrorCode =
   | 'INVALID_IDEMPOTENCY_KEY'
   | 'MISSING_IDEMPOTENCY_KEY'
@@ -22,8 +26,6 @@ export type IdempotencyErrorCode =
   | 'RESULT_TOO_LARGE'
   | 'NON_RETRYABLE'
   | 'TOPOLOGY_MISMATCH'
-  | 'PARTITION_PAUSED'
-  | 'SQS_OPERATION_FAILED'
   | 'IDEMPOTENCY_CONFLICT'
   | 'PAYLOAD_MISMATCH'
   | 'RECORD_FAILED'
@@ -44,9 +46,9 @@ export interface IdempotencyErrorOptions {
  * catch (err) { if (isIdempotencyError(err) && err.retryable) scheduleRetry(); }
  * ```
  */
-export abstract class IdempotencyError extends Error {
+export abstract class IdempotencyError<Code extends string = IdempotencyErrorCode> extends Error {
   /** Stable machine-readable code; never changes for a given class. */
-  abstract readonly code: IdempotencyErrorCode;
+  abstract readonly code: Code;
   /** Whether trying the same operation again later can succeed. */
   abstract readonly retryable: boolean;
   /** @internal Brand checked by {@link isIdempotencyError}. */
@@ -57,8 +59,11 @@ export abstract class IdempotencyError extends Error {
   }
 }
 
-/** True when `value` is an {@link IdempotencyError} from any installed copy of this package. */
-export function isIdempotencyError(value: unknown): value is IdempotencyError {
+/**
+ * True when `value` is an {@link IdempotencyError} from any installed copy of this package, the core's or
+ * an adapter's (whose `code` is the adapter's own, hence `string`).
+ */
+export function isIdempotencyError(value: unknown): value is IdempotencyError<string> {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
 }
 

@@ -3,12 +3,7 @@
  * @packageDocumentation
  */
 export { type BackoffOptions, computeBackoffMs } from './backoff';
-export {
-  DEAD_LETTER_FIELDS,
-  type DeadLetterReason,
-  deadLetterReasonOf,
-  NO_CLAIM_OUTCOME,
-} from './dead-letter';
+export type { DeadLetterReason } from './dead-letter';
 export * from './errors';
 export { checkFingerprint, fingerprint, type JsonValue, type Payload } from './fingerprint';
 export {
@@ -45,7 +40,6 @@ export {
   type IdempotencyOptions,
   type ResolvedIdempotencyOptions,
 } from './runner/options';
-export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from './runner/result-codec';
 export type * from './runner/run-result';
 export type * from './store/idempotency-store';
 export { MemoryIdempotencyStore, type MemoryIdempotencyStoreOptions } from './store/memory-store';
@@ -58,4 +52,3 @@ export {
 export type { RedisClient } from './store/redis-client';
 export { RedisIdempotencyStore, type RedisIdempotencyStoreOptions } from './store/redis-store';
 export type { WaitForReplicasOptions } from './store/replica-wait';
-export { SCRIPT_NUMBER_OF_KEYS } from './store/scripts';

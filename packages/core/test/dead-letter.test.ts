@@ -1,12 +1,5 @@
-import {
-  DEAD_LETTER_FIELDS,
-  deadLetterReasonOf,
-  Idempotency,
-  type IdempotencyOptions,
-  MemoryIdempotencyStore,
-  NO_CLAIM_OUTCOME,
-  NonRetryableError,
-} from '../src';
+import { Idempotency, type IdempotencyOptions, MemoryIdempotencyStore, NonRetryableError } from '../src';
+import { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../src/kit';
 
 function setup(options: IdempotencyOptions = {}) {
   const store = new MemoryIdempotencyStore();

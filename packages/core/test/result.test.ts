@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import {
-  decodeResult,
-  encodeResult,
   Idempotency,
   type IdempotencyOptions,
   MemoryIdempotencyStore,
   ResultTooLargeError,
   UnexpectedReplyError,
 } from '../src';
+import { decodeResult, encodeResult } from '../src/kit';
 import { recordEvents } from './support/faulty-store';
 
 const request = { scope: 'results', key: 'k' };

@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { RedisIdempotencyStore, SCRIPT_NUMBER_OF_KEYS } from '../src';
+import { RedisIdempotencyStore } from '../src';
 import * as generated from '../src/generated/scripts';
+import { SCRIPT_NUMBER_OF_KEYS } from '../src/kit';
 
 const LUA_DIR = join(__dirname, '..', '..', '..', 'lua');
 const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));

@@ -1,7 +1,7 @@
 import type { Idempotency } from '@idempotent-consumer/core';
 import { buildDeadLetter } from './dead-letter';
 import type { Decision } from './decide';
-import type { KafkaEventEmitter, KafkaEventSubject } from './events';
+import type { KafkaEventEmitter, MessageSubject } from './events';
 import type { KafkaMessageLike, ProducerLike } from './types';
 
 /**
@@ -24,7 +24,7 @@ export class DeadLetterSender {
    */
   async send(
     message: KafkaMessageLike,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     decision: Extract<Decision, { action: 'dead-letter' }>,
   ): Promise<boolean> {
     const { source, scope, key, outcome } = subject;

@@ -1,9 +1,5 @@
-import {
-  DEAD_LETTER_FIELDS,
-  type DeadLetterReason,
-  NO_CLAIM_OUTCOME,
-  type RunOutcome,
-} from '@idempotent-consumer/core';
+import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS, NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import type { KafkaHeaders, KafkaMessageLike, ProducedMessageLike } from './types';
 
 /**

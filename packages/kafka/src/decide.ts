@@ -2,10 +2,10 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
-  deadLetterReasonOf,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 
 /** What {@link decide} needs besides the result: the wrapper's resolved retry settings. */
 export interface DecisionPolicy {

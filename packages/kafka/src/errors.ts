@@ -1,6 +1,12 @@
 import { IdempotencyError, isIdempotencyError } from '@idempotent-consumer/core';
 
 /**
+ * Stable machine-readable codes of the Kafka adapter's own errors (the core's are
+ * {@link @idempotent-consumer/core!IdempotencyErrorCode}).
+ */
+export type KafkaErrorCode = 'PARTITION_PAUSED';
+
+/**
  * Thrown by the `eachMessage` wrapper, after it paused the partition, to keep KafkaJS from resolving the
  * message's offset: a normal return would resolve it (KafkaJS `runner.js`, `processEachMessage`), and a
  * throw is the only other way out of `eachMessage`. The partition resumes after `delayMs` (or when the
@@ -10,13 +16,13 @@ import { IdempotencyError, isIdempotencyError } from '@idempotent-consumer/core'
  * consumer for good on those. Each throw costs one retry of KafkaJS's `retry` budget, which is why the
  * wrapper waits short delays inline (heartbeating) and throws only for longer ones.
  */
-export class PartitionPausedError extends IdempotencyError {
+export class PartitionPausedError extends IdempotencyError<KafkaErrorCode> {
   /**
    * True for every error `partitionPausedError` makes, including the variant built on KafkaJS's
    * `KafkaJSError` (an idempotency error with the code `PARTITION_PAUSED`).
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return isIdempotencyError(value) && value.code === ('PARTITION_PAUSED' as string);
+    return isIdempotencyError(value) && value.code === 'PARTITION_PAUSED';
   }
 
   override readonly name = 'PartitionPausedError' as const;

@@ -1,5 +1,5 @@
-import type { DeadLetterReason, InvalidKeyError, RunOutcome } from '@idempotent-consumer/core';
-import { TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import type { DeadLetterReason, InvalidKeyError } from '@idempotent-consumer/core';
+import { type MessageSubjectOf, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Where a message was consumed from: its topic, partition and offset. */
@@ -11,18 +11,10 @@ export interface KafkaSource {
 }
 
 /**
- * What every per-message event is about: the record (`scope`, `key`; `key` is `undefined` for a message
- * without a usable key), the claim `outcome` and `attempt` when known, and where the message came from.
+ * The subject of every per-message event, the same fields under the same name (`MessageSubject`) in every
+ * adapter: `scope`, `key`, `outcome`, `attempt`, and the broker's `source` ({@link KafkaSource}).
  */
-export interface KafkaEventSubject {
-  readonly scope: string;
-  readonly key: string | undefined;
-  /** The claim outcome; `undefined` when no claim was made (missing or invalid key). */
-  readonly outcome: RunOutcome | undefined;
-  /** The record's attempt (1 for the first run); 0 when no claim was made. */
-  readonly attempt: number;
-  readonly source: KafkaSource;
-}
+export type MessageSubject = MessageSubjectOf<KafkaSource>;
 
 /**
  * Why a claim was lost, read from the record right after: it no longer exists (`record-vanished`),
@@ -37,20 +29,19 @@ export type LeaseLostReason = 'record-vanished' | 'taken-over' | 'unknown';
  */
 export interface KafkaIdempotencyEvents {
   /**
-   * A message's offset was let resolve, with the decision taken: `action: 'resolve'` (completed, duplicate,
+   * A message's offset was let resolve, with the {@link Decision} taken (the same shape as in the RabbitMQ
+   * and SQS adapters): `decision.action: 'resolve'` (completed, duplicate,
    * settled FAILED record, unprotected run, lease lost after the handler completed) or `'dead-letter'`
    * (sent to the dead-letter topic, or dropped when `deadLetterTopic` is `false`). Exactly one per message
    * whose offset resolves in this process.
    */
-  settled: [
-    KafkaEventSubject & Pick<Extract<Decision, { action: 'resolve' | 'dead-letter' }>, 'action' | 'reason'>,
-  ];
+  settled: [MessageSubject & { decision: Extract<Decision, { action: 'resolve' | 'dead-letter' }> }];
   /**
    * The message runs again after `delayMs` milliseconds: waited inside the handler call, heartbeating
    * (`paused: false`), or by pausing its partition and leaving its offset unresolved (`paused: true`).
    */
   retryScheduled: [
-    KafkaEventSubject & {
+    MessageSubject & {
       reason: 'handler-error' | 'conflict' | 'lease-lost' | 'store-error' | 'dead-letter-failed';
       delayMs: number;
       paused: boolean;
@@ -58,14 +49,14 @@ export interface KafkaIdempotencyEvents {
     },
   ];
   /** A message went to the dead-letter topic (`destination`), or was dropped (`destination: null`). Once per message. */
-  deadLettered: [KafkaEventSubject & { reason: DeadLetterReason; error: string; destination: string | null }];
+  deadLettered: [MessageSubject & { reason: DeadLetterReason; error: string; destination: string | null }];
   /** The key extractor found no key; `action` is what `missingKey` did with the message. */
-  missingKey: [KafkaEventSubject & { action: 'dead-letter' | 'process' }];
+  missingKey: [MessageSubject & { action: 'dead-letter' | 'process' }];
   /**
    * The key extractor or the fingerprint threw, or the store refused the key: the message is
    * dead-lettered as `invalid-key` (whatever `missingKey` says). `error` says why.
    */
-  invalidKey: [KafkaEventSubject & { error: InvalidKeyError }];
+  invalidKey: [MessageSubject & { error: InvalidKeyError }];
   /**
    * The store did not answer: consumption of `topic` waits (inline, then with every partition of the topic
    * paused) until a ping answers. `error` is the store's error.
@@ -85,7 +76,7 @@ export interface KafkaIdempotencyEvents {
    * here; otherwise the message is claimed again at once.
    */
   leaseLost: [
-    KafkaEventSubject & {
+    MessageSubject & {
       during: 'start' | 'heartbeat' | 'write';
       handlerCompleted: boolean;
       fencingToken: number;

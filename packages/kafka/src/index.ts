@@ -8,14 +8,14 @@ export type { Decision, RetryReason } from './decide';
 export type { KafkaIdempotencyDependencies } from './dependencies';
 export { type IdempotentEachBatch, idempotentEachBatch } from './each-batch';
 export { type IdempotentEachMessage, idempotentEachMessage } from './each-message';
-export { PartitionPausedError } from './errors';
+export { type KafkaErrorCode, PartitionPausedError } from './errors';
 export type {
   DeadLetterReason,
   KafkaEventEmitter,
-  KafkaEventSubject,
   KafkaIdempotencyEvents,
   KafkaSource,
   LeaseLostReason,
+  MessageSubject,
 } from './events';
 export type { KafkaHandler, KafkaHandlerContext } from './handler';
 export { IDEMPOTENCY_KEY_HEADER, type KeyExtractor, type MessageOrigin } from './headers';

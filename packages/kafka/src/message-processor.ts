@@ -25,7 +25,7 @@ import {
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { KafkaEventEmitter, KafkaEventSubject, KafkaSource, LeaseLostReason } from './events';
+import type { KafkaEventEmitter, KafkaSource, LeaseLostReason, MessageSubject } from './events';
 import type { KafkaHandler, KafkaHandlerContext } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
@@ -311,7 +311,7 @@ export class MessageProcessor<T> {
     delivery: Delivery,
     request: RunRequest,
     run: CompletedResult<T>,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
   ): Promise<
     | { readonly status: 'written'; readonly result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }
     | { readonly status: 'ended'; readonly end: ProcessEnd }
@@ -367,7 +367,7 @@ export class MessageProcessor<T> {
   /** Carries out a decision: `retry` waits inline (emitting `retryScheduled`), then `again`; see {@link #finish}. */
   async #carryOut(
     delivery: Delivery,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     decision: Decision,
   ): Promise<ProcessEnd | 'again'> {
     if (decision.action !== 'retry') return this.#finish(delivery, subject, decision);
@@ -387,14 +387,14 @@ export class MessageProcessor<T> {
    */
   async #finish(
     delivery: Delivery,
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     decision: Exclude<Decision, { action: 'retry' }>,
   ): Promise<ProcessEnd> {
     switch (decision.action) {
       case 'resolve':
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
+        this.events.emit('settled', { ...subject, decision });
         return { action: 'resolve' };
       case 'dead-letter': {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
@@ -404,7 +404,7 @@ export class MessageProcessor<T> {
         }
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, action: decision.action, reason: decision.reason });
+        this.events.emit('settled', { ...subject, decision });
         return { action: 'resolve' };
       }
       case 'pause': {
@@ -547,7 +547,7 @@ export class MessageProcessor<T> {
    * `invalidKey` event, and a warning the first time. The message is dead-lettered as `invalid-key`
    * (dropped when `deadLetterTopic` is `false`).
    */
-  #invalidKey(delivery: Delivery, subject: KafkaEventSubject, error: string): void {
+  #invalidKey(delivery: Delivery, subject: MessageSubject, error: string): void {
     this.events.emit('invalidKey', { ...subject, error: new InvalidKeyError(error) });
     this.log.warnOnce(
       'invalid-key',
@@ -562,7 +562,7 @@ export class MessageProcessor<T> {
    * the record once to say whether it vanished or another claim holds it (`unknown` when the read fails).
    */
   async #reportLeaseLost(
-    subject: KafkaEventSubject,
+    subject: MessageSubject,
     request: RunRequest,
     result: Extract<RunResult<T>, { status: 'lease-lost' }>,
   ): Promise<void> {
@@ -645,7 +645,7 @@ export class MessageProcessor<T> {
     key: string | undefined,
     outcome: RunOutcome | undefined,
     attempt: number,
-  ): KafkaEventSubject {
+  ): MessageSubject {
     return { scope, key, outcome, attempt, source: sourceOf(delivery) };
   }
 }

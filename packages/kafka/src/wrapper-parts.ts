@@ -63,6 +63,8 @@ export function buildWrapperParts<T>(
     groupId === undefined ? wrapper : `${wrapper} of group ${groupId}`,
     groupId === undefined ? {} : { groupId },
   );
+  // A wrapper has no start: the runner's warnings reach its logger from now until close().
+  log.open();
   const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
   const stopping = new AbortController();
   const gate = new StoreGate(

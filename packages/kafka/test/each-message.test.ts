@@ -134,7 +134,11 @@ describe('idempotentEachMessage', () => {
     expect(t.runs).toEqual([]);
     expect(t.events.filter((e) => e.type === 'retryScheduled')).toEqual([]);
     expect(t.events).toContainEqual(
-      expect.objectContaining({ type: 'settled', action: 'resolve', reason: 'duplicate', key: 'held' }),
+      expect.objectContaining({
+        type: 'settled',
+        decision: expect.objectContaining({ action: 'resolve', reason: 'duplicate' }),
+        key: 'held',
+      }),
     );
     t.eachMessage.close();
   });
@@ -206,7 +210,11 @@ describe('idempotentEachMessage', () => {
       'x-idempotency-attempt': '2',
     });
     expect(t.events).toContainEqual(
-      expect.objectContaining({ type: 'settled', action: 'dead-letter', outcome: 'UNPROTECTED' }),
+      expect.objectContaining({
+        type: 'settled',
+        decision: expect.objectContaining({ action: 'dead-letter' }),
+        outcome: 'UNPROTECTED',
+      }),
     );
   });
 

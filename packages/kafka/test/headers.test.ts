@@ -1,4 +1,4 @@
-import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core/kit';
 import { buildDeadLetter, DEAD_LETTER_HEADERS } from '../src/dead-letter';
 import { isFatalToConsumer } from '../src/errors';
 import { defaultKeyExtractor, headerText } from '../src/headers';

@@ -130,7 +130,6 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       `the consumer of queue ${this.#options.queue}`,
       { queue: this.#options.queue, scope: this.#options.scope },
     );
-    this.#unwatchRedis = watchRedisErrors(idempotency.store, this.#log);
     this.topology = consumerTopology(this.#options);
     this.#channels = new ConsumerChannels((event) => this.#onChannelClosed(event));
     this.#gate = new StoreGate(
@@ -138,9 +137,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
       {
         onStoreUnavailable: ({ error }) =>
-          this.emit('storeUnavailable', { scope: this.#options.scope, queue: this.#options.queue, error }),
-        onStoreRecovered: ({ downMs }) =>
-          this.emit('storeRecovered', { scope: this.#options.scope, queue: this.#options.queue, downMs }),
+          this.emit('storeUnavailable', { queue: this.#options.queue, error }),
+        onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queue: this.#options.queue, downMs }),
       },
     );
     const settler = new Settler({
@@ -154,7 +152,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         idempotency
           .markDeadLettered({ scope: this.#options.scope, key }, { fencingToken })
           .catch((error: unknown) =>
-            this.emit('storeError', { queue: this.#options.queue, operation: 'markDeadLettered', error }),
+            this.emit('storeError', {
+              queue: this.#options.queue,
+              operation: 'markDeadLettered',
+              error,
+              source: undefined,
+            }),
           ),
     });
     this.#processor = new DeliveryProcessor<T>({
@@ -208,6 +211,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   async start(): Promise<void> {
     if (this.#state !== 'idle') throw new InvalidOptionError(`start() was already called (${this.#state})`);
     this.#state = 'starting';
+    // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
+    // client's errors are watched (a consumer that is built but never started attaches nothing).
+    this.#log.open();
+    this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
     try {
       await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
       await this.#open();
@@ -443,7 +450,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       } catch (error) {
         if (this.#state !== 'reconnecting' && this.#state !== 'running' && this.#state !== 'paused') return;
         this.#state = 'reconnecting';
-        this.emit('brokerError', { queue: this.#options.queue, operation: 'connect', error });
+        this.emit('brokerError', {
+          queue: this.#options.queue,
+          operation: 'connect',
+          error,
+          source: undefined,
+        });
       }
     }
   }

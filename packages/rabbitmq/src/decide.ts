@@ -2,10 +2,10 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
-  deadLetterReasonOf,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
@@ -18,7 +18,8 @@ export type AckReason = 'completed' | 'duplicate' | 'lease-lost' | 'unprotected'
  * Why a delivery was given back to the queue (`nack` with requeue) instead of settled for good: the store
  * did not answer its claim (`store-unavailable`), the store answered with an error that is not an outage
  * (`store-error`, requeued after the shortest delay tier, consumption goes on), it arrived while consumption was paused or stopping, its
- * republish failed (`publish-failed`), or this adapter failed (`internal-error`).
+ * republish failed (`publish-failed`), or this adapter failed (`internal-error`, requeued after the shortest
+ * delay tier too).
  */
 export type RequeueReason =
   | 'store-unavailable'

@@ -18,7 +18,7 @@ import {
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { DeliverySubject, Emit } from './events';
+import type { Emit, MessageSubject } from './events';
 import type { RabbitMqHandler, RabbitMqHandlerContext } from './handler';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
 import { KeyPolicy } from './key-policy';
@@ -62,7 +62,10 @@ export class DeliveryProcessor<T> {
 
   constructor(private readonly context: DeliveryProcessorContext<T>) {}
 
-  /** Processes one delivery; never rejects (an adapter bug requeues the delivery). */
+  /**
+   * Processes one delivery; never rejects (an adapter bug requeues the delivery after the shortest delay
+   * tier, or at once when the consumer stops meanwhile).
+   */
   async process(message: ConsumeMessage, channel: ConsumeChannel): Promise<void> {
     const span = this.context.telemetry.start(message, this.context.options.scope);
     const delivery = { message, channel, subject: this.#subject(message, undefined), span };
@@ -70,8 +73,9 @@ export class DeliveryProcessor<T> {
       await span.run(() => this.#process(delivery));
       span.end();
     } catch (error) {
-      // A bug in this adapter, never a handler error (the runner catches those): give the message back.
-      this.context.settler.requeue(delivery, 'internal-error');
+      // A bug in this adapter, never a handler error (the runner catches those): give the message back
+      // after the shortest delay tier (a deterministic bug must not become a hot redelivery loop).
+      await this.context.settler.requeueLater(delivery, 'internal-error');
       span.end(error);
     }
   }
@@ -129,7 +133,7 @@ export class DeliveryProcessor<T> {
     } catch (error) {
       if (isIdempotencyError(error)) {
         if (error.code === 'INVALID_IDEMPOTENCY_KEY' || error.code === 'INVALID_PAYLOAD') {
-          await this.#invalidKey(delivery, error);
+          await this.#invalidKey(delivery, error as IdempotencyError);
           return undefined;
         }
         if (error.code === 'STORE_UNAVAILABLE') {
@@ -144,7 +148,7 @@ export class DeliveryProcessor<T> {
         queue: options.queue,
         operation: 'run',
         error,
-        subject: delivery.subject,
+        source: delivery.subject.source,
       });
       await settler.requeueLater(delivery, 'store-error');
       return undefined;
@@ -301,7 +305,7 @@ export class DeliveryProcessor<T> {
     );
   }
 
-  #subject(message: ConsumeMessage, key: string | undefined): DeliverySubject {
+  #subject(message: ConsumeMessage, key: string | undefined): MessageSubject {
     return {
       scope: this.context.options.scope,
       key,

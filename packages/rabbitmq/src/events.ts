@@ -1,4 +1,5 @@
-import type { DeadLetterReason, IdempotencyError, RunOutcome } from '@idempotent-consumer/core';
+import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
+import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { CloseReason } from './close-reason';
 import type { Decision, RetryReason } from './decide';
 
@@ -13,19 +14,10 @@ export interface RabbitMqSource {
 }
 
 /**
- * The subject of every per-message event, the same fields in every adapter: `scope`, `key`, `outcome`,
- * `attempt`, and the broker-specific `source`.
+ * The subject of every per-message event, the same fields under the same name (`MessageSubject`) in every
+ * adapter: `scope`, `key`, `outcome`, `attempt`, and the broker's `source` ({@link RabbitMqSource}).
  */
-export interface DeliverySubject {
-  readonly scope: string;
-  /** The idempotency key, `undefined` when the delivery carried none (or the extractor threw). */
-  readonly key: string | undefined;
-  /** The claim outcome, `UNPROTECTED` for a run without a claim, `undefined` when no claim was made. */
-  readonly outcome: RunOutcome | undefined;
-  /** The record's attempt (the header count for an unprotected run), 0 when no claim was made. */
-  readonly attempt: number;
-  readonly source: RabbitMqSource;
-}
+export type MessageSubject = MessageSubjectOf<RabbitMqSource>;
 
 /** What a broker request that failed was doing. */
 export type BrokerOperation = 'publish' | 'ack' | 'nack' | 'consume' | 'cancel' | 'connect';
@@ -56,10 +48,10 @@ export interface IdempotentConsumerEvents {
    * (`nack` with requeue). Every delivery ends in exactly one `settled`, or in a `brokerError` of its
    * `ack`/`nack` (the channel closed: the broker redelivers it).
    */
-  settled: [DeliverySubject & { decision: Decision }];
+  settled: [MessageSubject & { decision: Decision }];
   /** A copy went to a delay tier (confirmed): a CONFLICT, or a retryable handler error. `settled` follows. */
   retryScheduled: [
-    DeliverySubject & {
+    MessageSubject & {
       reason: RetryReason;
       /** The delay tier, in milliseconds. */
       delayMs: number;
@@ -71,43 +63,45 @@ export interface IdempotentConsumerEvents {
   ];
   /** A copy went to the dead-letter exchange (confirmed), once per message. `settled` follows. */
   deadLettered: [
-    DeliverySubject & {
+    MessageSubject & {
       reason: DeadLetterReason;
       error: string;
       destination: { exchange: string; routingKey: string };
     },
   ];
   /** A delivery had no idempotency key: it is dead-lettered or processed without idempotency. */
-  missingKey: [DeliverySubject & { action: 'dead-letter' | 'process' }];
+  missingKey: [MessageSubject & { action: 'dead-letter' | 'process' }];
   /**
    * A delivery's key was refused (the extractor threw, or the store refused the key: `InvalidKeyError`)
    * or its payload could not be fingerprinted (`InvalidPayloadError`): it is dead-lettered as
    * `invalid-key`, whatever `missingKey` says.
    */
-  invalidKey: [DeliverySubject & { error: IdempotencyError }];
+  invalidKey: [MessageSubject & { error: IdempotencyError }];
   /**
    * The store answered with an error that is not an outage (an unexpected reply: a bug or version skew):
    * the delivery is requeued after the shortest delay tier and consumption goes on (only a
    * `StoreUnavailableError` pauses it).
    */
-  storeError: [{ queue: string; operation: string; error: unknown; subject?: DeliverySubject }];
+  storeError: [{ queue: string; operation: string; error: unknown; source: RabbitMqSource | undefined }];
   /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
   leaseLost: [
-    DeliverySubject & {
+    MessageSubject & {
       /** `start`: lost before the handler started; `heartbeat`: while it ran; `write`: its outcome could not be recorded. */
       during: 'start' | 'heartbeat' | 'write';
       handlerCompleted: boolean;
     },
   ];
   /** The store did not answer a claim: consumption paused (`basic.cancel`) until a probe answers. */
-  storeUnavailable: [{ scope: string; queue: string; error: unknown }];
+  storeUnavailable: [{ queue: string; error: unknown }];
   /** The store answered a probe again and consumption resumed; `downMs` is how long it was paused. */
-  storeRecovered: [{ scope: string; queue: string; downMs: number }];
+  storeRecovered: [{ queue: string; downMs: number }];
   /**
    * A broker request failed: a republish (broker nack, channel closed, unroutable), an `ack`/`nack` on a
-   * closed channel, a `basic.consume`, or a reconnect attempt. `subject` is set when it was about one delivery.
+   * closed channel, a `basic.consume`, or a reconnect attempt. `source` is set when it was about one delivery.
    */
-  brokerError: [{ queue: string; operation: BrokerOperation; error: unknown; subject?: DeliverySubject }];
+  brokerError: [
+    { queue: string; operation: BrokerOperation; error: unknown; source: RabbitMqSource | undefined },
+  ];
   /** Consuming started (`basic.consume` answered). */
   started: [{ queue: string; consumerTag: string }];
   /** `stop()` finished: nothing is in flight, the consumer's channels are closed. */

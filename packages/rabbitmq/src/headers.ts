@@ -1,4 +1,4 @@
-import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core/kit';
 
 /**
  * The header the default key extractor reads when the AMQP `message-id` property is absent (the same

@@ -14,8 +14,8 @@ export type { AckReason, Decision, RequeueReason, RetryReason } from './decide';
 export type {
   BrokerOperation,
   ConsumerState,
-  DeliverySubject,
   IdempotentConsumerEvents,
+  MessageSubject,
   RabbitMqSource,
 } from './events';
 export type { RabbitMqHandler, RabbitMqHandlerContext } from './handler';

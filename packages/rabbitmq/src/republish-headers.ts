@@ -1,13 +1,13 @@
-import { NO_CLAIM_OUTCOME } from '@idempotent-consumer/core';
+import { NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage, Options } from 'amqplib';
 import type { Decision } from './decide';
-import type { DeliverySubject } from './events';
+import type { MessageSubject } from './events';
 import { DEAD_LETTER_HEADERS, PUBLISH_ID_HEADER, RETRY_HEADERS } from './headers';
 
 type Headers = Record<string, unknown>;
 
 /** The original's headers with the attempt and outcome of this delivery, without the last publish id. */
-function baseHeaders(message: ConsumeMessage, subject: DeliverySubject, attempt: number): Headers {
+function baseHeaders(message: ConsumeMessage, subject: MessageSubject, attempt: number): Headers {
   const headers: Headers = {
     ...(message.properties.headers as Headers | undefined),
     [RETRY_HEADERS.attempt]: attempt,
@@ -20,7 +20,7 @@ function baseHeaders(message: ConsumeMessage, subject: DeliverySubject, attempt:
 /** The headers of a copy sent to a delay tier ({@link RETRY_HEADERS}). */
 export function retryHeaders(
   message: ConsumeMessage,
-  subject: DeliverySubject,
+  subject: MessageSubject,
   decision: Extract<Decision, { action: 'retry' }>,
 ): Headers {
   const headers = baseHeaders(message, subject, decision.attempt);
@@ -34,7 +34,7 @@ export function retryHeaders(
 /** The headers of a dead letter ({@link DEAD_LETTER_HEADERS}). */
 export function deadLetterHeaders(
   message: ConsumeMessage,
-  subject: DeliverySubject,
+  subject: MessageSubject,
   decision: Extract<Decision, { action: 'dead-letter' }>,
 ): Headers {
   const headers = baseHeaders(message, subject, decision.attempt);

@@ -3,7 +3,7 @@ import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import type { ConfirmPublisher } from './confirm-publisher';
 import type { Decision, RequeueReason } from './decide';
-import type { DeliverySubject, Emit } from './events';
+import type { Emit, MessageSubject } from './events';
 import { deadLetterHeaders, republishOptions, retryHeaders } from './republish-headers';
 import type { ConsumerTopology } from './topology';
 
@@ -12,7 +12,7 @@ export interface Delivery {
   readonly message: ConsumeMessage;
   /** The channel it was delivered on: its delivery tag means something only there. */
   readonly channel: ConsumeChannel;
-  readonly subject: DeliverySubject;
+  readonly subject: MessageSubject;
   /** Its telemetry (a no-op without OpenTelemetry): the decision carried out is reported to it. */
   readonly span: MessageSpan;
 }
@@ -147,7 +147,7 @@ export class Settler {
         queue: delivery.subject.source.queue,
         operation: 'publish',
         error,
-        subject: delivery.subject,
+        source: delivery.subject.source,
       });
       await sleep(requeueAfterMs, this.context.signal);
       this.requeue(delivery, 'publish-failed');
@@ -172,7 +172,12 @@ export class Settler {
       else channel.nack(message, false, true);
       return true;
     } catch (error) {
-      this.context.emit('brokerError', { queue: subject.source.queue, operation, error, subject });
+      this.context.emit('brokerError', {
+        queue: subject.source.queue,
+        operation,
+        error,
+        source: subject.source,
+      });
       return false;
     }
   }

@@ -1,4 +1,5 @@
-import { DEAD_LETTER_FIELDS, InvalidOptionError } from '@idempotent-consumer/core';
+import { InvalidOptionError } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import { DEAD_LETTER_HEADERS } from '../src';
 import { decide } from '../src/decide';

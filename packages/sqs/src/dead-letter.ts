@@ -1,11 +1,6 @@
 import { type Message, type MessageAttributeValue, SendMessageCommand } from '@aws-sdk/client-sqs';
-import {
-  DEAD_LETTER_FIELDS,
-  type DeadLetterReason,
-  describeError,
-  NO_CLAIM_OUTCOME,
-  type RunOutcome,
-} from '@idempotent-consumer/core';
+import { type DeadLetterReason, describeError, type RunOutcome } from '@idempotent-consumer/core';
+import { DEAD_LETTER_FIELDS, NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import { messageGroupId } from './message-attributes';
 import type { SqsClientLike } from './sqs-client';
 

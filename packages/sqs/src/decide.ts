@@ -2,9 +2,9 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
-  deadLetterReasonOf,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 import { toVisibilitySeconds } from './message-attributes';
 
 /** Why a message was dead-lettered: the core's vocabulary, shared by every adapter. */
@@ -35,8 +35,8 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
  *   without protection and returned (`unprotected`), or its FAILED record was dead-lettered already (a copy
  *   is in the dead-letter queue: `dead-lettered-before`);
  * - `change-visibility`: it comes back after `visibilityTimeoutSeconds`: another worker holds the lease
- *   (`conflict`), the handler threw a retryable error (`retry`), or an earlier message of its FIFO group
- *   did not finish (`fifo-blocked`, 0 s);
+ *   (`conflict`), the handler threw a retryable error (`handler-error`, as in the RabbitMQ and Kafka
+ *   adapters), or an earlier message of its FIFO group did not finish (`fifo-blocked`, 0 s);
  * - `dead-letter`: a copy goes to the dead-letter queue and the message is deleted, or (redrive policy) it
  *   is made visible at once for SQS to move; `reason` is the core's `DeadLetterReason`;
  * - `leave`: nothing is sent to SQS and the message stays invisible until its visibility timeout lapses:
@@ -51,7 +51,7 @@ export type Decision =
     }
   | {
       readonly action: 'change-visibility';
-      readonly reason: 'conflict' | 'retry' | 'fifo-blocked';
+      readonly reason: 'conflict' | 'handler-error' | 'fifo-blocked';
       /** The new visibility timeout, in seconds from now (0 to 43200). */
       readonly visibilityTimeoutSeconds: number;
     }
@@ -90,7 +90,7 @@ export interface DecisionPolicy {
 export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Decision {
   const retry = (): Decision => ({
     action: 'change-visibility',
-    reason: 'retry',
+    reason: 'handler-error',
     visibilityTimeoutSeconds: toVisibilitySeconds(
       computeBackoffMs(input.receiveCount, policy.retryBackoff, policy.random),
     ),

@@ -1,13 +1,19 @@
 import { IdempotencyError, type IdempotencyErrorOptions } from '@idempotent-consumer/core';
 
 /**
+ * Stable machine-readable codes of the SQS adapter's own errors (the core's are
+ * {@link @idempotent-consumer/core!IdempotencyErrorCode}).
+ */
+export type SqsErrorCode = 'SQS_OPERATION_FAILED';
+
+/**
  * An SQS request the adapter sent failed: the whole request (network, throttling, permissions), or one entry
  * of a batch request (`DeleteMessageBatch`, `ChangeMessageVisibilityBatch`) that SQS listed in `Failed`, such
  * as `ReceiptHandleIsInvalid` when a newer delivery of the message replaced the receipt handle. Retryable:
  * the message is still on the queue and comes back when its visibility timeout lapses, where a record in
  * the store keeps it from running twice.
  */
-export class SqsOperationError extends IdempotencyError {
+export class SqsOperationError extends IdempotencyError<SqsErrorCode> {
   override readonly name = 'SqsOperationError' as const;
   readonly code = 'SQS_OPERATION_FAILED' as const;
   readonly retryable = true;

@@ -1,5 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import type { DeadLetterReason, RunOutcome } from '@idempotent-consumer/core';
+import type { DeadLetterReason } from '@idempotent-consumer/core';
+import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Which SQS message an event is about. */
@@ -10,16 +11,13 @@ export interface SqsMessageSource {
   readonly receiveCount: number;
 }
 
-/** What every per-message event carries: the same subject as the Kafka and RabbitMQ adapters. */
-export interface SqsEventSubject {
-  readonly scope: string;
-  /** The idempotency key, `undefined` when the message had none (or the extractor threw). */
-  readonly key: string | undefined;
-  /** The claim's outcome, `UNPROTECTED` for an unprotected run, `undefined` when no claim was answered. */
-  readonly outcome: RunOutcome | undefined;
-  /** The record's attempt count (0 when no claim was made). */
-  readonly attempt: number;
-  readonly source: SqsMessageSource;
+/**
+ * The subject of every per-message event, the same fields under the same name (`MessageSubject`) in every
+ * adapter (`scope`, `key`, `outcome`, `attempt`, the broker's `source`: {@link SqsMessageSource}), plus the
+ * received SQS `message`.
+ */
+export interface MessageSubject extends MessageSubjectOf<SqsMessageSource> {
+  /** The message as received. */
   readonly message: Message;
 }
 
@@ -28,26 +26,17 @@ export interface SqsEventSubject {
  * their payloads. The names and subjects are those of the Kafka and RabbitMQ adapters. A listener that
  * throws is ignored; there is deliberately no `error` event.
  */
-export interface SqsEvents<T = unknown> {
+export interface SqsEvents {
   /**
    * Every message ends in exactly one `settled`, once its decision was carried out (the delete or
-   * visibility change sent, or nothing sent for `leave`): `action`/`reason` are the {@link Decision}'s.
+   * visibility change sent, or nothing sent for `leave`): the subject and the {@link Decision} taken, the
+   * same shape as in the RabbitMQ and Kafka adapters.
    */
-  settled: [
-    SqsEventSubject & {
-      readonly action: Decision['action'];
-      readonly reason: Decision['reason'];
-      readonly decision: Decision;
-      readonly handler: 'not-run' | 'completed' | 'threw';
-      /** The handler's result, or the result replayed to a DUPLICATE. */
-      readonly result: T | undefined;
-      readonly error: unknown;
-    },
-  ];
+  settled: [MessageSubject & { readonly decision: Decision }];
   /** A CONFLICT or retryable error: the message comes back after `delayMs` (its new visibility timeout). */
   retryScheduled: [
-    SqsEventSubject & {
-      readonly reason: 'conflict' | 'retry';
+    MessageSubject & {
+      readonly reason: 'conflict' | 'handler-error';
       readonly delayMs: number;
       readonly visibilityTimeoutSeconds: number;
       readonly error: unknown;
@@ -59,7 +48,7 @@ export interface SqsEvents<T = unknown> {
    * `maxReceiveCount`, after which SQS moves it.
    */
   deadLettered: [
-    SqsEventSubject & {
+    MessageSubject & {
       readonly reason: DeadLetterReason;
       readonly error: unknown;
       readonly via: 'copy' | 'redrive-policy';
@@ -67,12 +56,12 @@ export interface SqsEvents<T = unknown> {
     },
   ];
   /** A message had no idempotency key: dead-lettered (`missingKey: 'dead-letter'`) or run unprotected. */
-  missingKey: [SqsEventSubject & { readonly action: 'dead-letter' | 'process' }];
+  missingKey: [MessageSubject & { readonly action: 'dead-letter' | 'process' }];
   /** The key extractor threw on a message (or the key was refused): it is dead-lettered as `invalid-key`. */
-  invalidKey: [SqsEventSubject & { readonly error: unknown }];
+  invalidKey: [MessageSubject & { readonly error: unknown }];
   /** The claim was lost (lease expired, another worker claimed); nothing is sent, the new holder finishes. */
   leaseLost: [
-    SqsEventSubject & {
+    MessageSubject & {
       readonly during: 'start' | 'heartbeat' | 'write';
       readonly handlerCompleted: boolean;
     },
@@ -87,7 +76,8 @@ export interface SqsEvents<T = unknown> {
       readonly queueUrl: string;
       readonly operation: string;
       readonly error: unknown;
-      readonly message?: Message;
+      /** The message it was about, `undefined` when about none. */
+      readonly source: SqsMessageSource | undefined;
     },
   ];
   /**
@@ -99,7 +89,8 @@ export interface SqsEvents<T = unknown> {
       readonly queueUrl: string;
       readonly operation: string;
       readonly error: unknown;
-      readonly message?: Message;
+      /** The message it was about, `undefined` when about none (a `ReceiveMessage`). */
+      readonly source: SqsMessageSource | undefined;
     },
   ];
   /** The poller received messages (poller only). */

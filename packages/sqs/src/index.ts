@@ -7,8 +7,8 @@
  */
 export { DEAD_LETTER_ATTRIBUTES } from './dead-letter';
 export type { DeadLetterReason, Decision } from './decide';
-export { SqsOperationError } from './errors';
-export type { SqsEventSubject, SqsEvents, SqsMessageSource } from './events';
+export { type SqsErrorCode, SqsOperationError } from './errors';
+export type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
 export type { SqsHandler, SqsHandlerContext } from './handler';
 export { IDEMPOTENCY_KEY_ATTRIBUTE } from './message-attributes';
 export type { DeadLetterTarget, SqsIdempotencyOptions } from './options';

@@ -18,9 +18,25 @@ import { SqsMessageProcessor } from './message-processor';
 import { type ResolvedSqsIdempotencyOptions, resolveSqsOptions } from './options';
 import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
 import type { ProcessedMessage } from './processed';
-import { reportProcessed, sqsRequestOf, subjectOf } from './report';
+import { reportProcessed, sourceOf, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
+
+/** The least time `stop()` gives its last deletes and visibility changes, in milliseconds. */
+const FINAL_FLUSH_MS = 1000;
+
+/** Waits for `work`, at most `ms` milliseconds: `'timeout'` when the time ran out first. */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
+  try {
+    return await Promise.race([work, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * An SQS consumer loop of its own that runs a handler effectively once per idempotency key, for
@@ -47,7 +63,7 @@ import type { SqsDependencies } from './sqs-client';
  * process.once('SIGTERM', () => poller.stop());
  * ```
  */
-export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents<T>> {
+export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents> {
   readonly #deps: SqsDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #processor: SqsMessageProcessor<T>;
@@ -93,7 +109,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
       onStoreError: (operation, error, message) =>
-        this.emit('storeError', { queueUrl, operation, error, message }),
+        this.emit('storeError', {
+          queueUrl,
+          operation,
+          error,
+          source: message && sourceOf(queueUrl, message),
+        }),
       log: this.#log,
       stopping: () => this.#abort.signal,
     });
@@ -143,6 +164,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
 
   async #start(): Promise<this> {
     if (this.#loop) return this;
+    // From here to stop(): the runner's warnings reach this poller's logger, the Redis client is watched.
+    this.#log.open();
     this.#unwatchRedis ??= watchRedisErrors(this.#deps.idempotency.store, this.#log);
     try {
       await checkStoreAtStart(this.#deps.idempotency, this.#log);
@@ -150,6 +173,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     } catch (error) {
       this.#unwatchRedis?.();
       this.#unwatchRedis = undefined;
+      this.#log.close();
       throw error;
     }
     if (this.#loop) return this;
@@ -172,10 +196,14 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   /**
    * Stops gracefully: no new receive (a long poll in flight is aborted; messages SQS handed to an aborted
    * request come back when their visibility timeout lapses), then waits up to `stopTimeoutMs` for every
-   * in-flight message to finish (handlers included) and for every delete and visibility change to be sent.
-   * Messages still running then are abandoned: each is reported `settled` with `leave`/`abandoned`,
-   * nothing more is sent to SQS for it (its handler may still finish and record its outcome), and it comes
-   * back after its visibility timeout. Emits `stopped` and resolves with the number abandoned.
+   * in-flight message to finish (handlers included). Messages still running then are abandoned: each is
+   * reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS for it (its handler may still
+   * finish and record its outcome), and it comes back after its visibility timeout. Last, the pending
+   * deletes and visibility changes are sent, waited for what is left of `stopTimeoutMs` but at least 1 s:
+   * a delete or visibility change not answered by then is not waited for, and its message simply becomes
+   * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted
+   * without running). So `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
+   * Emits `stopped` and resolves with the number abandoned.
    */
   async stop(): Promise<{ abandoned: number }> {
     await this.#starting?.catch(() => {});
@@ -185,22 +213,24 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#abort.abort();
     this.#gate?.dispose();
     for (const wake of this.#capacityWaiters.splice(0)) wake();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.#settings.stopTimeoutMs);
-    });
+    const stopStarted = performance.now();
     const drained = (async () => {
       await loop;
       while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     })();
-    const ended = await Promise.race([drained, timedOut]);
-    clearTimeout(timer);
+    const ended = await within(drained, this.#settings.stopTimeoutMs);
     const abandoned = ended === 'timeout' ? this.#abandonInFlight() : 0;
-    await this.#deletes.drain();
-    await this.#visibility.drain();
+    // The last deletes and visibility changes get what is left of stopTimeoutMs, at least FINAL_FLUSH_MS:
+    // an SQS endpoint that does not answer cannot hold stop() (what is not sent becomes visible again).
+    const leftMs = this.#settings.stopTimeoutMs - (performance.now() - stopStarted);
+    await within(
+      Promise.all([this.#deletes.drain(), this.#visibility.drain()]),
+      Math.max(leftMs, FINAL_FLUSH_MS),
+    );
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#log.close();
     this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
     return { abandoned };
   }
@@ -219,14 +249,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         attempt: 0,
       });
       const decision = { action: 'leave', reason: 'abandoned' } as const;
-      this.emit('settled', {
-        ...subject,
-        ...decision,
-        decision,
-        handler: 'not-run',
-        result: undefined,
-        error: undefined,
-      });
+      this.emit('settled', { ...subject, decision });
     }
     return messages.length;
   }
@@ -319,10 +342,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
 
   #brokerError(operation: string, error: unknown, message?: Message): void {
     const queueUrl = this.#options.queueUrl;
-    this.emit(
-      'brokerError',
-      message ? { queueUrl, operation, error, message } : { queueUrl, operation, error },
-    );
+    this.emit('brokerError', { queueUrl, operation, error, source: message && sourceOf(queueUrl, message) });
   }
 
   /**

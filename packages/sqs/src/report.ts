@@ -1,20 +1,25 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { TypedEventEmitter } from '@idempotent-consumer/core/kit';
-import type { SqsEventSubject, SqsEvents } from './events';
+import type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
 import { receiveCount } from './message-attributes';
 import type { ProcessedMessage } from './processed';
+
+/** Where a message came from: the `source` of its events. */
+export function sourceOf(queueUrl: string, message: Message): SqsMessageSource {
+  return { queueUrl, messageId: message.MessageId, receiveCount: receiveCount(message) };
+}
 
 /** The event subject of a message. */
 export function subjectOf(
   queueUrl: string,
   scope: string,
   message: Message,
-  fields: { key: string | undefined; outcome: SqsEventSubject['outcome']; attempt: number },
-): SqsEventSubject {
+  fields: { key: string | undefined; outcome: MessageSubject['outcome']; attempt: number },
+): MessageSubject {
   return {
     scope,
     ...fields,
-    source: { queueUrl, messageId: message.MessageId, receiveCount: receiveCount(message) },
+    source: sourceOf(queueUrl, message),
     message,
   };
 }
@@ -24,7 +29,7 @@ export function subjectOf(
  * `invalidKey` / `leaseLost` / `retryScheduled` / `deadLettered` as they apply, then `settled`.
  */
 export function reportProcessed<T>(
-  events: TypedEventEmitter<SqsEvents<T>>,
+  events: TypedEventEmitter<SqsEvents>,
   queueUrl: string,
   scope: string,
   processed: ProcessedMessage<T>,
@@ -64,15 +69,7 @@ export function reportProcessed<T>(
       destination: processed.deadLetter.destination,
     });
   }
-  events.emit('settled', {
-    ...subject,
-    action: decision.action,
-    reason: decision.reason,
-    decision,
-    handler: processed.handler,
-    result: processed.result,
-    error: processed.error,
-  });
+  events.emit('settled', { ...subject, decision });
 }
 
 /**
@@ -103,6 +100,6 @@ const PER_MESSAGE_EVENTS = [
   'leaseLost',
 ] as const;
 
-function hasAnyListener<T>(events: TypedEventEmitter<SqsEvents<T>>): boolean {
+function hasAnyListener(events: TypedEventEmitter<SqsEvents>): boolean {
   return PER_MESSAGE_EVENTS.some((name) => events.hasListeners(name));
 }

@@ -17,7 +17,7 @@ import type { SqsHandler } from './handler';
 import { SqsMessageProcessor } from './message-processor';
 import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
-import { reportProcessed, sqsRequestOf } from './report';
+import { reportProcessed, sourceOf, sqsRequestOf } from './report';
 import { visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
 
@@ -34,9 +34,10 @@ export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
 /**
  * The sqs-consumer (v11+) options that make a `Consumer` effectively once: spread it into
  * `Consumer.create({ ...wiring, queueUrl, sqs })`. Its own (enumerable) fields are exactly the Consumer
- * options it sets; `events`, `verifyDeadLetter` and `checkStore` are on the prototype, so spreading leaves them out.
+ * options it sets; `events`, `verifyDeadLetter`, `checkStore` and `close` are on the prototype, so spreading leaves
+ * them out.
  */
-export interface SqsConsumerWiring<T> {
+export interface SqsConsumerWiring {
   /** The message handler (`batch: false`). Resolves the message to delete, `undefined` to leave it. */
   readonly handleMessage?: (message: Message) => Promise<Message | undefined>;
   /** The batch handler (`batch: true`). Resolves with exactly the messages to delete. */
@@ -54,7 +55,13 @@ export interface SqsConsumerWiring<T> {
   /** `ApproximateReceiveCount` (retry backoff, redrive) and `MessageGroupId` (FIFO order). */
   readonly messageSystemAttributeNames: MessageSystemAttributeName[];
   /** The events of every message ({@link SqsEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
-  readonly events: TypedEventEmitter<SqsEvents<T>>;
+  readonly events: TypedEventEmitter<SqsEvents>;
+  /**
+   * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
+   * watching the Redis client's errors, and stops the store gate's probe. Call it after the Consumer's
+   * `stop()`; a wiring is not used after `close()`. Safe to call twice.
+   */
+  close(): void;
   /**
    * Checks, once, that the dead-letter mode can work (`GetQueueAttributes`): with
    * `deadLetter: 'redrive-policy'` (the default) the queue must have a `RedrivePolicy`, with `{ queueUrl }`
@@ -97,21 +104,22 @@ export function createSqsConsumerWiring<T>(
   dependencies: SqsDependencies,
   options: SqsConsumerWiringOptions,
   handler: SqsHandler<T>,
-): SqsConsumerWiring<T> {
+): SqsConsumerWiring {
   if (!dependencies?.idempotency || !dependencies.sqs) {
     throw new InvalidOptionError('createSqsConsumerWiring needs { idempotency, sqs }');
   }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
   const resolved = resolveSqsOptions(options);
   const { queueUrl, scope } = resolved;
-  const events = new TypedEventEmitter<SqsEvents<T>>();
+  const events = new TypedEventEmitter<SqsEvents>();
   const log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the consumer of ${queueUrl}`, {
     queueUrl,
   });
-  // The wiring lives as long as the Consumer it is spread into: it listens as long as the client lives.
-  watchRedisErrors(dependencies.idempotency.store, log);
+  // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
+  log.open();
+  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
   const brokerError = (operation: string, error: unknown, message: Message) =>
-    events.emit('brokerError', { queueUrl, operation, error, message });
+    events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
     if (!message.ReceiptHandle) return;
     try {
@@ -130,7 +138,12 @@ export function createSqsConsumerWiring<T>(
     changeVisibility: setVisibility,
     onError: brokerError,
     onStoreError: (operation, error, message) =>
-      events.emit('storeError', { queueUrl, operation, error, message }),
+      events.emit('storeError', {
+        queueUrl,
+        operation,
+        error,
+        source: message && sourceOf(queueUrl, message),
+      }),
     log,
   });
   const gate = new StoreGate(
@@ -195,6 +208,11 @@ export function createSqsConsumerWiring<T>(
     checkStore() {
       return checkStoreAnswers(dependencies.idempotency.store, log.where);
     },
+    close() {
+      gate.dispose();
+      unwatchRedis();
+      log.close();
+    },
   }) as object;
-  return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring<T>;
+  return Object.assign(hidden, wiring) as unknown as SqsConsumerWiring;
 }

@@ -35,7 +35,7 @@ const table: [string, MessageResult<unknown>, Decision][] = [
   [
     'released at receive 3: visibility from the backoff (4 s)',
     run({ ...exec, status: 'released', error: boom, recorded: true }, 3),
-    { action: 'change-visibility', reason: 'retry', visibilityTimeoutSeconds: 4 },
+    { action: 'change-visibility', reason: 'handler-error', visibilityTimeoutSeconds: 4 },
   ],
   [
     'CONFLICT with 20 s of lease left: capped at maxConflictDelayMs',
@@ -82,7 +82,7 @@ const table: [string, MessageResult<unknown>, Decision][] = [
   [
     'unprotected, threw at receive 2 of 3: retry',
     run({ outcome: 'UNPROTECTED', status: 'threw', error: boom, storeError: undefined }, 2),
-    { action: 'change-visibility', reason: 'retry', visibilityTimeoutSeconds: 2 },
+    { action: 'change-visibility', reason: 'handler-error', visibilityTimeoutSeconds: 2 },
   ],
   [
     'unprotected, threw at receive 3 of 3: dead-letter, attempts exhausted (bounded)',
@@ -134,6 +134,6 @@ describe('decide (SQS)', () => {
       },
     };
     const input = run({ outcome: 'UNPROTECTED', status: 'threw', error: boom, storeError: undefined }, 1);
-    expect(decide(input, throwing)).toMatchObject({ action: 'change-visibility', reason: 'retry' });
+    expect(decide(input, throwing)).toMatchObject({ action: 'change-visibility', reason: 'handler-error' });
   });
 });

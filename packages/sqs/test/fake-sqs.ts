@@ -23,6 +23,8 @@ export class FakeSqs {
   /** Receipt handles whose batch entries SQS reports in `Failed`. */
   readonly failReceipts = new Set<string>();
   receives = 0;
+  /** When true, `DeleteMessageBatch` is never answered (a black-holed endpoint). */
+  hangDeletes = false;
   /** How many of the next `SendMessage` calls (dead-letter copies) fail. */
   failSends = 0;
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
@@ -48,6 +50,7 @@ export class FakeSqs {
       return {};
     }
     if (command instanceof DeleteMessageBatchCommand) {
+      if (this.hangDeletes) return new Promise(() => {});
       return this.#answer(command.input.Entries as Entry[], (e) => this.deleted.push(e.ReceiptHandle));
     }
     if (command instanceof ChangeMessageVisibilityBatchCommand) {

@@ -1,5 +1,4 @@
 import {
-  DEAD_LETTER_FIELDS,
   Idempotency,
   type IdempotencyStore,
   InvalidOptionError,
@@ -8,7 +7,13 @@ import {
   StoreUnavailableError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
-import { DEAD_LETTER_ATTRIBUTES, IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { DEAD_LETTER_FIELDS } from '@idempotent-consumer/core/kit';
+import {
+  createSqsConsumerWiring,
+  DEAD_LETTER_ATTRIBUTES,
+  IdempotentSqsPoller,
+  type SqsEvents,
+} from '@idempotent-consumer/sqs';
 
 type Settled = SqsEvents['settled'][0];
 
@@ -74,7 +79,6 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(ran.filter((b) => b.startsWith('g1'))).toEqual(['g1-1', 'g1-2']);
     expect(ran.filter((b) => b.startsWith('g2'))).toEqual(['g2-1', 'g2-2']);
     const third = processed.find((p) => p.message === g1[2])!;
-    expect(third.handler).toBe('not-run');
     expect(third.decision).toEqual({
       action: 'change-visibility',
       reason: 'fifo-blocked',
@@ -242,7 +246,7 @@ describe('IdempotentSqsPoller failure paths', () => {
       },
     );
     const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.action}:${e.reason}`));
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
     await poller.start();
     await until('the failed copy', () => settled.length === 1);
     sqs.batches.push([{ ...m, Attributes: { ApproximateReceiveCount: '2' } }]); // back after its visibility
@@ -318,7 +322,7 @@ describe('IdempotentSqsPoller failure paths', () => {
       },
     );
     const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.action}:${e.reason}`));
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
     await poller.start();
     await until('the first delete', () => sqs.deleted.length === 1);
     expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ deadLettered: true });
@@ -345,5 +349,76 @@ describe('IdempotentSqsPoller failure paths', () => {
     await poller.stop();
     expect(wait.mock.calls[0]![1]).toMatchObject({ reserve: true });
     expect(held.outcome).toBe('ACQUIRED');
+  });
+});
+
+describe('IdempotentSqsPoller stop() and logging', () => {
+  it('stop() is bounded when SQS never answers the final DeleteMessageBatch; the message is left to come back', async () => {
+    const { sqs, idempotency } = setup();
+    sqs.hangDeletes = true;
+    sqs.batches.push([message('x', { key: 'k' })]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, stopTimeoutMs: 100 },
+      async () => 'done',
+    );
+    let completed = false;
+    idempotency.on('completed', () => {
+      completed = true;
+    });
+    poller.start();
+    await until('the handler completed', () => completed);
+    // The message waits for its delete, which never comes: abandoned at stopTimeoutMs. The final drain of
+    // that same delete is bounded too; without the bound stop() never resolves and the test times out.
+    await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
+    expect(sqs.deleted).toEqual([]);
+    // The outcome is recorded: when the message becomes visible again it is a DUPLICATE, deleted unrun.
+    expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
+  }, 20_000);
+
+  it('attaches its logger to the runner from start() to stop(), once however many pollers share them', async () => {
+    const { sqs, idempotency } = setup(); // the runner logs nowhere (logger: false)
+    const lines: string[] = [];
+    const logger = { warn: (m: string) => lines.push(m), error: (m: string) => lines.push(m) };
+    const listeners = () => idempotency.listenerCount('leaseLost');
+    const before = listeners();
+    const pollers = [1, 2].map(
+      () =>
+        new IdempotentSqsPoller(
+          { idempotency, sqs: sqs.client, logger },
+          { queueUrl: QUEUE, waitTimeSeconds: 0 },
+          async () => {},
+        ),
+    );
+    expect(listeners()).toBe(before); // built, not started: nothing attached
+    await Promise.all(pollers.map((p) => p.start()));
+    expect(listeners()).toBe(before + 1);
+    idempotency.emit('leaseLost', { scope: 's', key: 'k', fencingToken: 1, during: 'heartbeat' });
+    expect(lines.filter((l) => l.includes('lease lost'))).toHaveLength(1);
+    await pollers[0]!.stop();
+    expect(listeners()).toBe(before + 1);
+    await pollers[1]!.stop();
+    expect(listeners()).toBe(before);
+    // Started again: attached again.
+    await pollers[0]!.start();
+    expect(listeners()).toBe(before + 1);
+    await pollers[0]!.stop();
+    expect(listeners()).toBe(before);
+  });
+
+  it('the sqs-consumer wiring attaches its logger when built and detaches it on close()', () => {
+    const { sqs, idempotency } = setup();
+    const logger = { warn: () => {}, error: () => {} };
+    const before = idempotency.listenerCount('leaseLost');
+    const wiring = createSqsConsumerWiring(
+      { idempotency, sqs: sqs.client, logger },
+      { queueUrl: QUEUE },
+      async () => {},
+    );
+    expect(idempotency.listenerCount('leaseLost')).toBe(before + 1);
+    expect(Object.keys({ ...wiring })).not.toContain('close');
+    wiring.close();
+    wiring.close();
+    expect(idempotency.listenerCount('leaseLost')).toBe(before);
   });
 });

@@ -8,6 +8,7 @@
  * - {@link LeaseKeeperSet}: the leases of a batch's claims kept alive until each message runs;
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
+ * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
@@ -15,10 +16,16 @@
  * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
  * - {@link runUnprotected}: a run without a claim, whose `signal` aborts when the consumer stops;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
- * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
+ * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
+ * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link NO_CLAIM_OUTCOME}),
+ *   the stored result's codec ({@link encodeResult}, {@link decodeResult}) and {@link SCRIPT_NUMBER_OF_KEYS}, for
+ *   adapter, store and tool authors (the CLI reads records with them).
  *
  * @packageDocumentation
  */
+export { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../dead-letter';
+export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
+export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
 export { AdapterLog } from './adapter-log';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
@@ -26,6 +33,7 @@ export {
   type LeaseKeeperSetCallbacks,
   type LeaseKeeperSetTimings,
 } from './lease-keeper-set';
+export type { MessageSubjectOf } from './message-subject';
 export {
   checkBackoffOptions,
   checkFiniteNonNegative,

@@ -105,8 +105,9 @@ const watches = new WeakMap<RedisLike, Watch>();
  * Keeps the store's Redis client from flooding the console: without an `error` listener, ioredis prints
  * `[ioredis] Unhandled error event` with a stack on every reconnect attempt while Redis is down. When the
  * client has no `error` listener (the consumer owns the listening), one listener is attached that logs
- * the first error of each outage through `log` (one line, with where Redis is) and nothing more until
- * the client is `ready` again. A client the application already listens to is left alone. Several
+ * the first error of each outage at `debug` (one line, with where Redis is), through the first watching
+ * consumer whose logger has `debug`, and nothing more until the client is `ready` again. The outage's
+ * warning is the runner's (see {@link AdapterLog}). A client the application already listens to is left alone. Several
  * consumers on one client share one listener; it is removed when the last one stops.
  * @returns a function that stops watching for this consumer (call it when the consumer stops).
  */
@@ -123,10 +124,11 @@ export function watchRedisErrors(store: object, log: AdapterLog): () => void {
       listener: (error) => {
         if (created.down) return;
         created.down = true;
-        const first = created.logs.values().next();
-        if (first.done) return;
+        // The first consumer whose logger logs `debug` (a consumer with `logger: false` logs nothing).
+        const log = [...created.logs.values()].find((l) => l.logger && typeof l.logger.debug === 'function');
+        if (!log) return;
         const detail = error instanceof Error ? error.message : String(error);
-        first.value.warn(
+        log.debug(
           `the Redis client of the idempotency store reports an error (${detail})${location ? ` at ${location}` : ''}; further errors are not logged until it reconnects`,
           { error },
         );

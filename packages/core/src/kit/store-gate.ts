@@ -30,8 +30,9 @@ export interface StoreGateOptions {
   /** Source of randomness in [0, 1) for the jitter, injectable for tests. @defaultValue `Math.random` */
   readonly random?: () => number;
   /**
-   * Where the gate warns once when it closes (consumption paused) and once when it opens again (with how
-   * long it was closed): never a line per message or per ping. @defaultValue no log
+   * Where the gate logs, at `debug` only, once when it closes (consumption paused) and once when it opens
+   * again (with how long it was closed): never a line per message or per ping. The outage's one warning and
+   * one recovery line are the runner's (see {@link AdapterLog}). @defaultValue no log
    */
   readonly log?: AdapterLog;
 }
@@ -137,7 +138,7 @@ export class StoreGate {
     if (this.#outage || this.#disposed) return false;
     const outage: Outage = { since: performance.now(), stop: new AbortController(), waiters: new Set() };
     this.#outage = outage;
-    this.#log?.warn(
+    this.#log?.debug(
       `${this.#log.where} pauses: the idempotency store does not answer (${describe(error)}); nothing is acknowledged until a ping answers`,
       { error },
     );
@@ -230,7 +231,7 @@ export class StoreGate {
       if (signal.aborted) return;
       this.#outage = undefined;
       const downMs = Math.round(performance.now() - outage.since);
-      this.#log?.info(`${this.#log.where} resumes: the idempotency store answers again after ${downMs} ms`, {
+      this.#log?.debug(`${this.#log.where} resumes: the idempotency store answers again after ${downMs} ms`, {
         downMs,
       });
       callIsolated(() => this.#callbacks.onStoreRecovered?.({ downMs }));

@@ -12,6 +12,7 @@ import {
   UnprotectedRuns,
   watchRedisErrors,
 } from '@idempotent-consumer/core/kit';
+import { FaultyStore } from '../support/faulty-store';
 
 function recordingLogger() {
   const lines: { level: string; message: string }[] = [];
@@ -29,10 +30,13 @@ class FakeRedis extends EventEmitter {
 }
 
 describe('kit: AdapterLog', () => {
-  it("attaches to the runner only when the runner logs elsewhere, so the runner's warnings are logged once", () => {
+  it('attaches to the runner from open() to close(), only when the runner logs elsewhere', () => {
     const { lines, logger } = recordingLogger();
     const silentRunner = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
     const log = AdapterLog.for(silentRunner, logger, 'the consumer of queue q');
+    silentRunner.emit('leaseLost', { scope: 's', key: 'k', fencingToken: 1, during: 'heartbeat' });
+    expect(lines).toEqual([]); // built, not opened: nothing attached
+    log.open();
     silentRunner.emit('leaseLost', { scope: 's', key: 'k', fencingToken: 1, during: 'heartbeat' });
     expect(lines.map((l) => l.message)).toEqual([expect.stringContaining('lease lost on key "k"')]);
     log.close();
@@ -40,9 +44,35 @@ describe('kit: AdapterLog', () => {
     expect(lines).toHaveLength(1);
 
     const sameRunner = new Idempotency({ store: new MemoryIdempotencyStore(), logger });
-    AdapterLog.for(sameRunner, logger, 'x');
+    AdapterLog.for(sameRunner, logger, 'x').open();
     sameRunner.emit('resultOmitted', { scope: 's', key: 'k', bytes: 10, maxResultBytes: 1 });
     expect(lines).toHaveLength(2); // the runner's own line, not a second one
+  });
+
+  it('consumers sharing a runner and a logger attach it once; it is detached when the last one closes', () => {
+    const { lines, logger } = recordingLogger();
+    const runner = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
+    const leaseLost = () =>
+      runner.emit('leaseLost', { scope: 's', key: 'k', fencingToken: 1, during: 'heartbeat' });
+    const logs = [1, 2, 3].map((n) => AdapterLog.for(runner, logger, `the consumer of queue q${n}`));
+    for (const log of logs) log.open();
+    logs[0]!.open(); // a second open of one log changes nothing
+    leaseLost();
+    expect(lines).toHaveLength(1);
+    logs[0]!.close();
+    logs[0]!.close(); // a second close does not release another consumer's use
+    leaseLost();
+    expect(lines).toHaveLength(2);
+    logs[1]!.close();
+    logs[2]!.close();
+    leaseLost();
+    expect(lines).toHaveLength(2);
+    expect(runner.listenerCount('leaseLost')).toBe(0);
+    // Opened again (a restarted poller): attached again, once.
+    logs[1]!.open();
+    leaseLost();
+    expect(lines).toHaveLength(3);
+    logs[1]!.close();
   });
 
   it('warnOnce logs a topic once; a logger that throws changes nothing', () => {
@@ -64,11 +94,12 @@ describe('kit: AdapterLog', () => {
     expect(() => throwing.warn('x')).not.toThrow();
   });
 
-  it('StoreGate with a log warns once when it closes and once when it opens, however many closes', async () => {
+  it('StoreGate with a log writes its pause and resume at debug only, once each, however many closes', async () => {
     const { lines, logger } = recordingLogger();
+    const debugged: string[] = [];
     const log = AdapterLog.for(
-      new Idempotency({ store: new MemoryIdempotencyStore(), logger }),
-      logger,
+      new Idempotency({ store: new MemoryIdempotencyStore(), logger: false }),
+      { ...logger, debug: (message) => debugged.push(message) },
       'the consumer of queue q',
     );
     let down = true;
@@ -82,11 +113,47 @@ describe('kit: AdapterLog', () => {
     await new Promise((r) => setTimeout(r, 20));
     down = false;
     expect(await open).toBe(true);
-    expect(lines.map((l) => `${l.level} ${l.message.split(':')[1]!.trim()}`)).toEqual([
-      'warn the consumer of queue q pauses',
-      'info the consumer of queue q resumes',
+    expect(lines).toEqual([]);
+    expect(debugged.map((m) => m.split(':')[1]!.trim())).toEqual([
+      'the consumer of queue q pauses',
+      'the consumer of queue q resumes',
     ]);
     gate.dispose();
+  });
+
+  it('one store outage logs one warning and one recovery line across the runner, the gate and the Redis watcher', async () => {
+    const { lines, logger } = recordingLogger();
+    const store = Object.assign(new FaultyStore(new MemoryIdempotencyStore()), { redis: new FakeRedis() });
+    const runner = new Idempotency({ store, logger: false });
+    const log = AdapterLog.for(runner, logger, 'the consumer of queue q');
+    log.open();
+    const unwatch = watchRedisErrors(store, log);
+    const gate = new StoreGate(store, { storeProbeBackoff: { baseMs: 2, maxMs: 2, jitter: 'none' }, log });
+    const unavailable = () => new StoreUnavailableError('Redis is unavailable: ECONNREFUSED');
+    store.breakAlways('claim', unavailable).breakAlways('ping', unavailable);
+
+    store.redis.emit('error', new Error('ECONNREFUSED')); // the client notices first
+    for (let i = 0; i < 3; i++) {
+      const error = await runner.run({ scope: 's', key: `k${i}` }, async () => 'ok').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      gate.close(error); // what an adapter does with it
+      store.redis.emit('error', new Error('ECONNREFUSED'));
+    }
+    const open = gate.waitUntilOpen();
+    store.heal();
+    store.redis.emit('ready');
+    expect(await open).toBe(true);
+    await runner.run({ scope: 's', key: 'after' }, async () => 'ok');
+
+    expect(lines.map((l) => `${l.level} ${l.message}`)).toEqual([
+      expect.stringMatching(/^warn idempotent-consumer: the idempotency store is unavailable/),
+      expect.stringMatching(
+        /^info idempotent-consumer: the idempotency store answers again after \d+ ms \(3 failed calls\)/,
+      ),
+    ]);
+    gate.dispose();
+    unwatch();
+    log.close();
   });
 });
 
@@ -103,8 +170,12 @@ describe('kit: checkStoreAnswers and watchRedisErrors', () => {
     await expect(checkStoreAnswers(new MemoryIdempotencyStore(), 'c')).resolves.toBeUndefined();
   });
 
-  it('watchRedisErrors logs the first error of each outage through one listener, and leaves an owned client alone', () => {
-    const { lines, logger } = recordingLogger();
+  it('watchRedisErrors logs the first error of each outage at debug through one listener, and leaves an owned client alone', () => {
+    const { lines, logger: base } = recordingLogger();
+    const logger: IdempotencyLogger = {
+      ...base,
+      debug: (message) => lines.push({ level: 'debug', message }),
+    };
     const log = AdapterLog.for(new Idempotency({ store: new MemoryIdempotencyStore(), logger }), logger, 'c');
     const redis = new FakeRedis();
     const store = { redis };
@@ -114,9 +185,9 @@ describe('kit: checkStoreAnswers and watchRedisErrors', () => {
     for (let i = 0; i < 5; i++) redis.emit('error', new Error('ECONNREFUSED'));
     redis.emit('ready');
     redis.emit('error', new Error('ECONNRESET'));
-    expect(lines.map((l) => l.message)).toEqual([
-      expect.stringContaining('ECONNREFUSED'),
-      expect.stringContaining('ECONNRESET'),
+    expect(lines).toEqual([
+      { level: 'debug', message: expect.stringContaining('ECONNREFUSED') },
+      { level: 'debug', message: expect.stringContaining('ECONNRESET') },
     ]);
     stopA();
     expect(redis.listenerCount('error')).toBe(1);
@@ -128,6 +199,25 @@ describe('kit: checkStoreAnswers and watchRedisErrors', () => {
     watchRedisErrors({ redis: owned }, log);
     expect(owned.listenerCount('error')).toBe(1);
   });
+});
+
+it("watchRedisErrors logs through a watching consumer whose logger logs, not the first one's `false`", () => {
+  const runner = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
+  const debugged: string[] = [];
+  const quiet = AdapterLog.for(runner, false, 'the consumer of queue quiet');
+  const loud = AdapterLog.for(
+    runner,
+    { warn: () => {}, error: () => {}, debug: (message) => debugged.push(message) },
+    'the consumer of queue loud',
+  );
+  const redis = new FakeRedis();
+  const stopQuiet = watchRedisErrors({ redis }, quiet);
+  const stopLoud = watchRedisErrors({ redis }, loud);
+  redis.emit('error', new Error('ECONNREFUSED'));
+  expect(debugged).toEqual([expect.stringContaining('ECONNREFUSED')]);
+  expect(debugged[0]).toContain('127.0.0.1:1');
+  stopQuiet();
+  stopLoud();
 });
 
 describe('kit: UnprotectedRuns', () => {

@@ -6,6 +6,13 @@ describe('kit: the sub-path export', () => {
     expect(Object.keys(kit).sort()).toEqual(
       [
         'AdapterLog',
+        // plumbing for adapter, store and tool authors, not in the root
+        'DEAD_LETTER_FIELDS',
+        'NO_CLAIM_OUTCOME',
+        'SCRIPT_NUMBER_OF_KEYS',
+        'deadLetterReasonOf',
+        'decodeResult',
+        'encodeResult',
         'DEFAULT_STORE_PROBE_BACKOFF',
         'UnprotectedRuns',
         'checkStoreAnswers',
@@ -63,6 +70,20 @@ describe('kit: the sub-path export', () => {
   it('the root export (what users import) holds none of them', () => {
     const rootNames = new Set(Object.keys(root));
     expect(Object.keys(kit).filter((name) => rootNames.has(name))).toEqual([]);
+  });
+
+  it('the root export has no plumbing: script key counts, the result codec, the dead-letter vocabulary', () => {
+    const rootNames = Object.keys(root);
+    for (const name of [
+      'SCRIPT_NUMBER_OF_KEYS',
+      'encodeResult',
+      'decodeResult',
+      'DEAD_LETTER_FIELDS',
+      'NO_CLAIM_OUTCOME',
+      'deadLetterReasonOf',
+    ]) {
+      expect(rootNames).not.toContain(name);
+    }
   });
 
   it('resolves by its package name, as adapters import it', async () => {

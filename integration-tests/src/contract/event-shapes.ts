@@ -1,0 +1,63 @@
+/**
+ * Type-level checks of issue #8's event contract (run by the integration-tests typecheck, `tsc --noEmit`):
+ * the same event carries the same shape in the RabbitMQ, Kafka and SQS adapters. A change that makes one
+ * adapter's payload differ fails the typecheck here.
+ */
+import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type * as kafka from '@idempotent-consumer/kafka';
+import type * as rabbitmq from '@idempotent-consumer/rabbitmq';
+import type * as sqs from '@idempotent-consumer/sqs';
+
+/** `true` when `A` and `B` are the same type, else `false`. */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+/** Compiles only when `T` is `true`. */
+type Assert<T extends true> = T;
+
+type First<E, K extends keyof E> = E[K] extends [infer P, ...unknown[]] ? P : never;
+type Rmq = rabbitmq.IdempotentConsumerEvents;
+type Kafka = kafka.KafkaIdempotencyEvents;
+type Sqs = sqs.SqsEvents;
+
+/** Every adapter exports its event subject as `MessageSubject`, the kit's subject with its own source. */
+export type SubjectNames = [
+  Assert<Same<rabbitmq.MessageSubject, MessageSubjectOf<rabbitmq.RabbitMqSource>>>,
+  Assert<Same<kafka.MessageSubject, MessageSubjectOf<kafka.KafkaSource>>>,
+  Assert<sqs.MessageSubject extends MessageSubjectOf<sqs.SqsMessageSource> ? true : false>,
+];
+
+/** `settled` is the subject and the decision, nothing else, in every adapter. */
+export type SettledShape = [
+  Assert<Same<keyof First<Rmq, 'settled'>, keyof rabbitmq.MessageSubject | 'decision'>>,
+  Assert<Same<keyof First<Kafka, 'settled'>, keyof kafka.MessageSubject | 'decision'>>,
+  Assert<Same<keyof First<Sqs, 'settled'>, keyof sqs.MessageSubject | 'decision'>>,
+  Assert<Same<First<Rmq, 'settled'>['decision'], rabbitmq.Decision>>,
+  Assert<Same<First<Sqs, 'settled'>['decision'], sqs.Decision>>,
+];
+
+/** A retry after a handler error has the same `reason` everywhere. */
+export type RetryReasons = [
+  Assert<'handler-error' extends First<Rmq, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'handler-error' extends First<Kafka, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'handler-error' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'conflict' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
+];
+
+/** `storeError` and `brokerError` name the message they were about as `source`, the adapter's own type. */
+export type ErrorSources = [
+  Assert<Same<First<Rmq, 'storeError'>['source'], rabbitmq.RabbitMqSource | undefined>>,
+  Assert<Same<First<Rmq, 'brokerError'>['source'], rabbitmq.RabbitMqSource | undefined>>,
+  Assert<Same<First<Kafka, 'storeError'>['source'], kafka.KafkaSource | undefined>>,
+  Assert<Same<First<Kafka, 'brokerError'>['source'], kafka.KafkaSource | undefined>>,
+  Assert<Same<First<Sqs, 'storeError'>['source'], sqs.SqsMessageSource | undefined>>,
+  Assert<Same<First<Sqs, 'brokerError'>['source'], sqs.SqsMessageSource | undefined>>,
+];
+
+/** `storeUnavailable` carries the store's `error`, `storeRecovered` how long it was down, in every adapter. */
+export type StoreEvents = [
+  Assert<'error' extends keyof First<Rmq, 'storeUnavailable'> ? true : false>,
+  Assert<'error' extends keyof First<Kafka, 'storeUnavailable'> ? true : false>,
+  Assert<'error' extends keyof First<Sqs, 'storeUnavailable'> ? true : false>,
+  Assert<'downMs' extends keyof First<Rmq, 'storeRecovered'> ? true : false>,
+  Assert<'downMs' extends keyof First<Kafka, 'storeRecovered'> ? true : false>,
+  Assert<'downMs' extends keyof First<Sqs, 'storeRecovered'> ? true : false>,
+];
