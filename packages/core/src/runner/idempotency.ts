@@ -225,7 +225,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   /** {@link Idempotency.claim} without remembering when it was requested. */
   async #claim(request: RunRequest, options: RunOptions): Promise<ClaimReply> {
     const claimOptions = this.#claimOptions(request, options);
-    const reply = await this.#store('claim', request, () => this.store.claim(request, claimOptions));
+    let reply: ClaimReply;
+    try {
+      // Not through #store: a closure and an async frame per message (bench/README.md, profile).
+      reply = await this.store.claim(request, claimOptions);
+    } catch (error) {
+      this.#storeError('claim', error, request);
+      throw error;
+    }
     this.#emitOutcome(request, reply);
     return reply;
   }
@@ -418,21 +425,22 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     let timer: NodeJS.Timeout | undefined;
     let timedOut: HandlerTimeoutError | undefined;
     try {
-      const running = (async () =>
-        handler({
-          scope: id.scope,
-          key: id.key,
-          fencingToken,
-          attempt,
-          outcome,
-          // A getter: the keeper creates its AbortController only for handlers that use the signal.
-          get signal() {
-            return keeper.signal;
-          },
-        }))();
+      const context: HandlerContext = {
+        scope: id.scope,
+        key: id.key,
+        fencingToken,
+        attempt,
+        outcome,
+        // A getter: the keeper creates its AbortController only for handlers that use the signal.
+        get signal() {
+          return keeper.signal;
+        },
+      };
+      // Without a timeout the handler is awaited directly (a synchronous throw lands in the catch below);
+      // the async wrapper that Promise.race needs costs a promise and a closure per message.
       value = await (handlerTimeoutMs > 0
         ? Promise.race([
-            running,
+            (async () => handler(context))(),
             new Promise<never>((_, reject) => {
               timer = setTimeout(() => {
                 timedOut = new HandlerTimeoutError(
@@ -443,12 +451,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
               }, handlerTimeoutMs);
             }),
           ])
-        : running);
+        : handler(context));
     } catch (error) {
       thrown = { error, byRunner: timedOut !== undefined && error === timedOut ? 'timeout' : undefined };
     } finally {
       clearTimeout(timer);
-      await keeper.stop();
+      const extending = keeper.stop();
+      if (extending) await extending;
     }
     const durationMs = performance.now() - started;
     const base = { outcome, fencingToken, attempt } as const;
@@ -599,13 +608,18 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     try {
       return await call();
     } catch (error) {
-      this.#emit('storeError', {
-        operation,
-        error,
-        subject: subject && { scope: subject.scope, key: subject.key },
-      });
+      this.#storeError(operation, error, subject);
       throw error;
     }
+  }
+
+  /** Emits `storeError` for a failed store call. */
+  #storeError(operation: string, error: unknown, subject: EventSubject | undefined): void {
+    this.#emit('storeError', {
+      operation,
+      error,
+      subject: subject && { scope: subject.scope, key: subject.key },
+    });
   }
 
   /**
@@ -623,8 +637,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // call, which showed in the profile of every message (bench/README.md); retries still go through it.
       let reply: WriteReply;
       try {
-        reply = await this.#store(operation, subject, call);
+        reply = await call();
       } catch (error) {
+        this.#storeError(operation, error, subject);
         if (!(error instanceof StoreUnavailableError) || this.options.writeAttempts <= 1) throw error;
         reply = await backOff(() => this.#store(operation, subject, call), {
           numOfAttempts: this.options.writeAttempts - 1,

@@ -79,12 +79,15 @@ export class LeaseKeeper {
     this.#controller?.abort(reason);
   }
 
-  /** Stops the heartbeat and waits for an extension in flight. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the heartbeat. Returns the extension in flight to wait for (it never rejects), `undefined` when
+   * there is none: most runs end before their first beat, and an `await` of nothing costs a tick.
+   */
+  stop(): Promise<void> | undefined {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    clearTimeout(this.#deadlineTimer);
-    await this.#inFlight;
+    if (this.#deadlineTimer !== undefined) clearTimeout(this.#deadlineTimer);
+    return this.#inFlight;
   }
 
   /** (Re)arms the timer that aborts the signal when the local deadline passes without an extension. */

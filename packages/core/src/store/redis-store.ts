@@ -137,7 +137,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     const args = scriptArgs.claim(options);
     const key = this.recordKey(id);
     const reply = decodeClaimReply(await this.#call('claim', key, args));
-    await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
+    if (this.#wait) await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
     return reply;
   }
 
@@ -213,7 +213,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   async #written(operation: 'complete' | 'release' | 'fail', id: RecordId, args: (string | number)[]) {
     const key = this.recordKey(id);
     const reply = decodeWriteReply(operation, await this.#call(operation, key, args));
-    await this.#replicate(operation, key, reply.ok);
+    if (this.#wait) await this.#replicate(operation, key, reply.ok);
     return reply;
   }
 
