@@ -2,6 +2,7 @@ import {
   type ClaimReply,
   describeError,
   fingerprint,
+  type HandlerContext,
   type Idempotency,
   isIdempotencyError,
   type RunOptions,
@@ -9,7 +10,7 @@ import {
   type RunRequest,
   type RunResult,
 } from '@idempotent-consumer/core';
-import type { StoreGate } from '@idempotent-consumer/core/kit';
+import { extendHandlerContext, type StoreGate } from '@idempotent-consumer/core/kit';
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
@@ -125,10 +126,17 @@ export class MessageProcessor<T> {
 
   /**
    * Handles one message to the end or to a pause. `firstReply` is the message's claim when the caller
-   * already made it (a batch claim); otherwise it claims.
+   * already made it (a batch claim); otherwise it claims. `onHandlerReturned` is called when a run of the
+   * handler returned (before its outcome is written): a batch may start the next message's handler then,
+   * while this one's completion is being written (each-batch.ts).
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects during an inline wait.
    */
-  async process(delivery: Delivery, prepared: PreparedMessage, firstReply?: ClaimReply): Promise<ProcessEnd> {
+  async process(
+    delivery: Delivery,
+    prepared: PreparedMessage,
+    firstReply?: ClaimReply,
+    onHandlerReturned?: () => void,
+  ): Promise<ProcessEnd> {
     if (prepared.kind === 'unkeyed') {
       const subject = this.#subject(delivery, prepared.scope, undefined, undefined, 0);
       if (prepared.reason === 'missing-key') {
@@ -190,17 +198,25 @@ export class MessageProcessor<T> {
       }
       let result: RunResult<T>;
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
-        result = await this.idempotency.execute(
-          request,
-          current,
-          (context) =>
-            this.handler({
-              ...context,
+        const run = (context: HandlerContext) =>
+          this.handler(
+            extendHandlerContext(context, {
               topic: delivery.topic,
               partition: delivery.partition,
               message: delivery.message,
               heartbeat: () => delivery.heartbeat(),
             }),
+          );
+        result = await this.idempotency.execute(
+          request,
+          current,
+          onHandlerReturned
+            ? async (context) => {
+                const value = await run(context);
+                onHandlerReturned();
+                return value;
+              }
+            : run,
           runOptions,
         );
       } else {
