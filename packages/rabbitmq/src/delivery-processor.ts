@@ -6,6 +6,7 @@ import {
   type RunOptions,
   type RunResult,
 } from '@idempotent-consumer/core';
+import { extendHandlerContext } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type DecisionPolicy, decide } from './decide';
@@ -89,7 +90,7 @@ export class DeliveryProcessor<T> {
       const payload = options.fingerprint(message);
       return await idempotency.run<T>(
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
-        (context) => handler({ ...context, message }),
+        (context) => handler(extendHandlerContext(context, { message })),
         runOptions,
       );
     } catch (error) {

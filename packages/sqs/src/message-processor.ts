@@ -11,6 +11,7 @@ import {
   type RunResult,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
+import { extendHandlerContext } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
@@ -238,7 +239,7 @@ export class SqsMessageProcessor<T> {
   /** The core handler for one message: the user's handler with the SQS context. */
   #bind(message: Message): Handler<T> {
     const queueUrl = this.#options.queueUrl;
-    return (context) => this.#handler({ ...context, message, queueUrl });
+    return (context) => this.#handler(extendHandlerContext(context, { message, queueUrl }));
   }
 
   /**

@@ -9,10 +9,12 @@
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
+ * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name.
  *
  * @packageDocumentation
  */
+export { extendHandlerContext } from './handler-context';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
   LeaseKeeperSet,
