@@ -15,14 +15,16 @@
   Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
   (handlers started), f fingerprint (absent when none was given), e lease expiry (ms, server clock),
   r result (absent when completed without one), x error, c created (ms; dropped on completion: a finished
-  record keeps only what duplicates and operators need), u updated (ms; the completion time once
-  completed), v reserved ('1': claimed, handler not started yet),
+  record keeps only what duplicates and operators need), u updated (ms; dropped on completion, see w),
+  w completed (ms after the token's time: completedAtMs = floor(t / 1000) + w; complete.lua),
+  v reserved ('1': claimed, handler not started yet),
   l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
   d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs);
     the next claim is ACQUIRED_STALE; cleared when a handler starts: a counted claim, or start.lua).
-  Only fields with a value are stored (a completed record with a small result fits the allocator's
-  96-byte class: bench/README.md, memory). Records written before this layout may carry h ('0': completed
+  Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
+  without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
+  bench/README.md, memory). Records written before this layout may carry h ('0': completed
   without a result, its r is ''); complete.lua removes it.
 
   Fencing token: max(previous token + 1, server TIME in microseconds). It grows with every claim of the
@@ -55,10 +57,11 @@ end
 
 local now, nowUs = serverClock()
 
-local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b')
+local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b', 'w')
 local state = rec[1]
 local token = tonumber(rec[2] or '0')
-local attempt = tonumber(rec[3] or '0')
+-- A completed record without a completed on its first attempt (complete.lua).
+local attempt = tonumber(rec[3] or (state == 'C' and '1' or '0'))
 local storedFingerprint = rec[4]
 
 if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= fingerprint then
@@ -67,7 +70,9 @@ end
 
 if state == 'C' then
   local hasResult = rec[7] and rec[6] ~= '0'
-  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', tonumber(rec[8] or '0')}
+  -- Completed since 0.2: w, ms after the token's time (complete.lua); before: u.
+  local completedAt = rec[13] and math.floor(token / 1000) + tonumber(rec[13]) or tonumber(rec[8] or '0')
+  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', completedAt}
 end
 if state == 'F' then
   return {'FAILED', token, attempt, rec[9] or '', rec[11] == '1' and 1 or 0}

@@ -73,7 +73,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(await redis.pttl(key)).toBeGreaterThan(LONG_LEASE_MS + RETENTION_MS - 2000);
     });
 
-    it('a completed record keeps only s t a u, f when a fingerprint was given, and r when it has a result', async () => {
+    it('a completed record keeps only s t w (a when above 1), f when a fingerprint was given, and r when it has a result', async () => {
       const withAll = { scope: 'spec', key: 'lean-fp' };
       const bare = { scope: 'spec', key: 'lean-bare' };
       const a = await store.claim(withAll, { ...options, fingerprint: 'f'.repeat(64) });
@@ -81,24 +81,57 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(await redis.hgetall(store.recordKey(bare))).not.toHaveProperty('f'); // no empty fingerprint
       await store.complete(withAll, a.fencingToken, { retentionMs: RETENTION_MS, result: 'j"r"' });
       await store.complete(bare, b.fencingToken, { retentionMs: RETENTION_MS });
-      const stamp = expect.stringMatching(/^\d{13}$/);
+      // w: the completion time as ms after the token's time, a small integer.
+      const stamp = expect.stringMatching(/^-?\d{1,6}$/);
       expect(await redis.hgetall(store.recordKey(withAll))).toEqual({
         s: 'C',
         t: String(a.fencingToken),
-        a: '1',
-        u: stamp,
+        w: stamp,
         f: 'f'.repeat(64),
         r: 'j"r"',
       });
       expect(await redis.hgetall(store.recordKey(bare))).toEqual({
         s: 'C',
         t: String(b.fencingToken),
-        a: '1',
-        u: stamp,
+        w: stamp,
       });
-      expect(await store.claim(bare, options)).toMatchObject({ outcome: 'DUPLICATE', result: undefined });
-      expect(await store.get(bare)).toMatchObject({ state: 'COMPLETED', result: undefined, createdAtMs: 0 });
-      expect(await store.claim(withAll, options)).toMatchObject({ outcome: 'DUPLICATE', result: 'j"r"' });
+      const completedAtMs = (await store.get(bare))!.updatedAtMs;
+      expect(Math.abs(completedAtMs - Date.now())).toBeLessThan(60_000);
+      expect(completedAtMs - Math.floor(b.fencingToken / 1000)).toBe(
+        Number(await redis.hget(store.recordKey(bare), 'w')),
+      );
+      // Without a, a completed record completed on its first attempt.
+      expect(await store.claim(bare, options)).toMatchObject({
+        outcome: 'DUPLICATE',
+        attempt: 1,
+        result: undefined,
+      });
+      expect(await store.get(bare)).toMatchObject({
+        state: 'COMPLETED',
+        attempt: 1,
+        result: undefined,
+        createdAtMs: 0,
+      });
+      expect(await store.claim(withAll, options)).toMatchObject({
+        outcome: 'DUPLICATE',
+        attempt: 1,
+        result: 'j"r"',
+      });
+      expect(await store.claim(withAll, { ...options, fingerprint: 'e'.repeat(64) })).toMatchObject({
+        outcome: 'PAYLOAD_MISMATCH',
+        attempt: 1,
+      });
+    });
+
+    it('a record completed on a later attempt keeps a', async () => {
+      const id = { scope: 'spec', key: 'lean-second' };
+      const first = await store.claim(id, options);
+      await store.release(id, first.fencingToken, { retentionMs: RETENTION_MS });
+      const second = await store.claim(id, options);
+      await store.complete(id, second.fencingToken, { retentionMs: RETENTION_MS });
+      expect(await redis.hget(store.recordKey(id), 'a')).toBe('2');
+      expect(await store.claim(id, options)).toMatchObject({ outcome: 'DUPLICATE', attempt: 2 });
+      expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 2 });
     });
 
     it('reads records of the earlier layout (h, an empty r and f, c): no result is no result', async () => {

@@ -259,7 +259,8 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return {
       state: decodeState(fields.s),
       fencingToken: num(fields.t) ?? 0,
-      attempt: num(fields.a) ?? 0,
+      // A completed record without `a` completed on its first attempt (lua/complete.lua drops a = 1).
+      attempt: num(fields.a) ?? (fields.s === 'C' ? 1 : 0),
       fingerprint: fields.f ?? '',
       leaseExpiresAtMs: fields.s === 'P' ? num(fields.e) : undefined,
       // No r: completed without a result (h = '0' with r = '' in records of versions before 0.2).
@@ -269,7 +270,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       deadLettered: fields.s === 'F' && fields.d === '1',
       abandoned: fields.b === '1',
       createdAtMs: num(fields.c) ?? 0,
-      updatedAtMs: num(fields.u) ?? 0,
+      // Completed since 0.2: w, ms after the token's time (lua/complete.lua); before: u.
+      updatedAtMs:
+        fields.s === 'C' && fields.w !== undefined && fields.t !== undefined
+          ? Math.floor(Number(fields.t) / 1000) + Number(fields.w)
+          : (num(fields.u) ?? 0),
       ttlMs,
     };
   }

@@ -17,6 +17,7 @@ describe('kit: the sub-path export', () => {
         'checkOneOf',
         'checkPositiveInteger',
         'checkRunOverrides',
+        'extendHandlerContext',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'sleep',
