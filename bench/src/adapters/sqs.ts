@@ -73,6 +73,9 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
       await Promise.all(sends);
     }
     const [bareUrl, sdkUrl] = urls as [string, string];
+    // The poller verifies its dead-letter route at start (no handler fails here: the queue stays empty).
+    const deadLetterUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-dlq` }))).QueueUrl!;
+    urls.push(deadLetterUrl);
 
     const bare = settleCounter(messages);
     let stopping = false;
@@ -105,13 +108,19 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
     const sdk = settleCounter(messages);
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs },
-      { queueUrl: sdkUrl, concurrency: CONCURRENCY, waitTimeSeconds: 1, visibilityTimeoutSeconds: 30 },
+      {
+        queueUrl: sdkUrl,
+        concurrency: CONCURRENCY,
+        waitTimeSeconds: 1,
+        visibilityTimeoutSeconds: 30,
+        deadLetter: { queueUrl: deadLetterUrl },
+      },
       async () => {},
     );
     poller.on('settled', ({ action }) => {
       if (action === 'delete') sdk.settled();
     });
-    poller.start();
+    await poller.start();
     const sdkSeconds = await sdk.done;
     await poller.stop();
     return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSeconds, sdkSeconds);
