@@ -13,7 +13,8 @@
                            counts when start.lua reports that the handler starts. '0' (or absent): count now
 
   Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
-  (handlers started), f fingerprint (absent when none was given), e lease expiry (ms, server clock),
+  (handlers started), p fingerprint (base64 of the SHA-256, absent when none was given; records before 0.2
+  carry it as f, in hex: includes/fingerprint.lua), e lease expiry (ms, server clock),
   r result (absent when completed without one), x error, c created (ms; dropped on completion: a finished
   record keeps only what duplicates and operators need), u updated (ms; dropped on completion, see w),
   w completed (ms after the token's time: completedAtMs = floor(t / 1000) + w; complete.lua),
@@ -44,6 +45,7 @@
   Lua errors are raised only for malformed arguments.
 ]]
 --- @include "includes/clock"
+--- @include "includes/fingerprint"
 local rcall = redis.call
 local key = KEYS[1]
 local leaseMs = tonumber(ARGV[1])
@@ -51,20 +53,26 @@ local retentionMs = tonumber(ARGV[2])
 local fingerprint = ARGV[3]
 local maxAttempts = tonumber(ARGV[4])
 local reserve = ARGV[5] == '1'
-if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0 then
+if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0
+  or not fingerprint or string.find(fingerprint, '[^%x]') then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
 local now, nowUs = serverClock()
 
-local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b', 'w')
+local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b', 'w', 'p')
 local state = rec[1]
 local token = tonumber(rec[2] or '0')
 -- A completed record without a completed on its first attempt (complete.lua).
 local attempt = tonumber(rec[3] or (state == 'C' and '1' or '0'))
-local storedFingerprint = rec[4]
+-- The fingerprint as stored: p (base64, includes/fingerprint.lua), or f (hex) in records before 0.2.
+local compact = fingerprint ~= '' and hexToBase64(fingerprint) or ''
+local storedFingerprint, given = rec[14], compact
+if not storedFingerprint or storedFingerprint == '' then
+  storedFingerprint, given = rec[4], fingerprint
+end
 
-if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= fingerprint then
+if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= given then
   return {'PAYLOAD_MISMATCH', token, attempt, state}
 end
 
@@ -126,7 +134,7 @@ if not state then
   rcall('HSET', key, 'c', int(now))
 end
 if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
-  rcall('HSET', key, 'f', fingerprint)
+  rcall('HSET', key, 'p', compact)
 end
 rcall('PEXPIRE', key, leaseMs + retentionMs)
 return {outcome, token, attempt + 1, expiresAt, now, started}

@@ -167,7 +167,7 @@ describe('Lua scripts: one key each, documented headers', () => {
         expect(embedded.lua.split(text)).toHaveLength(2); // exactly once
       }
     }
-    expect(includeFiles.sort()).toEqual(['clock.lua', 'fence.lua', 'notify.lua']);
+    expect(includeFiles.sort()).toEqual(['clock.lua', 'fence.lua', 'fingerprint.lua', 'notify.lua']);
   });
 });
 

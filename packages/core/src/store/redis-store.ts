@@ -261,7 +261,8 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       fencingToken: num(fields.t) ?? 0,
       // A completed record without `a` completed on its first attempt (lua/complete.lua drops a = 1).
       attempt: num(fields.a) ?? (fields.s === 'C' ? 1 : 0),
-      fingerprint: fields.f ?? '',
+      // p: base64 since 0.2 (lua/includes/fingerprint.lua); f: hex, in records before.
+      fingerprint: fields.p ? Buffer.from(fields.p, 'base64').toString('hex') : (fields.f ?? ''),
       leaseExpiresAtMs: fields.s === 'P' ? num(fields.e) : undefined,
       // No r: completed without a result (h = '0' with r = '' in records of versions before 0.2).
       result: fields.s === 'C' && fields.h !== '0' ? fields.r : undefined,
