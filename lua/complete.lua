@@ -41,22 +41,24 @@ if not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' 
   return redis.error_reply('ERR idempotency complete: bad arguments')
 end
 
-local lost = fence(key, fencingToken, {P = true, F = 'lapsed'})
+local lost, rec = fence(key, fencingToken, {P = true, F = 'lapsed'})
 if lost then
   return lost
 end
 
 local now = serverClock()
-rcall('HSET', key, 's', 'C', 'w', int(now - math.floor(fencingToken / 1000)))
-if rcall('HGET', key, 'a') == '1' then
-  rcall('HDEL', key, 'a')
+local completedAfterToken = int(now - math.floor(fencingToken / 1000))
+local drop = {'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u'}
+if rec[4] == '1' then
+  drop[#drop + 1] = 'a'
 end
 if hasResult == '1' then
-  rcall('HSET', key, 'r', result)
-  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u')
+  rcall('HSET', key, 's', 'C', 'w', completedAfterToken, 'r', result)
 else
-  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u', 'r')
+  rcall('HSET', key, 's', 'C', 'w', completedAfterToken)
+  drop[#drop + 1] = 'r'
 end
+rcall('HDEL', key, unpack(drop))
 rcall('PEXPIRE', key, retentionMs)
 notifyOutcome(key, 'C')
 return {'OK', now}

@@ -101,7 +101,7 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
         bare.settled(received.length);
       }
     });
-    const bareSeconds = await bare.done;
+    const bareSettled = await bare.done;
     stopping = true;
     await Promise.all(receivers);
 
@@ -121,9 +121,9 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
       if (action === 'delete') sdk.settled();
     });
     await poller.start();
-    const sdkSeconds = await sdk.done;
+    const sdkSettled = await sdk.done;
     await poller.stop();
-    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSeconds, sdkSeconds);
+    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSettled, sdkSettled);
   } finally {
     for (const url of urls) await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
     sqs.destroy();

@@ -142,7 +142,7 @@ describe('Lua scripts: one key each, documented headers', () => {
     (file) => {
       const lua = source(file);
       expect(includesOf(lua)).toContain('fence');
-      expect(body(lua)).toMatch(/^local lost = fence\(key, fencingToken, \{/m);
+      expect(body(lua)).toMatch(/^local lost(, rec)? = fence\(key, fencingToken, \{/m);
       expect(body(lua)).not.toMatch(/[=~]= *fencingToken|fencingToken *[=~]=/);
       expect(body(lua)).not.toMatch(/HMGET', key, 's', 't'/);
     },
