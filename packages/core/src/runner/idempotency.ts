@@ -20,7 +20,7 @@ import type {
   WriteReply,
 } from '../store/idempotency-store';
 import type { EventSubject, IdempotencyEvents } from './events';
-import { LeaseKeeper } from './lease-keeper';
+import { LeaseKeeper, type LeaseKeeperCallbacks } from './lease-keeper';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
   checkRunOptions,
@@ -130,6 +130,22 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * earlier, so `execute` counts the lease from there (a claim held in a batch has less left).
    */
   readonly #requestedAt = new WeakMap<ClaimReply, number>();
+  /** The claim options of a call without overrides or fingerprint (frozen; see #claimOptions). */
+  readonly #defaultClaimOptions: ClaimOptions;
+  /** What every run's lease keeper reports to (one object for all runs; the keeper carries the call's options). */
+  readonly #keeperCallbacks: LeaseKeeperCallbacks<RunOptions> = {
+    onExtended: (keeper, reply) =>
+      keeper.context.onHeartbeat ? this.#onHeartbeat(keeper.context, reply, keeper.id) : undefined,
+    onLost: (keeper, during) =>
+      this.#emit('leaseLost', {
+        scope: keeper.id.scope,
+        key: keeper.id.key,
+        fencingToken: keeper.fencingToken,
+        during,
+      }),
+    onStoreError: (keeper, error) =>
+      this.#emit('storeError', { operation: 'extend', error, subject: keeper.id }),
+  };
 
   /**
    * @param dependencies.store - where records live.
@@ -146,6 +162,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (!dependencies?.store) throw new InvalidOptionError('Idempotency needs { store }');
     this.store = dependencies.store;
     this.options = resolveOptions(options);
+    this.#defaultClaimOptions = Object.freeze({
+      leaseMs: this.options.leaseMs,
+      retentionMs: this.options.retentionMs,
+      fingerprint: undefined,
+      maxAttempts: this.options.maxAttempts,
+    });
     const logger = dependencies.logger ?? consoleLogger;
     if (logger) attachLogger(this, logger);
   }
@@ -154,7 +176,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Claims, runs and records one operation. See the class description for the steps and
    * {@link RunResult} for every result.
    */
-  async run<T>(request: RunRequest, handler: Handler<T>, options: RunOptions = {}): Promise<RunResult<T>> {
+  async run<T>(
+    request: RunRequest,
+    handler: Handler<T>,
+    options: RunOptions = NO_OPTIONS,
+  ): Promise<RunResult<T>> {
     checkHandler(handler);
     let reply: ClaimReply;
     let requestedAt: number | undefined;
@@ -215,7 +241,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Claims one key (lua/claim.lua) and emits `outcome`.
    * @throws {@link StoreUnavailableError} when the store does not answer (whatever `storeFailureMode`).
    */
-  async claim(request: RunRequest, options: RunOptions = {}): Promise<ClaimReply> {
+  async claim(request: RunRequest, options: RunOptions = NO_OPTIONS): Promise<ClaimReply> {
     const requestedAt = performance.now();
     const reply = await this.#claim(request, options);
     this.#requestedAt.set(reply, requestedAt);
@@ -273,22 +299,30 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link InvalidOptionError} when given an ACQUIRED reply (use {@link Idempotency.execute}).
    */
   settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
-    const base = { fencingToken: reply.fencingToken, attempt: reply.attempt };
+    // Literals, not a shared `base` spread: the duplicate path runs per message too.
+    const { fencingToken, attempt } = reply;
     switch (reply.outcome) {
       case 'DUPLICATE':
         return {
           outcome: 'DUPLICATE',
-          ...base,
+          fencingToken,
+          attempt,
           result: decodeResult<T>(reply.result),
           hasResult: reply.result !== undefined,
           completedAtMs: reply.completedAtMs,
         };
       case 'CONFLICT':
-        return { outcome: 'CONFLICT', ...base, retryAfterMs: reply.remainingLeaseMs };
+        return { outcome: 'CONFLICT', fencingToken, attempt, retryAfterMs: reply.remainingLeaseMs };
       case 'PAYLOAD_MISMATCH':
-        return { outcome: 'PAYLOAD_MISMATCH', ...base, state: reply.state };
+        return { outcome: 'PAYLOAD_MISMATCH', fencingToken, attempt, state: reply.state };
       case 'FAILED':
-        return { outcome: 'FAILED', ...base, error: reply.error, deadLettered: reply.deadLettered };
+        return {
+          outcome: 'FAILED',
+          fencingToken,
+          attempt,
+          error: reply.error,
+          deadLettered: reply.deadLettered,
+        };
       default:
         throw new InvalidOptionError(
           `settle() takes a reply whose handler must not run, got ${reply.outcome}`,
@@ -344,7 +378,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     request: RecordId,
     claim: AcquiredReply,
     handler: Handler<T>,
-    options: RunOptions = {},
+    options: RunOptions = NO_OPTIONS,
   ): Promise<ExecutionResult<T>> {
     return this.#execute(request, claim, handler, options, this.#requestedAt.get(claim));
   }
@@ -359,35 +393,23 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   ): Promise<ExecutionResult<T>> {
     checkHandler(handler);
     checkRequest(request);
-    options = options ?? {};
-    checkRunOptions(options);
+    options = options ?? NO_OPTIONS;
+    if (options !== NO_OPTIONS) checkRunOptions(options);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
     const { fencingToken, outcome } = claim;
     let attempt = claim.attempt;
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
-    const renewal = { leaseMs, retentionMs: this.options.retentionMs };
-    const notRun = (during: 'start'): ExecutionResult<T> => {
-      this.#emit('leaseLost', { ...subject, fencingToken, during });
-      return {
-        outcome,
-        fencingToken,
-        attempt,
-        status: 'lease-lost',
-        handlerStarted: false,
-        handlerCompleted: false,
-        result: undefined,
-        error: undefined,
-      };
-    };
     // The lease counts from when the claim was requested (the store's lease started no earlier), not
     // from now: a claim that waited in a batch has less left.
     let leaseEndsAt = (requestedAt ?? performance.now()) + (claim.leaseExpiresAtMs - claim.serverTimeMs);
     if (claim.started === false) {
       // A reservation (claimMany): its attempt counts now, and its lease is renewed from now.
       const sentAt = performance.now();
-      const started = await this.#store('start', subject, () => this.store.start(id, fencingToken, renewal));
-      if (!started.ok) return notRun('start');
+      const started = await this.#store('start', subject, () =>
+        this.store.start(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
+      );
+      if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       attempt = started.attempt;
       leaseEndsAt = sentAt + (started.leaseExpiresAtMs - started.serverTimeMs);
     } else if (performance.now() >= leaseEndsAt) {
@@ -395,9 +417,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // claimed the key since (the token is still the record's); otherwise nothing runs.
       const sentAt = performance.now();
       const extended = await this.#store('extend', subject, () =>
-        this.store.extend(id, fencingToken, renewal),
+        this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
       );
-      if (!extended.ok) return notRun('start');
+      if (!extended.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       leaseEndsAt = sentAt + (extended.leaseExpiresAtMs - extended.serverTimeMs);
     }
     const keeper = new LeaseKeeper(
@@ -405,15 +427,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       id,
       fencingToken,
       {
-        ...renewal,
+        leaseMs,
+        retentionMs: this.options.retentionMs,
         heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs),
         leaseEndsAt,
       },
-      {
-        onExtended: options.onHeartbeat && ((r) => this.#onHeartbeat(options, r, subject)),
-        onLost: (during) => this.#emit('leaseLost', { ...subject, fencingToken, during }),
-        onStoreError: (error) => this.#emit('storeError', { operation: 'extend', error, subject }),
-      },
+      this.#keeperCallbacks,
+      options,
     );
     const started = performance.now();
     keeper.start();
@@ -460,7 +480,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (extending) await extending;
     }
     const durationMs = performance.now() - started;
-    const base = { outcome, fencingToken, attempt } as const;
+    // The fields every result shares, built only on the paths that need them (not per completed run).
+    const base = () => ({ outcome, fencingToken, attempt }) as const;
 
     if (!thrown) {
       let encoded: ReturnType<typeof encodeResult>;
@@ -497,7 +518,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         if (write === 'lost') {
           this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
           return {
-            ...base,
+            ...base(),
             status: 'lease-lost',
             handlerStarted: true,
             handlerCompleted: true,
@@ -509,7 +530,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         if (this.listenerCount('completed') > 0) {
           this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
         }
-        return { ...base, status: 'completed', result: value as T, recorded };
+        return { outcome, fencingToken, attempt, status: 'completed', result: value as T, recorded };
       }
     }
 
@@ -532,7 +553,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (write === 'lost') {
         this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
         return {
-          ...base,
+          ...base(),
           status: 'lease-lost',
           handlerStarted: true,
           handlerCompleted: false,
@@ -541,7 +562,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         };
       }
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
-      return { ...base, status: 'released', error, recorded: write === 'ok' };
+      return { ...base(), status: 'released', error, recorded: write === 'ok' };
     }
     const write = await this.#write('fail', subject, fencingToken, () =>
       this.store.fail(id, fencingToken, {
@@ -552,7 +573,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (write === 'lost') {
       this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
       return {
-        ...base,
+        ...base(),
         status: 'lease-lost',
         handlerStarted: true,
         handlerCompleted: reason === 'result-too-large',
@@ -561,19 +582,43 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       };
     }
     this.#emit('failed', { ...subject, attempt, fencingToken, error, reason, recorded: write === 'ok' });
-    return { ...base, status: 'failed', error, reason, recorded: write === 'ok' };
+    return { ...base(), status: 'failed', error, reason, recorded: write === 'ok' };
+  }
+
+  /** The result of a claim lost before its handler started (a reservation's start or an extension refused). */
+  #notRun<T>(
+    id: RecordId,
+    outcome: AcquiredReply['outcome'],
+    fencingToken: number,
+    attempt: number,
+  ): ExecutionResult<T> {
+    this.#emit('leaseLost', { scope: id.scope, key: id.key, fencingToken, during: 'start' });
+    return {
+      outcome,
+      fencingToken,
+      attempt,
+      status: 'lease-lost',
+      handlerStarted: false,
+      handlerCompleted: false,
+      result: undefined,
+      error: undefined,
+    };
   }
 
   #claimOptions(request: RunRequest, options: RunOptions | undefined): ClaimOptions {
     checkRequest(request);
-    options = options ?? {};
-    checkRunOptions(options);
+    options = options ?? NO_OPTIONS;
+    if (options !== NO_OPTIONS) checkRunOptions(options);
     const fp =
       request.fingerprint !== undefined
         ? checkFingerprint(request.fingerprint)
         : request.payload === undefined
           ? undefined
           : computeFingerprint(request.payload);
+    // A call without overrides or fingerprint claims with the runner's defaults: one object for all of them.
+    if (fp === undefined && options.leaseMs === undefined && options.maxAttempts === undefined) {
+      return this.#defaultClaimOptions;
+    }
     return {
       leaseMs: options.leaseMs ?? this.options.leaseMs,
       retentionMs: this.options.retentionMs,
@@ -700,6 +745,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
   }
 }
+
+/** The options of a call given none (one object, not one per call: a per-message allocation). */
+const NO_OPTIONS: RunOptions = Object.freeze({});
 
 /** The state each fenced write leaves the record in. */
 const WRITE_TARGET = { complete: 'COMPLETED', release: 'RELEASED', fail: 'FAILED' } as const;
