@@ -2,7 +2,6 @@ import {
   type ClaimReply,
   describeError,
   fingerprint,
-  type HandlerContext,
   type Idempotency,
   isIdempotencyError,
   type RunOptions,
@@ -198,26 +197,20 @@ export class MessageProcessor<T> {
       }
       let result: RunResult<T>;
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
-        const run = (context: HandlerContext) =>
-          this.handler(
-            extendHandlerContext(context, {
-              topic: delivery.topic,
-              partition: delivery.partition,
-              message: delivery.message,
-              heartbeat: () => delivery.heartbeat(),
-            }),
-          );
         result = await this.idempotency.execute(
           request,
           current,
-          onHandlerReturned
-            ? async (context) => {
-                const value = await run(context);
-                onHandlerReturned();
-                return value;
-              }
-            : run,
-          runOptions,
+          (context) =>
+            this.handler(
+              extendHandlerContext(context, {
+                topic: delivery.topic,
+                partition: delivery.partition,
+                message: delivery.message,
+                heartbeat: () => delivery.heartbeat(),
+              }),
+            ),
+          // The runner says when the handler returned in time (not a late return after a timeout).
+          onHandlerReturned ? { ...runOptions, onHandlerReturned } : runOptions,
         );
       } else {
         result = this.idempotency.settle<T>(current);

@@ -88,6 +88,13 @@ export interface RunOptions extends RunOverrides {
    * `onHeartbeat`) and otherwise ignored.
    */
   readonly onHeartbeat?: (info: { leaseExpiresAtMs: number; serverTimeMs: number }) => void | Promise<void>;
+  /**
+   * Called by {@link Idempotency.execute} (and `run`) once the handler returned within `handlerTimeoutMs`,
+   * before its outcome is written: a batch consumer may start the next message's handler while this one's
+   * completion is in flight (the Kafka adapter's `idempotentEachBatch`). Not called when the handler threw
+   * or timed out. Errors it throws are ignored.
+   */
+  readonly onHandlerReturned?: () => void;
 }
 
 /**
@@ -480,6 +487,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (extending) await extending;
     }
     const durationMs = performance.now() - started;
+    if (!thrown && options.onHandlerReturned) {
+      try {
+        options.onHandlerReturned();
+      } catch {
+        // A caller's bug must not change the outcome.
+      }
+    }
     // The fields every result shares, built only on the paths that need them (not per completed run).
     const base = () => ({ outcome, fencingToken, attempt }) as const;
 
