@@ -209,7 +209,15 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         expect(argv).toHaveLength(argCount[call.command]!);
         for (const a of argv) expect(['string', 'number']).toContain(typeof a);
       }
-      expect(calls[0]!.args).toEqual(['p:6:orders:o-1', 1000, 5000, 'f'.repeat(64), 3, '0']);
+      expect(calls[0]!.args).toEqual([
+        'p:6:orders:o-1',
+        1000,
+        5000,
+        'f'.repeat(64),
+        3,
+        '0',
+        Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''),
+      ]);
       expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
     },
   );
