@@ -11,18 +11,24 @@
                            e.g. a message that crashes its consumer) turns the record FAILED instead
   ARGV[5]  reserve         '1': reserve the key without counting an attempt (batch consumers); the attempt
                            counts when start.lua reports that the handler starts. '0' (or absent): count now
+  ARGV[6]  fingerprint64   the same fingerprint in base64 without padding (43 characters), as the record
+                           stores it (p); absent or '': converted here from ARGV[3] (includes/fingerprint.lua,
+                           about 10 µs of server time, so the store passes it)
 
   Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
-  (handlers started), f fingerprint (absent when none was given), e lease expiry (ms, server clock),
+  (handlers started), p fingerprint (base64 of the SHA-256, absent when none was given; records before 0.2
+  carry it as f, in hex: includes/fingerprint.lua), e lease expiry (ms, server clock),
   r result (absent when completed without one), x error, c created (ms; dropped on completion: a finished
-  record keeps only what duplicates and operators need), u updated (ms; the completion time once
-  completed), v reserved ('1': claimed, handler not started yet),
+  record keeps only what duplicates and operators need), u updated (ms; dropped on completion, see w),
+  w completed (ms after the token's time: completedAtMs = floor(t / 1000) + w; complete.lua),
+  v reserved ('1': claimed, handler not started yet),
   l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
   d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs);
     the next claim is ACQUIRED_STALE; cleared when a handler starts: a counted claim, or start.lua).
-  Only fields with a value are stored (a completed record with a small result fits the allocator's
-  96-byte class: bench/README.md, memory). Records written before this layout may carry h ('0': completed
+  Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
+  without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
+  bench/README.md, memory). Records written before this layout may carry h ('0': completed
   without a result, its r is ''); complete.lua removes it.
 
   Fencing token: max(previous token + 1, server TIME in microseconds). It grows with every claim of the
@@ -42,6 +48,7 @@
   Lua errors are raised only for malformed arguments.
 ]]
 --- @include "includes/clock"
+--- @include "includes/fingerprint"
 local rcall = redis.call
 local key = KEYS[1]
 local leaseMs = tonumber(ARGV[1])
@@ -49,25 +56,41 @@ local retentionMs = tonumber(ARGV[2])
 local fingerprint = ARGV[3]
 local maxAttempts = tonumber(ARGV[4])
 local reserve = ARGV[5] == '1'
-if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0 then
+if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0
+  or not fingerprint or string.find(fingerprint, '[^%x]') then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
 local now, nowUs = serverClock()
 
-local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b')
+local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b', 'w', 'p')
 local state = rec[1]
 local token = tonumber(rec[2] or '0')
-local attempt = tonumber(rec[3] or '0')
-local storedFingerprint = rec[4]
+-- A completed record without a completed on its first attempt (complete.lua).
+local attempt = tonumber(rec[3] or (state == 'C' and '1' or '0'))
+-- The fingerprint as stored: p (base64, includes/fingerprint.lua), or f (hex) in records before 0.2.
+local compact = ARGV[6] or ''
+if fingerprint == '' then
+  compact = ''
+elseif compact == '' then
+  compact = hexToBase64(fingerprint)
+elseif #compact ~= 43 or string.find(compact, '[^%w+/]') then
+  return redis.error_reply('ERR idempotency claim: bad arguments')
+end
+local storedFingerprint, given = rec[14], compact
+if not storedFingerprint or storedFingerprint == '' then
+  storedFingerprint, given = rec[4], fingerprint
+end
 
-if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= fingerprint then
+if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= given then
   return {'PAYLOAD_MISMATCH', token, attempt, state}
 end
 
 if state == 'C' then
   local hasResult = rec[7] and rec[6] ~= '0'
-  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', tonumber(rec[8] or '0')}
+  -- Completed since 0.2: w, ms after the token's time (complete.lua); before: u.
+  local completedAt = rec[13] and math.floor(token / 1000) + tonumber(rec[13]) or tonumber(rec[8] or '0')
+  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', completedAt}
 end
 if state == 'F' then
   return {'FAILED', token, attempt, rec[9] or '', rec[11] == '1' and 1 or 0}
@@ -121,7 +144,7 @@ if not state then
   rcall('HSET', key, 'c', int(now))
 end
 if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
-  rcall('HSET', key, 'f', fingerprint)
+  rcall('HSET', key, 'p', compact)
 end
 rcall('PEXPIRE', key, leaseMs + retentionMs)
 return {outcome, token, attempt + 1, expiresAt, now, started}

@@ -8,8 +8,14 @@
   ARGV[3]  hasResult       '1' to store ARGV[4] as the result (field r), '0' to store none (no r)
   ARGV[4]  result          encoded result (opaque string), '' when hasResult is '0'
 
-  The completed record keeps s, t, a, u (the completion time), f when a fingerprint was given and r:
-  everything a duplicate's reply and `store.get` need; the other fields are removed (claim.lua).
+  The completed record keeps s, t, a, w, f when a fingerprint was given and r: everything a duplicate's
+  reply and `store.get` need; the other fields are removed (claim.lua). w is the completion time as
+  milliseconds after the token's time (completedAtMs = floor(t / 1000) + w, exact: w is computed from the
+  stored t), a small integer (the handler's duration, about) where u took a 64-bit one; a is removed when
+  it is 1 (the first attempt, most records: a completed record without a reads as attempt 1). So a record
+  with a small result fits the allocator's 80-byte class (bench/README.md, memory). Workers of versions
+  before 0.2 read such a record with completedAtMs (u) 0 and attempt 0: reported only, they decide
+  nothing on either (a COMPLETED record is a duplicate whatever they say).
 
   The claim is held while the record is IN_PROGRESS with this token. An expired lease that nobody has
   claimed since still carries this token, so completing it is safe: no other worker can have started.
@@ -35,19 +41,24 @@ if not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' 
   return redis.error_reply('ERR idempotency complete: bad arguments')
 end
 
-local lost = fence(key, fencingToken, {P = true, F = 'lapsed'})
+local lost, rec = fence(key, fencingToken, {P = true, F = 'lapsed'})
 if lost then
   return lost
 end
 
 local now = serverClock()
-rcall('HSET', key, 's', 'C', 'u', int(now))
-if hasResult == '1' then
-  rcall('HSET', key, 'r', result)
-  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h')
-else
-  rcall('HDEL', key, 'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'r')
+local completedAfterToken = int(now - math.floor(fencingToken / 1000))
+local drop = {'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u'}
+if rec[4] == '1' then
+  drop[#drop + 1] = 'a'
 end
+if hasResult == '1' then
+  rcall('HSET', key, 's', 'C', 'w', completedAfterToken, 'r', result)
+else
+  rcall('HSET', key, 's', 'C', 'w', completedAfterToken)
+  drop[#drop + 1] = 'r'
+end
+rcall('HDEL', key, unpack(drop))
 rcall('PEXPIRE', key, retentionMs)
 notifyOutcome(key, 'C')
 return {'OK', now}

@@ -18,9 +18,14 @@ async function main(): Promise<void> {
   try {
     const contender = which === 'bare' ? await bareScripts(redis, prefix) : ours(redis, prefix);
     await concurrent(2_000, 50, (i) => contender.process(`warm-${i}`, noopHandler));
+    const cpuBefore = process.cpuUsage();
     const stats = await concurrent(count, inFlight, (i) => contender.process(`k-${i}`, noopHandler));
+    const cpu = process.cpuUsage(cpuBefore);
+    // CPU time per message: steadier than msg/s on a shared machine (other processes take the cores, not
+    // this process's instructions).
+    const cpuUs = (cpu.user + cpu.system) / count;
     process.stdout.write(
-      `${contender.name}: ${Math.round(stats.perSecond)} msg/s, p99 ${Math.round(stats.p99Us)} µs\n`,
+      `${contender.name}: ${Math.round(stats.perSecond)} msg/s, p99 ${Math.round(stats.p99Us)} µs, CPU ${cpuUs.toFixed(1)} µs/msg\n`,
     );
   } finally {
     await deleteByPrefix(redis, prefix);

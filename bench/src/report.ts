@@ -74,7 +74,15 @@ export function claimManyTable(rows: readonly ClaimManyRow[]): string {
 
 export function adapterTable(rows: readonly AdapterRow[]): string {
   const table = new Table({
-    head: ['adapter', 'setting', 'messages', 'bare client msg/s', 'with the SDK msg/s', 'SDK ÷ bare'],
+    head: [
+      'adapter',
+      'setting',
+      'messages',
+      'bare client msg/s',
+      'with the SDK msg/s',
+      'SDK ÷ bare',
+      'Node CPU µs/msg bare / SDK',
+    ],
     ...style,
   });
   for (const r of rows)
@@ -85,6 +93,7 @@ export function adapterTable(rows: readonly AdapterRow[]): string {
       int(r.bareMsgPerSecond),
       int(r.sdkMsgPerSecond),
       x(r.ratio),
+      `${int(r.bareCpuUsPerMessage)} / ${int(r.sdkCpuUsPerMessage)}`,
     ]);
   return table.toString();
 }

@@ -6,16 +6,17 @@
   'lapsed' when the record must also carry l = '1' (complete may finish a record that claim turned FAILED
   only because the last attempt's lease lapsed). Tokens never repeat for a key (see claim.lua), so an equal token means the same claim.
 
-  Returns nil when the caller holds the record, else the reply {'LEASE_LOST', currentToken, state}
-  (state '' when the record no longer exists); the caller returns it and changes nothing.
+  Returns nil and the fields it read {s, t, l, a} when the caller holds the record (complete.lua uses a),
+  else the reply {'LEASE_LOST', currentToken, state} (state '' when the record no longer exists); the
+  caller returns it and changes nothing.
 ]]
 local function fence(key, fencingToken, allowed)
-  local rec = redis.call('HMGET', key, 's', 't', 'l')
+  local rec = redis.call('HMGET', key, 's', 't', 'l', 'a')
   local state = rec[1]
   local token = tonumber(rec[2] or '0')
   local rule = state and allowed[state]
   if token == fencingToken and rule and (rule == true or (rule == 'lapsed' and rec[3] == '1')) then
-    return nil
+    return nil, rec
   end
   return {'LEASE_LOST', token, state or ''}
 end

@@ -66,7 +66,7 @@ export async function benchKafka(idempotency: Idempotency, messages: number): Pr
         await heartbeat();
       },
     }));
-    const bareSeconds = await bare.done;
+    const bareSettled = await bare.done;
     await bareConsumer.disconnect();
 
     const sdk = settleCounter(messages);
@@ -82,10 +82,10 @@ export async function benchKafka(idempotency: Idempotency, messages: number): Pr
       close = eachBatch.close;
       return { eachBatch };
     });
-    const sdkSeconds = await sdk.done;
+    const sdkSettled = await sdk.done;
     await sdkConsumer.disconnect();
     close();
-    return row('Kafka (KafkaJS)', 'eachBatch', messages, bareSeconds, sdkSeconds);
+    return row('Kafka (KafkaJS)', 'eachBatch', messages, bareSettled, sdkSettled);
   } finally {
     await producer.disconnect().catch(() => {});
     await stop();

@@ -40,7 +40,7 @@ export async function benchRabbitmq(idempotency: Idempotency, messages: number):
         bare.settled();
       });
     });
-    const bareSeconds = await bare.done;
+    const bareSettled = await bare.done;
     await bareChannel.cancel(consumerTag);
     await bareChannel.close();
 
@@ -49,7 +49,7 @@ export async function benchRabbitmq(idempotency: Idempotency, messages: number):
     const consumer = createIdempotentConsumer({ idempotency, connection }, options, async () => {});
     consumer.on('settled', () => sdk.settled());
     await consumer.start();
-    const sdkSeconds = await sdk.done;
+    const sdkSettled = await sdk.done;
     await consumer.stop();
 
     const topology = consumerTopology(options);
@@ -58,7 +58,7 @@ export async function benchRabbitmq(idempotency: Idempotency, messages: number):
     }
     if (topology.deadLetterQueue) await publisher.deleteQueue(topology.deadLetterQueue).catch(() => {});
     await publisher.deleteExchange(topology.deadLetterExchange).catch(() => {});
-    return row('RabbitMQ', `prefetch ${PREFETCH}`, messages, bareSeconds, sdkSeconds);
+    return row('RabbitMQ', `prefetch ${PREFETCH}`, messages, bareSettled, sdkSettled);
   } finally {
     await connection.close().catch(() => {});
   }

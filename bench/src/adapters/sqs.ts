@@ -73,6 +73,9 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
       await Promise.all(sends);
     }
     const [bareUrl, sdkUrl] = urls as [string, string];
+    // The poller verifies its dead-letter route at start (no handler fails here: the queue stays empty).
+    const deadLetterUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-dlq` }))).QueueUrl!;
+    urls.push(deadLetterUrl);
 
     const bare = settleCounter(messages);
     let stopping = false;
@@ -98,23 +101,29 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
         bare.settled(received.length);
       }
     });
-    const bareSeconds = await bare.done;
+    const bareSettled = await bare.done;
     stopping = true;
     await Promise.all(receivers);
 
     const sdk = settleCounter(messages);
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs },
-      { queueUrl: sdkUrl, concurrency: CONCURRENCY, waitTimeSeconds: 1, visibilityTimeoutSeconds: 30 },
+      {
+        queueUrl: sdkUrl,
+        concurrency: CONCURRENCY,
+        waitTimeSeconds: 1,
+        visibilityTimeoutSeconds: 30,
+        deadLetter: { queueUrl: deadLetterUrl },
+      },
       async () => {},
     );
     poller.on('settled', ({ decision }) => {
       if (decision.action === 'delete') sdk.settled();
     });
-    poller.start();
-    const sdkSeconds = await sdk.done;
+    await poller.start();
+    const sdkSettled = await sdk.done;
     await poller.stop();
-    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSeconds, sdkSeconds);
+    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSettled, sdkSettled);
   } finally {
     for (const url of urls) await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
     sqs.destroy();

@@ -52,7 +52,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
         e: String((claim as { leaseExpiresAtMs: number }).leaseExpiresAtMs),
         u: expect.stringMatching(/^\d{13}$/),
         c: expect.stringMatching(/^\d{13}$/),
-        f: 'f'.repeat(64),
+        p: Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''), // the fingerprint
       });
       const now = await serverTimeMs(redis);
       expect(Math.abs(Number(fields.u) - now)).toBeLessThan(1000);
@@ -63,7 +63,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(await redis.pttl(key)).toBeGreaterThan(LONG_LEASE_MS + RETENTION_MS - 2000);
     });
 
-    it('a completed record keeps only s t a u, f when a fingerprint was given, and r when it has a result', async () => {
+    it('a completed record keeps only s t w (a when above 1), p when a fingerprint was given, and r when it has a result', async () => {
       const withAll = { scope: 'spec', key: 'lean-fp' };
       const bare = { scope: 'spec', key: 'lean-bare' };
       const a = await store.claim(withAll, { ...options, fingerprint: 'f'.repeat(64) });
@@ -71,24 +71,97 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(await redis.hgetall(store.recordKey(bare))).not.toHaveProperty('f'); // no empty fingerprint
       await store.complete(withAll, a.fencingToken, { retentionMs: RETENTION_MS, result: 'j"r"' });
       await store.complete(bare, b.fencingToken, { retentionMs: RETENTION_MS });
-      const stamp = expect.stringMatching(/^\d{13}$/);
+      // w: the completion time as ms after the token's time, a small integer.
+      const stamp = expect.stringMatching(/^-?\d{1,6}$/);
       expect(await redis.hgetall(store.recordKey(withAll))).toEqual({
         s: 'C',
         t: String(a.fencingToken),
-        a: '1',
-        u: stamp,
-        f: 'f'.repeat(64),
+        w: stamp,
+        p: Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''), // the fingerprint
         r: 'j"r"',
       });
       expect(await redis.hgetall(store.recordKey(bare))).toEqual({
         s: 'C',
         t: String(b.fencingToken),
-        a: '1',
-        u: stamp,
+        w: stamp,
       });
-      expect(await store.claim(bare, options)).toMatchObject({ outcome: 'DUPLICATE', result: undefined });
-      expect(await store.get(bare)).toMatchObject({ state: 'COMPLETED', result: undefined, createdAtMs: 0 });
-      expect(await store.claim(withAll, options)).toMatchObject({ outcome: 'DUPLICATE', result: 'j"r"' });
+      const completedAtMs = (await store.get(bare))!.updatedAtMs;
+      expect(Math.abs(completedAtMs - Date.now())).toBeLessThan(60_000);
+      expect(completedAtMs - Math.floor(b.fencingToken / 1000)).toBe(
+        Number(await redis.hget(store.recordKey(bare), 'w')),
+      );
+      // Without a, a completed record completed on its first attempt.
+      expect(await store.claim(bare, options)).toMatchObject({
+        outcome: 'DUPLICATE',
+        attempt: 1,
+        result: undefined,
+      });
+      expect(await store.get(bare)).toMatchObject({
+        state: 'COMPLETED',
+        attempt: 1,
+        result: undefined,
+        createdAtMs: 0,
+      });
+      expect(await store.claim(withAll, options)).toMatchObject({
+        outcome: 'DUPLICATE',
+        attempt: 1,
+        result: 'j"r"',
+      });
+      expect(await store.claim(withAll, { ...options, fingerprint: 'e'.repeat(64) })).toMatchObject({
+        outcome: 'PAYLOAD_MISMATCH',
+        attempt: 1,
+      });
+    });
+
+    it('a record completed on a later attempt keeps a', async () => {
+      const id = { scope: 'spec', key: 'lean-second' };
+      const first = await store.claim(id, options);
+      await store.release(id, first.fencingToken, { retentionMs: RETENTION_MS });
+      const second = await store.claim(id, options);
+      await store.complete(id, second.fencingToken, { retentionMs: RETENTION_MS });
+      expect(await redis.hget(store.recordKey(id), 'a')).toBe('2');
+      expect(await store.claim(id, options)).toMatchObject({ outcome: 'DUPLICATE', attempt: 2 });
+      expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 2 });
+    });
+
+    it('reads records of the layout before 0.2 (f in hex, u, a = 1): compared in hex, their times and attempt kept', async () => {
+      const id = { scope: 'spec', key: 'old-layout-fp' };
+      const key = store.recordKey(id);
+      await redis.hset(key, {
+        s: 'C',
+        t: '1700000000000001',
+        a: '1',
+        u: '1700000000123',
+        f: 'c'.repeat(64),
+        r: 'j2',
+      });
+      await redis.pexpire(key, RETENTION_MS);
+      expect(await store.claim(id, { ...options, fingerprint: 'c'.repeat(64) })).toEqual({
+        outcome: 'DUPLICATE',
+        fencingToken: 1700000000000001,
+        attempt: 1,
+        result: 'j2',
+        completedAtMs: 1700000000123,
+      });
+      expect(await store.claim(id, { ...options, fingerprint: 'd'.repeat(64) })).toMatchObject({
+        outcome: 'PAYLOAD_MISMATCH',
+      });
+      expect(await store.get(id)).toMatchObject({ fingerprint: 'c'.repeat(64), updatedAtMs: 1700000000123 });
+      expect(await redis.hgetall(key)).not.toHaveProperty('p'); // nothing rewritten
+    });
+
+    it('a fingerprint is stored in base64 (p) and read back in hex', async () => {
+      const id = { scope: 'spec', key: 'fp-base64' };
+      const fp = '0123456789abcdef'.repeat(4);
+      await store.claim(id, { ...options, fingerprint: fp });
+      expect(await redis.hget(store.recordKey(id), 'p')).toBe(
+        Buffer.from(fp, 'hex').toString('base64').replace(/=+$/, ''),
+      );
+      expect(await redis.hget(store.recordKey(id), 'f')).toBeNull();
+      expect(await store.get(id)).toMatchObject({ fingerprint: fp });
+      expect(await store.claim(id, { ...options, fingerprint: fp.replace('0', '1') })).toMatchObject({
+        outcome: 'PAYLOAD_MISMATCH',
+      });
     });
 
     it('reads records of the earlier layout (h, an empty r and f, c): no result is no result', async () => {

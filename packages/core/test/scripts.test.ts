@@ -143,7 +143,7 @@ describe('Lua scripts: one key each, documented headers', () => {
     (file) => {
       const lua = source(file);
       expect(includesOf(lua)).toContain('fence');
-      expect(body(lua)).toMatch(/^local lost = fence\(key, fencingToken, \{/m);
+      expect(body(lua)).toMatch(/^local lost(, rec)? = fence\(key, fencingToken, \{/m);
       expect(body(lua)).not.toMatch(/[=~]= *fencingToken|fencingToken *[=~]=/);
       expect(body(lua)).not.toMatch(/HMGET', key, 's', 't'/);
     },
@@ -168,7 +168,7 @@ describe('Lua scripts: one key each, documented headers', () => {
         expect(embedded.lua.split(text)).toHaveLength(2); // exactly once
       }
     }
-    expect(includeFiles.sort()).toEqual(['clock.lua', 'fence.lua', 'notify.lua']);
+    expect(includeFiles.sort()).toEqual(['clock.lua', 'fence.lua', 'fingerprint.lua', 'notify.lua']);
   });
 });
 
@@ -210,7 +210,15 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         expect(argv).toHaveLength(argCount[call.command]!);
         for (const a of argv) expect(['string', 'number']).toContain(typeof a);
       }
-      expect(calls[0]!.args).toEqual(['p:6:orders:o-1', 1000, 5000, 'f'.repeat(64), 3, '0']);
+      expect(calls[0]!.args).toEqual([
+        'p:6:orders:o-1',
+        1000,
+        5000,
+        'f'.repeat(64),
+        3,
+        '0',
+        Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''),
+      ]);
       expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
     },
   );

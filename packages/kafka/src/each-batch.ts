@@ -36,8 +36,11 @@ export interface IdempotentEachBatch {
  *
  * - claims every message of the batch in one round trip (`idempotency.claimMany`: pipelined; on a Redis
  *   Cluster batched per node by auto-pipelining), keeping the claims of waiting messages alive;
- * - runs the messages one after another in partition order, calling `resolveOffset` as each completes (or
- *   is a duplicate or a dead letter), then `heartbeat()` and `commitOffsetsIfNecessary()`;
+ * - runs the handlers one after another in partition order, calling `resolveOffset` as each completes (or
+ *   is a duplicate or a dead letter), then `heartbeat()` and `commitOffsetsIfNecessary()`; once a
+ *   handler returned, the next message starts while its completion is written (one completion in
+ *   flight at most), and an offset resolves only after its completion was written and every earlier
+ *   offset resolved;
  * - stops early, leaving the rest unresolved and releasing their claims, when `isStale()` or
  *   `!isRunning()`, or when a message must wait longer than `maxInlineDelayMs` (the partition is paused
  *   for that time) or the store does not answer (the topic is paused until it does). After such a stop
@@ -161,12 +164,45 @@ export function idempotentEachBatch<T>(
         }
       });
       pending.start();
+      /**
+       * The message whose handler returned and whose outcome is still being written (complete): the next
+       * message's handler may run meanwhile, in partition order, so the completion's round trip overlaps
+       * the next start's. Its offset resolves only once its processing ended `resolve`, and offsets resolve
+       * in order: nothing unwritten is committed.
+       */
+      let tail: { readonly message: KafkaMessageLike; readonly ending: Promise<ProcessEnd> } | undefined;
+      /** Waits for the tail's end and resolves its offset; false when it stopped the batch. */
+      const settleTail = async (): Promise<boolean> => {
+        if (tail === undefined) return true;
+        const { message, ending } = tail;
+        tail = undefined;
+        const end = await ending;
+        if (end.action !== 'resolve') {
+          stop(message, end);
+          return false;
+        }
+        payload.resolveOffset(message.offset);
+        if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
+        await guard(async () => {
+          await payload.heartbeat();
+          await payload.commitOffsetsIfNecessary();
+        });
+        return true;
+      };
+      let current: Promise<ProcessEnd> | undefined;
       try {
         for (const [i, { message, prepared }] of window.entries()) {
-          if (shouldStop()) return;
+          if (shouldStop()) {
+            await settleTail();
+            return;
+          }
           const reply = pending.has(i) ? await pending.take(i) : replies[i];
-          const end = await guard(
-            () => processor.process(deliveryOf(message), prepared, reply),
+          let returned!: () => void;
+          const handlerReturned = new Promise<'returned'>((resolve) => {
+            returned = () => resolve('returned');
+          });
+          const ending = guard(
+            () => processor.process(deliveryOf(message), prepared, reply, returned),
             (error): ProcessEnd => {
               events.emit('storeError', {
                 operation: 'process',
@@ -176,15 +212,26 @@ export function idempotentEachBatch<T>(
               return { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs, error };
             },
           );
-          if (end.action !== 'resolve') return stop(message, end);
-          payload.resolveOffset(message.offset);
-          if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
-          await guard(async () => {
-            await payload.heartbeat();
-            await payload.commitOffsetsIfNecessary();
-          });
+          current = ending;
+          // On until this message's handler returned (its completion may still be in flight) or its
+          // processing ended (a duplicate, a failure, a pause: those are never overlapped).
+          const first = await Promise.race([
+            handlerReturned,
+            ending.then(
+              () => 'ended' as const,
+              () => 'ended' as const,
+            ),
+          ]);
+          // The previous message's end, now that this one's handler ran after it.
+          if (!(await settleTail())) return;
+          tail = { message, ending };
+          current = undefined;
+          if (first === 'ended' && !(await settleTail())) return;
         }
+        await settleTail();
       } finally {
+        // Never leave a handler or a completion running behind an early return or a broker error.
+        await Promise.allSettled([current, tail?.ending]);
         await pending.releaseAll();
       }
       index = end;

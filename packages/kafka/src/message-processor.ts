@@ -14,6 +14,7 @@ import {
 import {
   type AdapterLog,
   callUnprotected,
+  extendHandlerContext,
   type HeaderCarrier,
   type MessageSpan,
   type MessageTelemetry,
@@ -155,17 +156,24 @@ export class MessageProcessor<T> {
 
   /**
    * Handles one message to the end or to a pause. `firstReply` is the message's claim when the caller
-   * already made it (a batch claim); otherwise it claims.
+   * already made it (a batch claim); otherwise it claims. `onHandlerReturned` is called when a run of the
+   * handler returned (before its outcome is written): a batch may start the next message's handler then,
+   * while this one's completion is being written (each-batch.ts).
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects during an inline wait.
    */
-  async process(delivery: Delivery, prepared: PreparedMessage, firstReply?: ClaimReply): Promise<ProcessEnd> {
+  async process(
+    delivery: Delivery,
+    prepared: PreparedMessage,
+    firstReply?: ClaimReply,
+    onHandlerReturned?: () => void,
+  ): Promise<ProcessEnd> {
     const span = this.#telemetry.start(
       delivery,
       prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope,
     );
     const traced = span === NOOP_MESSAGE_SPAN ? delivery : { ...delivery, span };
     try {
-      const end = await span.run(() => this.#process(traced, prepared, firstReply));
+      const end = await span.run(() => this.#process(traced, prepared, firstReply, onHandlerReturned));
       span.end();
       return end;
     } catch (error) {
@@ -178,6 +186,7 @@ export class MessageProcessor<T> {
     delivery: Delivery,
     prepared: PreparedMessage,
     firstReply?: ClaimReply,
+    onHandlerReturned?: () => void,
   ): Promise<ProcessEnd> {
     const span = delivery.span ?? NOOP_MESSAGE_SPAN;
     if (prepared.kind === 'unkeyed') {
@@ -267,8 +276,10 @@ export class MessageProcessor<T> {
         result = await this.idempotency.execute(
           request,
           current,
-          (context) => span.timeHandler(() => this.handler({ ...context, ...this.#brokerFields(delivery) })),
-          runOptions,
+          (context) =>
+            span.timeHandler(() => this.handler(extendHandlerContext(context, this.#brokerFields(delivery)))),
+          // The runner says when the handler returned in time (not a late return after a timeout).
+          onHandlerReturned ? { ...runOptions, onHandlerReturned } : runOptions,
         );
       } else {
         result = this.idempotency.settle<T>(current);

@@ -10,6 +10,7 @@ import {
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
+  extendHandlerContext,
   type HeaderCarrier,
   type MessageTelemetry,
   runUnprotected,
@@ -127,7 +128,7 @@ export class DeliveryProcessor<T> {
     try {
       return await idempotency.run<T>(
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
-        (context) => delivery.span.timeHandler(() => handler({ ...context, message })),
+        (context) => delivery.span.timeHandler(() => handler(extendHandlerContext(context, { message }))),
         runOptions,
       );
     } catch (error) {

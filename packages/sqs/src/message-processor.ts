@@ -14,6 +14,7 @@ import {
 import {
   AdapterLog,
   callUnprotected,
+  extendHandlerContext,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
@@ -346,7 +347,7 @@ export class SqsMessageProcessor<T> {
               this.#handlerTimeoutMs(),
               context,
             )
-          : this.#handler({ ...context, message, queueUrl }),
+          : this.#handler(extendHandlerContext(context, { message, queueUrl })),
       );
   }
 

@@ -16,6 +16,7 @@
  * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
  * - {@link runUnprotected}: a run without a claim, whose `signal` aborts when the consumer stops;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
+ * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
  * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link NO_CLAIM_OUTCOME}),
  *   the stored result's codec ({@link encodeResult}, {@link decodeResult}) and {@link SCRIPT_NUMBER_OF_KEYS}, for
@@ -27,6 +28,7 @@ export { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../dea
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
 export { AdapterLog } from './adapter-log';
+export { extendHandlerContext } from './handler-context';
 export { heartbeatIntervalFor } from './heartbeat';
 export {
   LeaseKeeperSet,

@@ -21,7 +21,7 @@ import type {
 } from '../store/idempotency-store';
 import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
-import { LeaseKeeper } from './lease-keeper';
+import { LeaseKeeper, type LeaseKeeperCallbacks } from './lease-keeper';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
   checkRunOptions,
@@ -89,6 +89,13 @@ export interface RunOptions extends RunOverrides {
    * `onHeartbeat`) and otherwise ignored.
    */
   readonly onHeartbeat?: (info: { leaseExpiresAtMs: number; serverTimeMs: number }) => void | Promise<void>;
+  /**
+   * Called by {@link Idempotency.execute} (and `run`) once the handler returned within `handlerTimeoutMs`,
+   * before its outcome is written: a batch consumer may start the next message's handler while this one's
+   * completion is in flight (the Kafka adapter's `idempotentEachBatch`). Not called when the handler threw
+   * or timed out. Errors it throws are ignored.
+   */
+  readonly onHandlerReturned?: () => void;
 }
 
 /**
@@ -136,6 +143,22 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * earlier, so `execute` counts the lease from there (a claim held in a batch has less left).
    */
   readonly #requestedAt = new WeakMap<ClaimReply, number>();
+  /** The claim options of a call without overrides or fingerprint (frozen; see #claimOptions). */
+  readonly #defaultClaimOptions: ClaimOptions;
+  /** What every run's lease keeper reports to (one object for all runs; the keeper carries the call's options). */
+  readonly #keeperCallbacks: LeaseKeeperCallbacks<RunOptions> = {
+    onExtended: (keeper, reply) =>
+      keeper.context.onHeartbeat ? this.#onHeartbeat(keeper.context, reply, keeper.id) : undefined,
+    onLost: (keeper, during) =>
+      this.#emit('leaseLost', {
+        scope: keeper.id.scope,
+        key: keeper.id.key,
+        fencingToken: keeper.fencingToken,
+        during,
+      }),
+    onStoreError: (keeper, error) =>
+      this.#emit('storeError', { operation: 'extend', error, subject: keeper.id }),
+  };
 
   /**
    * @param dependencies.store - where records live.
@@ -152,6 +175,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (!dependencies?.store) throw new InvalidOptionError('Idempotency needs { store }');
     this.store = dependencies.store;
     this.options = resolveOptions(options);
+    this.#defaultClaimOptions = Object.freeze({
+      leaseMs: this.options.leaseMs,
+      retentionMs: this.options.retentionMs,
+      fingerprint: undefined,
+      maxAttempts: this.options.maxAttempts,
+    });
     const logger = dependencies.logger ?? consoleLogger;
     this.logger = logger;
     if (logger) attachLogger(this, logger);
@@ -161,7 +190,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Claims, runs and records one operation. See the class description for the steps and
    * {@link RunResult} for every result.
    */
-  async run<T>(request: RunRequest, handler: Handler<T>, options: RunOptions = {}): Promise<RunResult<T>> {
+  async run<T>(
+    request: RunRequest,
+    handler: Handler<T>,
+    options: RunOptions = NO_OPTIONS,
+  ): Promise<RunResult<T>> {
     checkHandler(handler);
     let reply: ClaimReply;
     let requestedAt: number | undefined;
@@ -222,7 +255,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Claims one key (lua/claim.lua) and emits `outcome`.
    * @throws {@link StoreUnavailableError} when the store does not answer (whatever `storeFailureMode`).
    */
-  async claim(request: RunRequest, options: RunOptions = {}): Promise<ClaimReply> {
+  async claim(request: RunRequest, options: RunOptions = NO_OPTIONS): Promise<ClaimReply> {
     const requestedAt = performance.now();
     const reply = await this.#claim(request, options);
     this.#requestedAt.set(reply, requestedAt);
@@ -232,7 +265,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   /** {@link Idempotency.claim} without remembering when it was requested. */
   async #claim(request: RunRequest, options: RunOptions): Promise<ClaimReply> {
     const claimOptions = this.#claimOptions(request, options);
-    const reply = await this.#store('claim', request, () => this.store.claim(request, claimOptions));
+    let reply: ClaimReply;
+    try {
+      // Not through #store: a closure and an async frame per message (bench/README.md, profile).
+      reply = await this.store.claim(request, claimOptions);
+    } catch (error) {
+      this.#storeError('claim', error, request);
+      throw error;
+    }
     this.#emitOutcome(request, reply);
     return reply;
   }
@@ -273,22 +313,30 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link InvalidOptionError} when given an ACQUIRED reply (use {@link Idempotency.execute}).
    */
   settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
-    const base = { fencingToken: reply.fencingToken, attempt: reply.attempt };
+    // Literals, not a shared `base` spread: the duplicate path runs per message too.
+    const { fencingToken, attempt } = reply;
     switch (reply.outcome) {
       case 'DUPLICATE':
         return {
           outcome: 'DUPLICATE',
-          ...base,
+          fencingToken,
+          attempt,
           result: decodeResult<T>(reply.result),
           hasResult: reply.result !== undefined,
           completedAtMs: reply.completedAtMs,
         };
       case 'CONFLICT':
-        return { outcome: 'CONFLICT', ...base, retryAfterMs: reply.remainingLeaseMs };
+        return { outcome: 'CONFLICT', fencingToken, attempt, retryAfterMs: reply.remainingLeaseMs };
       case 'PAYLOAD_MISMATCH':
-        return { outcome: 'PAYLOAD_MISMATCH', ...base, state: reply.state };
+        return { outcome: 'PAYLOAD_MISMATCH', fencingToken, attempt, state: reply.state };
       case 'FAILED':
-        return { outcome: 'FAILED', ...base, error: reply.error, deadLettered: reply.deadLettered };
+        return {
+          outcome: 'FAILED',
+          fencingToken,
+          attempt,
+          error: reply.error,
+          deadLettered: reply.deadLettered,
+        };
       default:
         throw new InvalidOptionError(
           `settle() takes a reply whose handler must not run, got ${reply.outcome}`,
@@ -364,7 +412,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     request: RecordId,
     claim: AcquiredReply,
     handler: Handler<T>,
-    options: RunOptions = {},
+    options: RunOptions = NO_OPTIONS,
   ): Promise<ExecutionResult<T>> {
     return this.#execute(request, claim, handler, options, this.#requestedAt.get(claim));
   }
@@ -379,35 +427,23 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   ): Promise<ExecutionResult<T>> {
     checkHandler(handler);
     checkRequest(request);
-    options = options ?? {};
-    checkRunOptions(options);
+    options = options ?? NO_OPTIONS;
+    if (options !== NO_OPTIONS) checkRunOptions(options);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
     const { fencingToken, outcome } = claim;
     let attempt = claim.attempt;
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
-    const renewal = { leaseMs, retentionMs: this.options.retentionMs };
-    const notRun = (during: 'start'): ExecutionResult<T> => {
-      this.#emit('leaseLost', { ...subject, fencingToken, during });
-      return {
-        outcome,
-        fencingToken,
-        attempt,
-        status: 'lease-lost',
-        handlerStarted: false,
-        handlerCompleted: false,
-        result: undefined,
-        error: undefined,
-      };
-    };
     // The lease counts from when the claim was requested (the store's lease started no earlier), not
     // from now: a claim that waited in a batch has less left.
     let leaseEndsAt = (requestedAt ?? performance.now()) + (claim.leaseExpiresAtMs - claim.serverTimeMs);
     if (claim.started === false) {
       // A reservation (claimMany): its attempt counts now, and its lease is renewed from now.
       const sentAt = performance.now();
-      const started = await this.#store('start', subject, () => this.store.start(id, fencingToken, renewal));
-      if (!started.ok) return notRun('start');
+      const started = await this.#store('start', subject, () =>
+        this.store.start(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
+      );
+      if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       attempt = started.attempt;
       leaseEndsAt = sentAt + (started.leaseExpiresAtMs - started.serverTimeMs);
     } else if (performance.now() >= leaseEndsAt) {
@@ -415,9 +451,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // claimed the key since (the token is still the record's); otherwise nothing runs.
       const sentAt = performance.now();
       const extended = await this.#store('extend', subject, () =>
-        this.store.extend(id, fencingToken, renewal),
+        this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
       );
-      if (!extended.ok) return notRun('start');
+      if (!extended.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       leaseEndsAt = sentAt + (extended.leaseExpiresAtMs - extended.serverTimeMs);
     }
     const keeper = new LeaseKeeper(
@@ -425,15 +461,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       id,
       fencingToken,
       {
-        ...renewal,
+        leaseMs,
+        retentionMs: this.options.retentionMs,
         heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs),
         leaseEndsAt,
       },
-      {
-        onExtended: options.onHeartbeat && ((r) => this.#onHeartbeat(options, r, subject)),
-        onLost: (during) => this.#emit('leaseLost', { ...subject, fencingToken, during }),
-        onStoreError: (error) => this.#emit('storeError', { operation: 'extend', error, subject }),
-      },
+      this.#keeperCallbacks,
+      options,
     );
     const started = performance.now();
     keeper.start();
@@ -445,21 +479,22 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     let timer: NodeJS.Timeout | undefined;
     let timedOut: HandlerTimeoutError | undefined;
     try {
-      const running = (async () =>
-        handler({
-          scope: id.scope,
-          key: id.key,
-          fencingToken,
-          attempt,
-          outcome,
-          // A getter: the keeper creates its AbortController only for handlers that use the signal.
-          get signal() {
-            return keeper.signal;
-          },
-        }))();
+      const context: HandlerContext = {
+        scope: id.scope,
+        key: id.key,
+        fencingToken,
+        attempt,
+        outcome,
+        // A getter: the keeper creates its AbortController only for handlers that use the signal.
+        get signal() {
+          return keeper.signal;
+        },
+      };
+      // Without a timeout the handler is awaited directly (a synchronous throw lands in the catch below);
+      // the async wrapper that Promise.race needs costs a promise and a closure per message.
       value = await (handlerTimeoutMs > 0
         ? Promise.race([
-            running,
+            (async () => handler(context))(),
             new Promise<never>((_, reject) => {
               timer = setTimeout(() => {
                 timedOut = new HandlerTimeoutError(
@@ -470,15 +505,24 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
               }, handlerTimeoutMs);
             }),
           ])
-        : running);
+        : handler(context));
     } catch (error) {
       thrown = { error, byRunner: timedOut !== undefined && error === timedOut ? 'timeout' : undefined };
     } finally {
       clearTimeout(timer);
-      await keeper.stop();
+      const extending = keeper.stop();
+      if (extending) await extending;
     }
     const durationMs = performance.now() - started;
-    const base = { outcome, fencingToken, attempt } as const;
+    if (!thrown && options.onHandlerReturned) {
+      try {
+        options.onHandlerReturned();
+      } catch {
+        // A caller's bug must not change the outcome.
+      }
+    }
+    // The fields every result shares, built only on the paths that need them (not per completed run).
+    const base = () => ({ outcome, fencingToken, attempt }) as const;
 
     if (!thrown) {
       let encoded: ReturnType<typeof encodeResult>;
@@ -515,7 +559,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         if (write === 'lost') {
           this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
           return {
-            ...base,
+            ...base(),
             status: 'lease-lost',
             handlerStarted: true,
             handlerCompleted: true,
@@ -527,7 +571,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         if (this.listenerCount('completed') > 0) {
           this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
         }
-        return { ...base, status: 'completed', result: value as T, recorded };
+        return { outcome, fencingToken, attempt, status: 'completed', result: value as T, recorded };
       }
     }
 
@@ -550,7 +594,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (write === 'lost') {
         this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
         return {
-          ...base,
+          ...base(),
           status: 'lease-lost',
           handlerStarted: true,
           handlerCompleted: false,
@@ -559,7 +603,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         };
       }
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
-      return { ...base, status: 'released', error, recorded: write === 'ok' };
+      return { ...base(), status: 'released', error, recorded: write === 'ok' };
     }
     const write = await this.#write('fail', subject, fencingToken, () =>
       this.store.fail(id, fencingToken, {
@@ -570,7 +614,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (write === 'lost') {
       this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
       return {
-        ...base,
+        ...base(),
         status: 'lease-lost',
         handlerStarted: true,
         handlerCompleted: reason === 'result-too-large',
@@ -579,19 +623,43 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       };
     }
     this.#emit('failed', { ...subject, attempt, fencingToken, error, reason, recorded: write === 'ok' });
-    return { ...base, status: 'failed', error, reason, recorded: write === 'ok' };
+    return { ...base(), status: 'failed', error, reason, recorded: write === 'ok' };
+  }
+
+  /** The result of a claim lost before its handler started (a reservation's start or an extension refused). */
+  #notRun<T>(
+    id: RecordId,
+    outcome: AcquiredReply['outcome'],
+    fencingToken: number,
+    attempt: number,
+  ): ExecutionResult<T> {
+    this.#emit('leaseLost', { scope: id.scope, key: id.key, fencingToken, during: 'start' });
+    return {
+      outcome,
+      fencingToken,
+      attempt,
+      status: 'lease-lost',
+      handlerStarted: false,
+      handlerCompleted: false,
+      result: undefined,
+      error: undefined,
+    };
   }
 
   #claimOptions(request: RunRequest, options: RunOptions | undefined): ClaimOptions {
     checkRequest(request);
-    options = options ?? {};
-    checkRunOptions(options);
+    options = options ?? NO_OPTIONS;
+    if (options !== NO_OPTIONS) checkRunOptions(options);
     const fp =
       request.fingerprint !== undefined
         ? checkFingerprint(request.fingerprint)
         : request.payload === undefined
           ? undefined
           : computeFingerprint(request.payload);
+    // A call without overrides or fingerprint claims with the runner's defaults: one object for all of them.
+    if (fp === undefined && options.leaseMs === undefined && options.maxAttempts === undefined) {
+      return this.#defaultClaimOptions;
+    }
     return {
       leaseMs: options.leaseMs ?? this.options.leaseMs,
       retentionMs: this.options.retentionMs,
@@ -626,13 +694,18 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     try {
       return await call();
     } catch (error) {
-      this.#emit('storeError', {
-        operation,
-        error,
-        subject: subject && { scope: subject.scope, key: subject.key },
-      });
+      this.#storeError(operation, error, subject);
       throw error;
     }
+  }
+
+  /** Emits `storeError` for a failed store call. */
+  #storeError(operation: string, error: unknown, subject: EventSubject | undefined): void {
+    this.#emit('storeError', {
+      operation,
+      error,
+      subject: subject && { scope: subject.scope, key: subject.key },
+    });
   }
 
   /**
@@ -650,8 +723,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // call, which showed in the profile of every message (bench/README.md); retries still go through it.
       let reply: WriteReply;
       try {
-        reply = await this.#store(operation, subject, call);
+        reply = await call();
       } catch (error) {
+        this.#storeError(operation, error, subject);
         if (!(error instanceof StoreUnavailableError) || this.options.writeAttempts <= 1) throw error;
         reply = await backOff(() => this.#store(operation, subject, call), {
           numOfAttempts: this.options.writeAttempts - 1,
@@ -712,6 +786,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
   }
 }
+
+/** The options of a call given none (one object, not one per call: a per-message allocation). */
+const NO_OPTIONS: RunOptions = Object.freeze({});
 
 /** The state each fenced write leaves the record in. */
 const WRITE_TARGET = { complete: 'COMPLETED', release: 'RELEASED', fail: 'FAILED' } as const;

@@ -15,14 +15,17 @@ export interface LeaseKeeperTimings {
   readonly leaseEndsAt?: number;
 }
 
-/** What a {@link LeaseKeeper} reports. */
-export interface LeaseKeeperCallbacks {
+/**
+ * What a {@link LeaseKeeper} reports, each with the keeper (its `id`, `fencingToken` and `context`), so
+ * one callbacks object serves every run of a runner (no closures per run: bench/README.md, profile).
+ */
+export interface LeaseKeeperCallbacks<C> {
   /** After every successful extension (the adapters extend the broker's own timer here). */
-  onExtended?: (reply: Extract<ExtendReply, { ok: true }>) => void | Promise<void>;
+  onExtended?: (keeper: LeaseKeeper<C>, reply: Extract<ExtendReply, { ok: true }>) => void | Promise<void>;
   /** The claim is lost; the signal has been aborted with a `LeaseLostError`. */
-  onLost: (during: 'heartbeat' | 'local-deadline') => void;
+  onLost: (keeper: LeaseKeeper<C>, during: 'heartbeat' | 'local-deadline') => void;
   /** An extension failed because the store did not answer; the keeper keeps trying. */
-  onStoreError: (error: unknown) => void;
+  onStoreError: (keeper: LeaseKeeper<C>, error: unknown) => void;
 }
 
 /**
@@ -33,7 +36,7 @@ export interface LeaseKeeperCallbacks {
  * timeout does not delay the abort. One extension is in flight at a time. The `AbortController` is created
  * only when someone reads `signal`.
  */
-export class LeaseKeeper {
+export class LeaseKeeper<C = undefined> {
   #controller: AbortController | undefined;
   /** Why the signal aborted (the claim was lost, or the handler ran out of time), once it did. */
   #reason: Error | undefined;
@@ -45,10 +48,12 @@ export class LeaseKeeper {
 
   constructor(
     private readonly store: IdempotencyStore,
-    private readonly id: RecordId,
-    private readonly fencingToken: number,
+    readonly id: RecordId,
+    readonly fencingToken: number,
     private readonly timings: LeaseKeeperTimings,
-    private readonly callbacks: LeaseKeeperCallbacks,
+    private readonly callbacks: LeaseKeeperCallbacks<C>,
+    /** What the caller passes to its callbacks through the keeper (the runner: the call's options). */
+    readonly context: C,
   ) {
     this.#localDeadline = timings.leaseEndsAt ?? performance.now() + timings.leaseMs;
   }
@@ -79,12 +84,15 @@ export class LeaseKeeper {
     this.#controller?.abort(reason);
   }
 
-  /** Stops the heartbeat and waits for an extension in flight. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the heartbeat. Returns the extension in flight to wait for (it never rejects), `undefined` when
+   * there is none: most runs end before their first beat, and an `await` of nothing costs a tick.
+   */
+  stop(): Promise<void> | undefined {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    clearTimeout(this.#deadlineTimer);
-    await this.#inFlight;
+    if (this.#deadlineTimer !== undefined) clearTimeout(this.#deadlineTimer);
+    return this.#inFlight;
   }
 
   /** (Re)arms the timer that aborts the signal when the local deadline passes without an extension. */
@@ -123,10 +131,10 @@ export class LeaseKeeper {
       if (!reply.ok) return this.#lose('heartbeat');
       this.#localDeadline = sentAt + this.timings.leaseMs;
       this.#armDeadline();
-      await this.callbacks.onExtended?.(reply);
+      await this.callbacks.onExtended?.(this, reply);
     } catch (error) {
       if (this.#stopped) return;
-      this.callbacks.onStoreError(error);
+      this.callbacks.onStoreError(this, error);
       if (performance.now() >= this.#localDeadline) this.#lose('local-deadline');
     }
   }
@@ -140,6 +148,6 @@ export class LeaseKeeper {
     clearTimeout(this.#deadlineTimer);
     this.#reason = new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`);
     this.#controller?.abort(this.#reason);
-    this.callbacks.onLost(during);
+    this.callbacks.onLost(this, during);
   }
 }

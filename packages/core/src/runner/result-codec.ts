@@ -27,15 +27,18 @@ export type EncodedResult =
   | { readonly kind: 'stored'; readonly value: string }
   | { readonly kind: 'too-large'; readonly bytes: number };
 
+/** No result (one frozen object: most handlers of a consumer return nothing). */
+const NONE: EncodedResult = Object.freeze({ kind: 'none' });
+
 /**
  * Encodes a handler's return value for the record: `undefined` stores nothing; anything else is JSON,
  * prefixed `j`, or base64 of raw deflate, prefixed `z`, above `compressAboveBytes`.
  * @throws TypeError when the value cannot be serialized as JSON (a `bigint`, a cycle).
  */
 export function encodeResult(value: unknown, options: Required<ResultOptions>): EncodedResult {
-  if (value === undefined) return { kind: 'none' };
+  if (value === undefined) return NONE;
   const json = JSON.stringify(value);
-  if (json === undefined) return { kind: 'none' }; // functions and symbols serialize to nothing
+  if (json === undefined) return NONE; // functions and symbols serialize to nothing
   let encoded = `j${json}`;
   // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength (a per-message
   // cost in the profile, bench/README.md); the limits themselves are unchanged.

@@ -146,6 +146,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 
   async claim(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
+    if (this.#wait === undefined) {
+      const args = scriptArgs.claim(options);
+      return decodeClaimReply(await this.#call('claim', this.recordKey(id), args));
+    }
     return this.#claimReplicated(this.recordKey(id), options);
   }
 
@@ -285,7 +289,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   async #written(operation: 'complete' | 'release' | 'fail', id: RecordId, args: (string | number)[]) {
     const key = this.recordKey(id);
     const reply = decodeWriteReply(operation, await this.#call(operation, key, args));
-    await this.#replicate(operation, key, reply.ok);
+    if (this.#wait) await this.#replicate(operation, key, reply.ok);
     return reply;
   }
 
@@ -326,8 +330,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return {
       state: decodeState(fields.s),
       fencingToken: num(fields.t) ?? 0,
-      attempt: num(fields.a) ?? 0,
-      fingerprint: fields.f ?? '',
+      // A completed record without `a` completed on its first attempt (lua/complete.lua drops a = 1).
+      attempt: num(fields.a) ?? (fields.s === 'C' ? 1 : 0),
+      // p: base64 since 0.2 (lua/includes/fingerprint.lua); f: hex, in records before.
+      fingerprint: fields.p ? Buffer.from(fields.p, 'base64').toString('hex') : (fields.f ?? ''),
       leaseExpiresAtMs: fields.s === 'P' ? num(fields.e) : undefined,
       // No r: completed without a result (h = '0' with r = '' in records of versions before 0.2).
       result: fields.s === 'C' && fields.h !== '0' ? fields.r : undefined,
@@ -336,7 +342,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       deadLettered: fields.s === 'F' && fields.d === '1',
       abandoned: fields.b === '1',
       createdAtMs: num(fields.c) ?? 0,
-      updatedAtMs: num(fields.u) ?? 0,
+      // Completed since 0.2: w, ms after the token's time (lua/complete.lua); before: u.
+      updatedAtMs:
+        fields.s === 'C' && fields.w !== undefined && fields.t !== undefined
+          ? Math.floor(Number(fields.t) / 1000) + Number(fields.w)
+          : (num(fields.u) ?? 0),
       ttlMs,
     };
   }

@@ -30,6 +30,7 @@ describe('kit: the sub-path export', () => {
         'checkOneOf',
         'checkPositiveInteger',
         'checkRunOverrides',
+        'extendHandlerContext',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',

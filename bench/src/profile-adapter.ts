@@ -1,0 +1,31 @@
+/**
+ * `node --cpu-prof --cpu-prof-dir=bench/results/profiles bench/dist/profile-adapter.js <rabbitmq|kafka|sqs> [messages]`:
+ * one adapter row of the `adapters` section (the bare broker client, then the adapter) alone in the
+ * process, so a CPU profile shows where the adapter's time per message goes (see bench/README.md, "Profile").
+ */
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { benchKafka } from './adapters/kafka';
+import { benchRabbitmq } from './adapters/rabbitmq';
+import { benchSqs } from './adapters/sqs';
+import { connectRedis, deleteByPrefix } from './redis';
+
+async function main(): Promise<void> {
+  const which = process.argv[2] ?? 'kafka';
+  const count = Number(process.argv[3] ?? 3_000);
+  const prefix = `bench-profile-adapter:${process.pid}`;
+  const redis = await connectRedis(false);
+  const idempotency = new Idempotency(
+    { store: new RedisIdempotencyStore({ redis }, { keyPrefix: prefix }) },
+    { leaseMs: 30_000, retentionMs: 600_000 },
+  );
+  try {
+    const bench = which === 'rabbitmq' ? benchRabbitmq : which === 'sqs' ? benchSqs : benchKafka;
+    const row = await bench(idempotency, count);
+    process.stdout.write(`${JSON.stringify(row)}\n`);
+  } finally {
+    await deleteByPrefix(redis, prefix);
+    await redis.quit();
+  }
+}
+
+void main();
