@@ -64,7 +64,11 @@ describeWithServices(
         expect(seen).toEqual([{ key: 'open-1', outcome: 'UNPROTECTED', attempt: 1 }]);
         expect(failOpen).toEqual(['open-1']);
         expect(events.filter((e) => e.type === 'settled')).toEqual([
-          expect.objectContaining({ key: 'open-1', outcome: 'UNPROTECTED', action: 'resolve' }),
+          expect.objectContaining({
+            key: 'open-1',
+            outcome: 'UNPROTECTED',
+            decision: expect.objectContaining({ action: 'resolve' }),
+          }),
         ]);
         const durations = await sdk.metric('idempotency.handler.duration');
         expect(durations.map((p) => (p.value as { count: number }).count)).toEqual([1]);
