@@ -1,4 +1,4 @@
-import type { DeadLetterReason, InvalidKeyError } from '@idempotent-consumer/core';
+import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
 import { type MessageSubjectOf, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
@@ -54,9 +54,10 @@ export interface KafkaIdempotencyEvents {
   missingKey: [MessageSubject & { action: 'dead-letter' | 'process' }];
   /**
    * The key extractor or the fingerprint threw, or the store refused the key: the message is
-   * dead-lettered as `invalid-key` (whatever `missingKey` says). `error` says why.
+   * dead-lettered as `invalid-key` (whatever `missingKey` says). `error` says why (an `InvalidKeyError`),
+   * the same type as in the RabbitMQ and SQS adapters.
    */
-  invalidKey: [MessageSubject & { error: InvalidKeyError }];
+  invalidKey: [MessageSubject & { error: IdempotencyError }];
   /**
    * The store did not answer: consumption of `topic` waits (inline, then with every partition of the topic
    * paused) until a ping answers. `error` is the store's error.

@@ -1,5 +1,5 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import type { DeadLetterReason } from '@idempotent-consumer/core';
+import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
 import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
@@ -57,8 +57,12 @@ export interface SqsEvents {
   ];
   /** A message had no idempotency key: dead-lettered (`missingKey: 'dead-letter'`) or run unprotected. */
   missingKey: [MessageSubject & { readonly action: 'dead-letter' | 'process' }];
-  /** The key extractor threw on a message (or the key was refused): it is dead-lettered as `invalid-key`. */
-  invalidKey: [MessageSubject & { readonly error: unknown }];
+  /**
+   * The key extractor threw on a message (or the store refused the key): it is dead-lettered as
+   * `invalid-key`. `error` says why (an `InvalidKeyError`, the extractor's error as its `cause`), the same
+   * type as in the RabbitMQ and Kafka adapters.
+   */
+  invalidKey: [MessageSubject & { readonly error: IdempotencyError }];
   /** The claim was lost (lease expired, another worker claimed); nothing is sent, the new holder finishes. */
   leaseLost: [
     MessageSubject & {

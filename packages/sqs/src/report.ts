@@ -1,8 +1,16 @@
 import type { Message } from '@aws-sdk/client-sqs';
+import { IdempotencyError, InvalidKeyError } from '@idempotent-consumer/core';
 import type { TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
 import { receiveCount } from './message-attributes';
 import type { ProcessedMessage } from './processed';
+
+/** The error of an `invalid-key` dead letter as an `IdempotencyError` (already one, in practice). */
+function asInvalidKey(error: unknown): IdempotencyError {
+  return error instanceof IdempotencyError
+    ? error
+    : new InvalidKeyError(`The idempotency key was refused: ${String(error)}`, { cause: error });
+}
 
 /** Where a message came from: the `source` of its events. */
 export function sourceOf(queueUrl: string, message: Message): SqsMessageSource {
@@ -42,7 +50,8 @@ export function reportProcessed<T>(
   } else if (decision.action === 'dead-letter' || decision.reason === 'dead-letter-failed') {
     const reason = decision.action === 'dead-letter' ? decision.reason : undefined;
     if (reason === 'missing-key') events.emit('missingKey', { ...subject, action: 'dead-letter' });
-    if (reason === 'invalid-key') events.emit('invalidKey', { ...subject, error: processed.error });
+    if (reason === 'invalid-key')
+      events.emit('invalidKey', { ...subject, error: asInvalidKey(processed.error) });
   }
   if (processed.leaseLostDuring) {
     events.emit('leaseLost', {
