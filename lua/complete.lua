@@ -31,34 +31,30 @@
 --- @include "includes/clock"
 --- @include "includes/fence"
 --- @include "includes/notify"
+--- @include "includes/fenced-write"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
 local hasResult = ARGV[3]
 local result = ARGV[4]
-if not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' and hasResult ~= '1') then
-  return redis.error_reply('ERR idempotency complete: bad arguments')
-end
 
-local lost, rec = fence(key, fencingToken, {P = true, F = 'lapsed'})
-if lost then
-  return lost
-end
-
-local now = serverClock()
-local completedAfterToken = int(now - math.floor(fencingToken / 1000))
-local drop = {'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u'}
-if rec[4] == '1' then
-  drop[#drop + 1] = 'a'
-end
-if hasResult == '1' then
-  rcall('HSET', key, 's', 'C', 'w', completedAfterToken, 'r', result)
-else
-  rcall('HSET', key, 's', 'C', 'w', completedAfterToken)
-  drop[#drop + 1] = 'r'
-end
-rcall('HDEL', key, unpack(drop))
-rcall('PEXPIRE', key, retentionMs)
-notifyOutcome(key, 'C')
-return {'OK', now}
+local badArguments = not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' and hasResult ~= '1')
+return fencedWrite('complete', badArguments, key, fencingToken, {P = true, F = 'lapsed'}, function(rec)
+  local now = serverClock()
+  local completedAfterToken = int(now - math.floor(fencingToken / 1000))
+  local drop = {'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u'}
+  if rec[4] == '1' then
+    drop[#drop + 1] = 'a'
+  end
+  if hasResult == '1' then
+    rcall('HSET', key, 's', 'C', 'w', completedAfterToken, 'r', result)
+  else
+    rcall('HSET', key, 's', 'C', 'w', completedAfterToken)
+    drop[#drop + 1] = 'r'
+  end
+  rcall('HDEL', key, unpack(drop))
+  rcall('PEXPIRE', key, retentionMs)
+  notifyOutcome(key, 'C')
+  return {'OK', now}
+end)

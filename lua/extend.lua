@@ -13,22 +13,13 @@
 ]]
 --- @include "includes/clock"
 --- @include "includes/fence"
-local rcall = redis.call
+--- @include "includes/fenced-write"
+--- @include "includes/lease"
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local retentionMs = tonumber(ARGV[3])
-if not fencingToken or not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 then
-  return redis.error_reply('ERR idempotency extend: bad arguments')
-end
 
-local lost = fence(key, fencingToken, {P = true})
-if lost then
-  return lost
-end
-
-local now = serverClock()
-local expiresAt = now + leaseMs
-rcall('HSET', key, 'e', int(expiresAt), 'u', int(now))
-rcall('PEXPIRE', key, leaseMs + retentionMs)
-return {'OK', expiresAt, now}
+return renewLease('extend', key, fencingToken, leaseMs, retentionMs, function()
+  return {'OK'}
+end)

@@ -11,29 +11,17 @@
   Waiters for the outcome are told on the sharded Pub/Sub channel KEYS[1] (includes/notify.lua).
 
   Replies:
-    {'OK', nowMs}
+    {'OK', nowMs}                         the record is FAILED (s = 'F', x = error)
     {'LEASE_LOST', currentToken, state}   nothing changed
 ]]
 --- @include "includes/clock"
 --- @include "includes/fence"
 --- @include "includes/notify"
-local rcall = redis.call
+--- @include "includes/fenced-write"
+--- @include "includes/settle"
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
 local err = ARGV[3]
-if not fencingToken or not retentionMs or retentionMs <= 0 or not err then
-  return redis.error_reply('ERR idempotency fail: bad arguments')
-end
 
-local lost = fence(key, fencingToken, {P = true})
-if lost then
-  return lost
-end
-
-local now = serverClock()
-rcall('HSET', key, 's', 'F', 'x', err, 'u', int(now))
-rcall('HDEL', key, 'e', 'v')
-rcall('PEXPIRE', key, retentionMs)
-notifyOutcome(key, 'F')
-return {'OK', now}
+return settle('fail', key, fencingToken, retentionMs, not err, 'F', {'x', err})

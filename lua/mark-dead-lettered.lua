@@ -13,20 +13,15 @@
     {'LEASE_LOST', currentToken, state}    the record is not FAILED with this token; nothing changed
 ]]
 --- @include "includes/fence"
+--- @include "includes/fenced-write"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
-if not fencingToken then
-  return redis.error_reply('ERR idempotency mark-dead-lettered: bad arguments')
-end
 
-local lost = fence(key, fencingToken, {F = true})
-if lost then
-  return lost
-end
-
-if rcall('HGET', key, 'd') == '1' then
-  return {'OK', 0}
-end
-rcall('HSET', key, 'd', '1')
-return {'OK', 1}
+return fencedWrite('mark-dead-lettered', not fencingToken, key, fencingToken, {F = true}, function()
+  if rcall('HGET', key, 'd') == '1' then
+    return {'OK', 0}
+  end
+  rcall('HSET', key, 'd', '1')
+  return {'OK', 1}
+end)

@@ -15,32 +15,18 @@
   Waiters for the outcome are told on the sharded Pub/Sub channel KEYS[1] (includes/notify.lua).
 
   Replies:
-    {'OK', nowMs}
+    {'OK', nowMs}                         the record is RELEASED (s = 'R'), claimable again
     {'LEASE_LOST', currentToken, state}   nothing changed
 ]]
 --- @include "includes/clock"
 --- @include "includes/fence"
 --- @include "includes/notify"
-local rcall = redis.call
+--- @include "includes/fenced-write"
+--- @include "includes/settle"
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
 local abandoned = ARGV[3] == '1'
-if not fencingToken or not retentionMs or retentionMs <= 0 or (ARGV[3] and ARGV[3] ~= '0' and not abandoned) then
-  return redis.error_reply('ERR idempotency release: bad arguments')
-end
 
-local lost = fence(key, fencingToken, {P = true})
-if lost then
-  return lost
-end
-
-local now = serverClock()
-rcall('HSET', key, 's', 'R', 'u', int(now))
-rcall('HDEL', key, 'e', 'v')
-if abandoned then
-  rcall('HSET', key, 'b', '1')
-end
-rcall('PEXPIRE', key, retentionMs)
-notifyOutcome(key, 'R')
-return {'OK', now}
+local badArguments = ARGV[3] and ARGV[3] ~= '0' and not abandoned
+return settle('release', key, fencingToken, retentionMs, badArguments, 'R', abandoned and {'b', '1'} or {})

@@ -16,28 +16,20 @@
 ]]
 --- @include "includes/clock"
 --- @include "includes/fence"
+--- @include "includes/fenced-write"
+--- @include "includes/lease"
 local rcall = redis.call
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local retentionMs = tonumber(ARGV[3])
-if not fencingToken or not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 then
-  return redis.error_reply('ERR idempotency start: bad arguments')
-end
 
-local lost = fence(key, fencingToken, {P = true})
-if lost then
-  return lost
-end
-
-local now = serverClock()
-local rec = rcall('HMGET', key, 'a', 'v')
-local attempt = tonumber(rec[1] or '0')
-if rec[2] == '1' then
-  attempt = attempt + 1
-end
-rcall('HDEL', key, 'v', 'b')
-local expiresAt = now + leaseMs
-rcall('HSET', key, 'a', int(attempt), 'e', int(expiresAt), 'u', int(now))
-rcall('PEXPIRE', key, leaseMs + retentionMs)
-return {'OK', attempt, expiresAt, now}
+return renewLease('start', key, fencingToken, leaseMs, retentionMs, function()
+  local rec = rcall('HMGET', key, 'a', 'v')
+  local attempt = tonumber(rec[1] or '0')
+  if rec[2] == '1' then
+    attempt = attempt + 1
+  end
+  rcall('HDEL', key, 'v', 'b')
+  return {'OK', attempt}, {'a', int(attempt)}
+end)

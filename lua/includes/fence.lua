@@ -1,5 +1,6 @@
 --[[
-  fence: the one check every fenced write makes (complete, release, fail, extend, start, mark-dead-lettered).
+  fence: the one check every fenced write makes (complete, release, fail, extend, start, mark-dead-lettered),
+  through includes/fenced-write.lua.
 
   fence(key, fencingToken, allowed) reads the record's state and token. The caller holds the record when
   the token is the record's current one and the state is a key of `allowed` whose value is true, or

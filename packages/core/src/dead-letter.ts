@@ -27,6 +27,23 @@ export type DeadLetterReason =
   | 'invalid-key';
 
 /**
+ * An adapter's decision to dead-letter a delivery, one shape for the adapters that mark the record
+ * (Kafka, RabbitMQ): send a copy carrying the {@link DEAD_LETTER_FIELDS} to the dead-letter destination, and
+ * once it is durably sent, mark the FAILED record dead-lettered (`IdempotencyStore.markDeadLettered`), so
+ * later deliveries of the key are not dead-lettered again.
+ */
+export interface DeadLetterDecision {
+  readonly action: 'dead-letter';
+  readonly reason: DeadLetterReason;
+  /** The record's attempt count (0 when no claim was made). */
+  readonly attempt: number;
+  /** The error as `Name [CODE]: message` (the runner's `describeError`). */
+  readonly error: string;
+  /** The FAILED record's fencing token, to mark it dead-lettered once the copy is sent; `undefined`: none to mark. */
+  readonly failedFencingToken: number | undefined;
+}
+
+/**
  * Names of the fields every adapter writes on a dead letter: Kafka record headers, RabbitMQ message
  * headers and SQS message attributes alike, so one piece of code reads the dead letters of every broker.
  * Values are text (RabbitMQ writes `attempt` as a number header; read it with `Number(value)`). Adapters add

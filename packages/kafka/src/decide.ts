@@ -1,11 +1,10 @@
 import {
   type BackoffOptions,
   computeBackoffMs,
-  type DeadLetterReason,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
+import { type DeadLetterDecision, deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 
 /** What {@link decide} needs besides the result: the wrapper's resolved retry settings. */
 export interface DecisionPolicy {
@@ -51,14 +50,7 @@ export type Decision =
       readonly delayMs: number | undefined;
       readonly error: unknown;
     }
-  | {
-      readonly action: 'dead-letter';
-      readonly reason: DeadLetterReason;
-      readonly attempt: number;
-      readonly error: string;
-      /** The FAILED record's fencingToken, to mark it dead-lettered after the copy is sent. */
-      readonly failedFencingToken: number | undefined;
-    };
+  | DeadLetterDecision;
 
 /** A wait of `delayMs` for `reason`: inline up to `maxInlineDelayMs`, else a partition pause. */
 export function retryAfter(

@@ -1,11 +1,10 @@
 import {
   type BackoffOptions,
   computeBackoffMs,
-  type DeadLetterReason,
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
+import { type DeadLetterDecision, deadLetterReasonOf } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
@@ -48,14 +47,7 @@ export type Decision =
       readonly attempt: number;
       readonly error: string | undefined;
     }
-  | {
-      readonly action: 'dead-letter';
-      readonly reason: DeadLetterReason;
-      readonly attempt: number;
-      readonly error: string;
-      /** The FAILED record's fencing token, to mark it dead-lettered once the copy is confirmed. */
-      readonly failedFencingToken: number | undefined;
-    }
+  | DeadLetterDecision
   | { readonly action: 'requeue'; readonly reason: RequeueReason };
 
 /** What {@link decide} needs besides the result: the consumer's retry settings. */

@@ -6,6 +6,12 @@ import { DEAD_LETTER_HEADERS, PUBLISH_ID_HEADER, RETRY_HEADERS } from './headers
 
 type Headers = Record<string, unknown>;
 
+/** Sets header `name` to `value`, or removes it (an original's) when `value` is undefined. */
+function setOrDelete(headers: Headers, name: string, value: unknown): void {
+  if (value !== undefined) headers[name] = value;
+  else delete headers[name];
+}
+
 /** The original's headers with the attempt and outcome of this delivery, without the last publish id. */
 function baseHeaders(message: ConsumeMessage, subject: MessageSubject, attempt: number): Headers {
   const headers: Headers = {
@@ -26,8 +32,7 @@ export function retryHeaders(
   const headers = baseHeaders(message, subject, decision.attempt);
   headers[RETRY_HEADERS.reason] = decision.reason;
   headers[RETRY_HEADERS.delayMs] = decision.delayMs;
-  if (decision.error !== undefined) headers[RETRY_HEADERS.error] = decision.error;
-  else delete headers[RETRY_HEADERS.error];
+  setOrDelete(headers, RETRY_HEADERS.error, decision.error);
   return headers;
 }
 
@@ -41,8 +46,7 @@ export function deadLetterHeaders(
   headers[DEAD_LETTER_HEADERS.reason] = decision.reason;
   headers[DEAD_LETTER_HEADERS.error] = decision.error;
   headers[DEAD_LETTER_HEADERS.scope] = subject.scope;
-  if (subject.key !== undefined) headers[DEAD_LETTER_HEADERS.key] = subject.key;
-  else delete headers[DEAD_LETTER_HEADERS.key];
+  setOrDelete(headers, DEAD_LETTER_HEADERS.key, subject.key);
   headers[DEAD_LETTER_HEADERS.originalQueue] = subject.source.queue;
   return headers;
 }

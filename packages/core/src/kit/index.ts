@@ -24,7 +24,12 @@
  *
  * @packageDocumentation
  */
-export { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../dead-letter';
+export {
+  DEAD_LETTER_FIELDS,
+  type DeadLetterDecision,
+  deadLetterReasonOf,
+  NO_CLAIM_OUTCOME,
+} from '../dead-letter';
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
 export { AdapterLog } from './adapter-log';

@@ -30,7 +30,7 @@ import {
   resolveOptions,
 } from './options';
 import { decodeResult, encodeResult } from './result-codec';
-import type { CompletedResult, ExecutionResult, RunResult } from './run-result';
+import type { CompletedResult, ExecutionResult, LeaseLostResult, RunResult } from './run-result';
 
 /** One operation to run: its scope and idempotency key, and optionally its payload. */
 export interface RunRequest extends RecordId {
@@ -523,6 +523,15 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
     // The fields every result shares, built only on the paths that need them (not per completed run).
     const base = () => ({ outcome, fencingToken, attempt }) as const;
+    // The write after the handler was refused: another worker's claim took the record over.
+    const lostOnWrite = (
+      handlerCompleted: boolean,
+      result: T | undefined,
+      error: unknown,
+    ): LeaseLostResult<T> => {
+      this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
+      return { ...base(), status: 'lease-lost', handlerStarted: true, handlerCompleted, result, error };
+    };
 
     if (!thrown) {
       let encoded: ReturnType<typeof encodeResult>;
@@ -556,17 +565,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         const write = await this.#write('complete', subject, fencingToken, () =>
           this.store.complete(id, fencingToken, { retentionMs: this.options.retentionMs, result }),
         );
-        if (write === 'lost') {
-          this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-          return {
-            ...base(),
-            status: 'lease-lost',
-            handlerStarted: true,
-            handlerCompleted: true,
-            result: value,
-            error: undefined,
-          };
-        }
+        if (write === 'lost') return lostOnWrite(true, value, undefined);
         const recorded = write === 'ok';
         if (this.listenerCount('completed') > 0) {
           this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
@@ -591,17 +590,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       const write = await this.#write('release', subject, fencingToken, () =>
         this.store.release(id, fencingToken, { retentionMs: this.options.retentionMs, abandoned }),
       );
-      if (write === 'lost') {
-        this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-        return {
-          ...base(),
-          status: 'lease-lost',
-          handlerStarted: true,
-          handlerCompleted: false,
-          result: undefined,
-          error,
-        };
-      }
+      if (write === 'lost') return lostOnWrite(false, undefined, error);
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
       return { ...base(), status: 'released', error, recorded: write === 'ok' };
     }
@@ -611,17 +600,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         error: describeError(error),
       }),
     );
-    if (write === 'lost') {
-      this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-      return {
-        ...base(),
-        status: 'lease-lost',
-        handlerStarted: true,
-        handlerCompleted: reason === 'result-too-large',
-        result: undefined,
-        error,
-      };
-    }
+    if (write === 'lost') return lostOnWrite(reason === 'result-too-large', undefined, error);
     this.#emit('failed', { ...subject, attempt, fencingToken, error, reason, recorded: write === 'ok' });
     return { ...base(), status: 'failed', error, reason, recorded: write === 'ok' };
   }
