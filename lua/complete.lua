@@ -8,7 +8,7 @@
   ARGV[3]  hasResult       '1' to store ARGV[4] as the result (field r), '0' to store none (no r)
   ARGV[4]  result          encoded result (opaque string), '' when hasResult is '0'
 
-  The completed record keeps s, t, a, w, f when a fingerprint was given and r: everything a duplicate's
+  The completed record keeps s, t, a, w, p when a fingerprint was given (f in records before 0.2) and r: everything a duplicate's
   reply and `store.get` need; the other fields are removed (claim.lua). w is the completion time as
   milliseconds after the token's time (completedAtMs = floor(t / 1000) + w, exact: w is computed from the
   stored t), a small integer (the handler's duration, about) where u took a 64-bit one; a is removed when

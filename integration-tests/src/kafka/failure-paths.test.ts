@@ -1,7 +1,6 @@
 import {
   buildRecordKey,
   Idempotency,
-  type IdempotencyLogger,
   type RecordId,
   RedisIdempotencyStore,
   StoreUnavailableError,
@@ -9,21 +8,11 @@ import {
 import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
+import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
 import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
-import { freePort, waitFor } from '../../support/net';
+import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { type RecordedEvent, recordEvents } from './recorded-events';
-
-/** A logger that keeps what it was given (`debug` lines prefixed with `debug `). */
-function recordingLogger(): IdempotencyLogger & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    warn: (message) => lines.push(message),
-    error: (message) => lines.push(message),
-    debug: (message) => lines.push(`debug ${message}`),
-  };
-}
 
 describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redisUrl, kafka: brokers }) => {
   jest.setTimeout(60_000);
@@ -48,16 +37,8 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
   });
 
   it('a Redis URL pointing at a closed port: checkStore() fails promptly naming the host, the first message logs it once, and the console is not flooded', async () => {
-    const port = await freePort();
-    const closed = new Redis(`redis://127.0.0.1:${port}`);
-    const printed: string[] = [];
-    const spies = (['error', 'warn', 'log'] as const).map((level) =>
-      jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-        printed.push(args.map(String).join(' '));
-      }),
-    );
-    const logger = recordingLogger();
-    try {
+    await withClosedRedis(async ({ redis: closed, port, printed }) => {
+      const logger = recordingLogger();
       const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 500 });
       const idempotency = new Idempotency({ store, logger: false });
       const topic = uniqueName('closed');
@@ -96,10 +77,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
         expect.stringMatching(/^debug /),
       ]);
       expect(printed.filter((line) => line.includes('[ioredis]'))).toEqual([]);
-    } finally {
-      for (const spy of spies) spy.mockRestore();
-      closed.disconnect();
-    }
+    });
   });
 
   it('eachMessage: a completion write refused with LEASE_LOST after an outage emits leaseLost (during write) and resolves without a rerun', async () => {

@@ -1,25 +1,9 @@
-import {
-  type IdempotencyLogger,
-  NonRetryableError,
-  RedisIdempotencyStore,
-  StoreUnavailableError,
-} from '@idempotent-consumer/core';
+import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { createIdempotentConsumer, DEAD_LETTER_HEADERS } from '@idempotent-consumer/rabbitmq';
-import Redis from 'ioredis';
-import { freePort, waitFor } from '../../support/net';
+import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
+import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { pause, RabbitFixture } from './fixture';
-
-/** A logger that keeps what it was given (`debug` lines prefixed with `debug `). */
-function recordingLogger(): IdempotencyLogger & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    warn: (message) => lines.push(message),
-    error: (message) => lines.push(message),
-    debug: (message) => lines.push(`debug ${message}`),
-  };
-}
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (urls) => {
   jest.setTimeout(60_000);
@@ -30,16 +14,8 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
   afterEach(() => fx.close());
 
   it('a Redis URL pointing at a closed port: start() fails promptly with StoreUnavailableError naming the host, and the console is not flooded', async () => {
-    const port = await freePort();
-    const redis = new Redis(`redis://127.0.0.1:${port}`);
-    const printed: string[] = [];
-    const spies = (['error', 'warn', 'log'] as const).map((level) =>
-      jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-        printed.push(args.map(String).join(' '));
-      }),
-    );
-    const logger = recordingLogger();
-    try {
+    await withClosedRedis(async ({ redis, port, printed }) => {
+      const logger = recordingLogger();
       const consumer = createIdempotentConsumer(
         {
           idempotency: fx.idempotency({}, new RedisIdempotencyStore({ redis }, { commandTimeoutMs: 1000 })),
@@ -61,10 +37,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
       expect(logger.lines.filter((l) => l.includes('Redis client'))).toEqual([
         expect.stringMatching(/^debug /),
       ]);
-    } finally {
-      for (const spy of spies) spy.mockRestore();
-      redis.disconnect();
-    }
+    });
   });
 
   it('a fingerprint function that throws dead-letters the message as invalid-key and consumption goes on', async () => {

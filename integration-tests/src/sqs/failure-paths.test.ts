@@ -1,24 +1,13 @@
 import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import {
-  type IdempotencyLogger,
-  NonRetryableError,
-  RedisIdempotencyStore,
-  StoreUnavailableError,
-} from '@idempotent-consumer/core';
+import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
-import Redis from 'ioredis';
-import { freePort, waitFor } from '../../support/net';
+import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
+import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
-
-/** A logger that keeps what it was given. */
-function recordingLogger(): IdempotencyLogger & { lines: string[] } {
-  const lines: string[] = [];
-  return { lines, warn: (message) => lines.push(message), error: (message) => lines.push(message) };
-}
 
 /** The emulator's client, with the next `failures` dead-letter copies (SendMessage) refused. */
 function refusingCopies(sqs: SQSClient, failures: { left: number }): SQSClient {
@@ -45,16 +34,8 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
   afterAll(() => fx.close());
 
   it('a Redis URL pointing at a closed port: start() fails promptly naming the host, and the console is not flooded', async () => {
-    const port = await freePort();
-    const closed = new Redis(`redis://127.0.0.1:${port}`);
-    const printed: string[] = [];
-    const spies = (['error', 'warn', 'log'] as const).map((level) =>
-      jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-        printed.push(args.map(String).join(' '));
-      }),
-    );
-    const logger = recordingLogger();
-    try {
+    await withClosedRedis(async ({ redis: closed, port, printed }) => {
+      const logger = recordingLogger();
       const q = await fx.queue('closed-redis');
       const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 1000 });
       const { Idempotency } = await import('@idempotent-consumer/core');
@@ -70,10 +51,7 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
       expect(performance.now() - started).toBeLessThan(10_000);
       expect(poller.running).toBe(false);
       expect(printed.filter((line) => line.includes('[ioredis]'))).toEqual([]);
-    } finally {
-      for (const spy of spies) spy.mockRestore();
-      closed.disconnect();
-    }
+    });
   });
 
   it('an unprotected run whose dead-letter copy is refused is not run again; the next receive sends the copy', async () => {

@@ -9,6 +9,30 @@ interface RedisLike {
   listenerCount(event: string): number;
   readonly options?: { host?: string; port?: number; path?: string };
   readonly startupNodes?: readonly unknown[];
+  /** ioredis' connection status: `connecting`, `connect`, `ready`, `reconnecting`, `end`, … */
+  readonly status?: string;
+}
+
+/** The longest {@link checkStoreAnswers} waits for a client that is still connecting, in ms. */
+const CONNECT_WAIT_MS = 5000;
+
+/**
+ * Resolves once a client that is still connecting (`new Redis(url)` a moment ago) is `ready`, has failed
+ * to connect (`error`: the PING then says why), or {@link CONNECT_WAIT_MS} passed; at once for any other
+ * status. Without it, a client made with `enableOfflineQueue: false` answers a PING sent before its
+ * connection is up with "Stream isn't writeable", and a healthy consumer would fail to start.
+ */
+function untilConnected(redis: RedisLike | undefined): Promise<void> {
+  if (redis?.status !== 'connecting' && redis?.status !== 'connect') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      for (const event of ['ready', 'error', 'end']) redis.off(event, done);
+      resolve();
+    };
+    const timer = setTimeout(done, CONNECT_WAIT_MS);
+    for (const event of ['ready', 'error', 'end']) redis.on(event, done);
+  });
 }
 
 /** The Redis client of a store that exposes one (`RedisIdempotencyStore.redis`), else `undefined`. */
@@ -49,13 +73,14 @@ export function describeStoreLocation(store: object): string | undefined {
 /**
  * Checks that the store answers one `ping` (bounded by the store's own command timeout: 2 s by default
  * for `RedisIdempotencyStore`), so a consumer started against a wrong URL fails at once instead of
- * pausing on its first message.
+ * pausing on its first message. A client still connecting is given up to 5 s to connect first.
  * @param where - names the consumer in the error, e.g. `the consumer of queue orders`.
  * @throws `StoreUnavailableError` (code `STORE_UNAVAILABLE`) naming the consumer and where the store's
  *   Redis is (host and port), with the ping's error as `cause`.
  */
 export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, where: string): Promise<void> {
   try {
+    await untilConnected(redisOf(store));
     await store.ping();
   } catch (error) {
     const location = describeStoreLocation(store);

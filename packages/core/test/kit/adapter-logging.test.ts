@@ -170,6 +170,32 @@ describe('kit: checkStoreAnswers and watchRedisErrors', () => {
     await expect(checkStoreAnswers(new MemoryIdempotencyStore(), 'c')).resolves.toBeUndefined();
   });
 
+  it('checkStoreAnswers waits for a client that is still connecting before its PING (enableOfflineQueue: false refuses one sent earlier)', async () => {
+    const redis = Object.assign(new FakeRedis(), { status: 'connecting' });
+    const store = Object.assign(new MemoryIdempotencyStore(), { redis });
+    store.ping = async () => {
+      if (redis.status !== 'ready') throw new StoreUnavailableError("Stream isn't writeable");
+    };
+    const checked = checkStoreAnswers(store, 'c');
+    expect(redis.listenerCount('ready')).toBe(1);
+    redis.status = 'ready';
+    redis.emit('ready');
+    await expect(checked).resolves.toBeUndefined();
+    expect(redis.listenerCount('ready')).toBe(0);
+    expect(redis.listenerCount('error')).toBe(0);
+  });
+
+  it('checkStoreAnswers does not wait for a client that failed to connect: the PING says why', async () => {
+    const redis = Object.assign(new FakeRedis(), { status: 'connecting' });
+    const store = Object.assign(new MemoryIdempotencyStore(), { redis });
+    store.ping = async () => {
+      throw new StoreUnavailableError('connect ECONNREFUSED 127.0.0.1:1');
+    };
+    const checked = checkStoreAnswers(store, 'c').catch((e: unknown) => e);
+    redis.emit('error', new Error('connect ECONNREFUSED 127.0.0.1:1'));
+    expect(await checked).toBeInstanceOf(StoreUnavailableError);
+  });
+
   it('watchRedisErrors logs the first error of each outage at debug through one listener, and leaves an owned client alone', () => {
     const { lines, logger: base } = recordingLogger();
     const logger: IdempotencyLogger = {
