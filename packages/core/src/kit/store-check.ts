@@ -18,12 +18,12 @@ const CONNECT_WAIT_MS = 5000;
 
 /**
  * Resolves once a client that is still connecting (`new Redis(url)` a moment ago) is `ready`, has failed
- * to connect (`error`: the PING then says why), or {@link CONNECT_WAIT_MS} passed; at once for any other
- * status. Without it, a client made with `enableOfflineQueue: false` answers a PING sent before its
+ * to connect (`error`: the PING then says why), or {@link CONNECT_WAIT_MS} passed; `undefined` (nothing to
+ * wait for, so the PING goes out at once, in the caller's tick) for any other status. Without it, a client made with `enableOfflineQueue: false` answers a PING sent before its
  * connection is up with "Stream isn't writeable", and a healthy consumer would fail to start.
  */
-function untilConnected(redis: RedisLike | undefined): Promise<void> {
-  if (redis?.status !== 'connecting' && redis?.status !== 'connect') return Promise.resolve();
+function untilConnected(redis: RedisLike | undefined): Promise<void> | undefined {
+  if (redis?.status !== 'connecting' && redis?.status !== 'connect') return undefined;
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
@@ -80,7 +80,8 @@ export function describeStoreLocation(store: object): string | undefined {
  */
 export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, where: string): Promise<void> {
   try {
-    await untilConnected(redisOf(store));
+    const connecting = untilConnected(redisOf(store));
+    if (connecting) await connecting;
     await store.ping();
   } catch (error) {
     const location = describeStoreLocation(store);
