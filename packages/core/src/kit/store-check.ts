@@ -19,8 +19,9 @@ const CONNECT_WAIT_MS = 5000;
 /**
  * Resolves once a client that is still connecting (`new Redis(url)` a moment ago) is `ready`, has failed
  * to connect (`error`: the PING then says why), or {@link CONNECT_WAIT_MS} passed; `undefined` (nothing to
- * wait for, so the PING goes out at once, in the caller's tick) for any other status. Without it, a client made with `enableOfflineQueue: false` answers a PING sent before its
- * connection is up with "Stream isn't writeable", and a healthy consumer would fail to start.
+ * wait for, so the PING goes out at once, in the caller's tick) for any other status. Without it, a
+ * client made with `enableOfflineQueue: false` answers a PING sent before its connection is up with
+ * "Stream isn't writeable", and a healthy consumer would fail to start.
  */
 function untilConnected(redis: RedisLike | undefined): Promise<void> | undefined {
   if (redis?.status !== 'connecting' && redis?.status !== 'connect') return undefined;
