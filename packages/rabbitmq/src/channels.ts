@@ -1,6 +1,7 @@
 import type { AmqpConnection, ConsumeChannel, PublishChannel } from './amqp-types';
 import { type CloseReason, closeReasonOf } from './close-reason';
 import { ConfirmPublisher } from './confirm-publisher';
+import { DeliveryAcks } from './delivery-acks';
 
 /** Which of its channels closed, why, and whether the whole connection went with it. */
 export interface ChannelClosed {
@@ -24,6 +25,7 @@ export class ConsumerChannels {
   #connectionError: unknown;
   #connectionClosed = false;
   #consume: ConsumeChannel | undefined;
+  #consumeAcks: DeliveryAcks | undefined;
   #publishChannel: PublishChannel | undefined;
   #publisher: ConfirmPublisher | undefined;
   #publisherOpening: Promise<ConfirmPublisher> | undefined;
@@ -34,6 +36,14 @@ export class ConsumerChannels {
   /** The open consume channel, `undefined` while there is none. */
   get consume(): ConsumeChannel | undefined {
     return this.#consume;
+  }
+
+  /**
+   * The acks of `channel` while it is the open consume channel (coalesced: see {@link DeliveryAcks});
+   * `undefined` once it closed or was replaced: its deliveries are the broker's again.
+   */
+  acks(channel: ConsumeChannel): DeliveryAcks | undefined {
+    return channel === this.#consume ? this.#consumeAcks : undefined;
   }
 
   /** The connection the channels were opened on, `undefined` before {@link ConsumerChannels.open}. */
@@ -70,9 +80,11 @@ export class ConsumerChannels {
     channel.on('close', () => {
       if (this.#consume !== channel) return;
       this.#consume = undefined;
+      this.#consumeAcks = undefined;
       if (!this.#closing) this.#report('consume', lastError);
     });
     this.#consume = channel;
+    this.#consumeAcks = new DeliveryAcks(channel);
     await channel.prefetch(prefetch);
     await this.publisher();
     return channel;
@@ -107,13 +119,22 @@ export class ConsumerChannels {
     return this.#publisher;
   }
 
-  /** Closes the channels it opened (the broker requeues what they left unacked); never rejects. */
+  /**
+   * Closes the channels it opened, after sending the acks still waiting for the end of the turn (the
+   * broker requeues what they left unacked); never rejects.
+   */
   async close(): Promise<void> {
     this.#closing = true;
+    try {
+      this.#consumeAcks?.flush();
+    } catch {
+      // Closed already: the broker requeues those deliveries.
+    }
     const channels = [this.#publishChannel, this.#consume];
     this.#publishChannel = undefined;
     this.#publisher = undefined;
     this.#consume = undefined;
+    this.#consumeAcks = undefined;
     await Promise.allSettled(channels.map((c) => c?.close()));
   }
 

@@ -144,7 +144,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     const settler = new Settler({
       topology: this.topology,
       publisher: () => this.#channels.publisher(),
-      isOpen: (channel) => this.#channels.consume === channel,
+      acks: (channel) => this.#channels.acks(channel),
       requeueAfterMs: this.#options.delayTiersMs[0]!,
       signal: this.#stopping.signal,
       emit: this.#emitEvent,

@@ -3,6 +3,7 @@ import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import type { ConfirmPublisher } from './confirm-publisher';
 import type { Decision, RequeueReason } from './decide';
+import type { DeliveryAcks } from './delivery-acks';
 import type { Emit, MessageSubject } from './events';
 import { deadLetterHeaders, republishOptions, retryHeaders } from './republish-headers';
 import type { ConsumerTopology } from './topology';
@@ -22,8 +23,8 @@ export interface SettlerContext {
   readonly topology: ConsumerTopology;
   /** The confirm publisher (reopened when it closed). */
   readonly publisher: () => Promise<ConfirmPublisher>;
-  /** Whether `channel` is still the consumer's open consume channel. */
-  readonly isOpen: (channel: ConsumeChannel) => boolean;
+  /** The acks of `channel` while it is still the consumer's open consume channel, else `undefined`. */
+  readonly acks: (channel: ConsumeChannel) => DeliveryAcks | undefined;
   /** How long a delivery whose republish failed waits before it is requeued, in milliseconds. */
   readonly requeueAfterMs: number;
   /** Ends that wait early (the consumer stops). */
@@ -133,7 +134,7 @@ export class Settler {
     headers: Record<string, unknown>,
     requeueAfterMs: number,
   ): Promise<boolean> {
-    if (!this.context.isOpen(delivery.channel)) {
+    if (this.context.acks(delivery.channel) === undefined) {
       this.#settle(delivery, 'ack'); // reports the closed channel as a brokerError
       return false;
     }
@@ -157,19 +158,21 @@ export class Settler {
 
   /**
    * Acks or nacks (with requeue) a delivery at most once (a second settle of one delivery tag is a
-   * channel error in AMQP 0-9-1), on the channel it came on. False (and `brokerError`) when that channel
-   * is closed or refused it: the broker redelivers the message.
+   * channel error in AMQP 0-9-1), on the channel it came on; acks go out at the end of the turn, several
+   * in one frame when they can ({@link DeliveryAcks}). False (and `brokerError`) when that channel is
+   * closed or refused it: the broker redelivers the message.
    */
   #settle(delivery: Delivery, operation: 'ack' | 'nack'): boolean {
     const { message, channel, subject } = delivery;
     if (this.#settled.has(message)) return false;
     this.#settled.add(message);
     try {
-      if (!this.context.isOpen(channel)) {
+      const acks = this.context.acks(channel);
+      if (acks === undefined) {
         throw new Error('The consume channel closed; the broker redelivers the message');
       }
-      if (operation === 'ack') channel.ack(message);
-      else channel.nack(message, false, true);
+      if (operation === 'ack') acks.ack(message);
+      else acks.nack(message);
       return true;
     } catch (error) {
       this.context.emit('brokerError', {

@@ -5,14 +5,21 @@ import type { AmqpConnection, ConsumeChannel, PublishChannel } from '../src/amqp
 /** Everything the fakes saw, in order, shared with a recording store so tests can assert the sequence. */
 export type Journal = string[];
 
-/** A fake consume channel: deliveries are pushed by the test; ack/nack/cancel are journaled. */
+/**
+ * A fake consume channel: deliveries are pushed by the test; ack/nack/cancel are journaled. An ack with
+ * `allUpTo` settles every outstanding delivery up to its tag, as RabbitMQ does, each journaled as its own
+ * `ack:<tag>`; acking a tag twice throws, as the broker closes the channel for it (PRECONDITION_FAILED).
+ */
 export class FakeChannel extends EventEmitter {
   onMessage: ((message: ConsumeMessage | null) => void) | undefined;
   consumes = 0;
   cancels = 0;
   acked: number[] = [];
   nacked: { tag: number; requeue: boolean }[] = [];
+  /** How many acks were sent (a `multiple` ack is one). */
+  ackFrames = 0;
   #tag = 0;
+  readonly #outstanding = new Set<number>();
 
   constructor(readonly journal: Journal) {
     super();
@@ -33,11 +40,21 @@ export class FakeChannel extends EventEmitter {
     this.journal.push('cancel');
     return { consumerTag };
   }
-  ack(message: ConsumeMessage): void {
-    this.acked.push(message.fields.deliveryTag);
-    this.journal.push(`ack:${message.fields.deliveryTag}`);
+  ack(message: ConsumeMessage, allUpTo = false): void {
+    const tag = message.fields.deliveryTag;
+    const tags = allUpTo ? [...this.#outstanding].filter((t) => t <= tag).sort((a, b) => a - b) : [tag];
+    if (!this.#outstanding.has(tag)) throw new Error(`PRECONDITION_FAILED - unknown delivery tag ${tag}`);
+    this.ackFrames += 1;
+    for (const t of tags) {
+      this.#outstanding.delete(t);
+      this.acked.push(t);
+      this.journal.push(`ack:${t}`);
+    }
   }
   nack(message: ConsumeMessage, _allUpTo?: boolean, requeue = true): void {
+    if (!this.#outstanding.delete(message.fields.deliveryTag)) {
+      throw new Error(`PRECONDITION_FAILED - unknown delivery tag ${message.fields.deliveryTag}`);
+    }
     this.nacked.push({ tag: message.fields.deliveryTag, requeue });
     this.journal.push(`nack:${message.fields.deliveryTag}:${requeue}`);
   }
@@ -67,6 +84,7 @@ export class FakeChannel extends EventEmitter {
     redelivered = false,
   ): ConsumeMessage {
     this.#tag += 1;
+    this.#outstanding.add(this.#tag);
     const message = {
       content: Buffer.from(content),
       fields: {

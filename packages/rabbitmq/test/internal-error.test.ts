@@ -2,6 +2,7 @@ import { setTimeout as tick } from 'node:timers/promises';
 import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
 import { AdapterLog } from '@idempotent-consumer/core/kit';
 import type { ConsumeChannel } from '../src/amqp-types';
+import { DeliveryAcks } from '../src/delivery-acks';
 import { DeliveryProcessor } from '../src/delivery-processor';
 import type { IdempotentConsumerEvents } from '../src/events';
 import { KeyPolicy } from '../src/key-policy';
@@ -24,10 +25,11 @@ describe('DeliveryProcessor: an adapter bug (internal-error)', () => {
     }) as never;
     const nacked: unknown[] = [];
     const channel = { ack: () => {}, nack: (m: unknown) => nacked.push(m) } as unknown as ConsumeChannel;
+    const acks = new DeliveryAcks(channel);
     const settler = new Settler({
       topology: consumerTopology(options),
       publisher: () => Promise.reject(new Error('not used')),
-      isOpen: () => true,
+      acks: () => acks,
       requeueAfterMs: options.delayTiersMs[0]!,
       signal: stop.signal,
       emit,

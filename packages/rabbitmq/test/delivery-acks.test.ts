@@ -1,0 +1,137 @@
+import type { ConsumeMessage } from 'amqplib';
+import type { ConsumeChannel } from '../src/amqp-types';
+import { DeliveryAcks } from '../src/delivery-acks';
+import { FakeChannel } from './fake-amqp';
+
+/** A channel with a registered consumer that keeps what it was delivered, and its acks. */
+function setup() {
+  const channel = new FakeChannel([]);
+  const delivered: ConsumeMessage[] = [];
+  channel.onMessage = (message) => {
+    if (message) delivered.push(message);
+  };
+  const deliver = (n: number) => Array.from({ length: n }, (_, i) => channel.deliver(`{"n":${i}}`));
+  return { channel, delivered, deliver, acks: new DeliveryAcks(channel as unknown as ConsumeChannel) };
+}
+
+const endOfTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('DeliveryAcks', () => {
+  it('sends the acks of one turn as one multiple ack', async () => {
+    const { channel, deliver, acks } = setup();
+    const [a, b, c] = deliver(3);
+    acks.ack(b!);
+    acks.ack(a!);
+    acks.ack(c!);
+    expect(channel.acked).toEqual([]); // not before the end of the turn
+    await endOfTurn();
+    expect(channel.acked).toEqual([1, 2, 3]);
+    expect(channel.ackFrames).toBe(1);
+  });
+
+  it('never covers a delivery still being handled: acks past it go alone', async () => {
+    const { channel, deliver, acks } = setup();
+    const [a, b, c, d] = deliver(4);
+    acks.ack(a!);
+    acks.ack(c!);
+    acks.ack(d!);
+    await endOfTurn();
+    expect(channel.acked).toEqual([1, 3, 4]); // 2 is still outstanding
+    expect(channel.ackFrames).toBe(3);
+    acks.ack(b!);
+    await endOfTurn();
+    expect(channel.acked).toEqual([1, 3, 4, 2]);
+    // The run passed the tags acked alone: the next turn's acks start from 5 again.
+    const [e, f] = deliver(2);
+    acks.ack(f!);
+    acks.ack(e!);
+    await endOfTurn();
+    expect(channel.acked).toEqual([1, 3, 4, 2, 5, 6]);
+    expect(channel.ackFrames).toBe(5);
+  });
+
+  it('passes a nacked tag: a multiple ack does not cover it again', async () => {
+    const { channel, deliver, acks } = setup();
+    const [a, b, c] = deliver(3);
+    acks.nack(b!); // at once
+    expect(channel.nacked).toEqual([{ tag: 2, requeue: true }]);
+    acks.ack(a!);
+    acks.ack(c!);
+    await endOfTurn();
+    expect(channel.acked).toEqual([1, 3]);
+    expect(channel.ackFrames).toBe(1);
+  });
+
+  it('flush() sends what waits at once (before a close)', () => {
+    const { channel, deliver, acks } = setup();
+    const [a, b] = deliver(2);
+    acks.ack(a!);
+    acks.ack(b!);
+    acks.flush();
+    expect(channel.acked).toEqual([1, 2]);
+  });
+
+  it('a channel closed before the end of the turn: the acks are dropped, nothing throws', async () => {
+    const { channel, deliver, acks } = setup();
+    const [a] = deliver(1);
+    channel.ack = () => {
+      throw new Error('Channel closed');
+    };
+    acks.ack(a!);
+    await endOfTurn(); // an uncaught throw here would fail the test
+    expect(channel.acked).toEqual([]);
+  });
+
+  it('stops coalescing, and stays correct, when one delivery is held while thousands are acked', async () => {
+    const { channel, deliver, acks } = setup();
+    const [held, ...rest] = deliver(5000);
+    for (const message of rest) {
+      acks.ack(message);
+      await endOfTurn(); // one ack per turn: each goes alone, its tag remembered as settled ahead
+    }
+    expect(channel.acked).toHaveLength(4999);
+    acks.ack(held!);
+    await endOfTurn();
+    expect(channel.acked).toHaveLength(5000);
+    expect(new Set(channel.acked).size).toBe(5000);
+  });
+
+  it('random interleavings: every delivery settled once, none acked before it was settled here', async () => {
+    let seed = 42;
+    // mulberry32: a small seeded generator, so a failure replays.
+    const random = () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    for (let round = 0; round < 50; round++) {
+      const { channel, delivered, deliver, acks } = setup();
+      const settledHere = new Set<number>();
+      const open: ConsumeMessage[] = [];
+      let sent = 0;
+      while (sent < 300 || open.length > 0) {
+        if (sent < 300 && open.length < 64 && random() < 0.6) {
+          open.push(...deliver(1 + Math.floor(random() * 5)));
+          sent = delivered.length;
+        }
+        // Settle some of the open deliveries, in any order, within this turn.
+        for (let i = open.length - 1; i >= 0; i--) {
+          if (random() < 0.3) {
+            const [message] = open.splice(i, 1);
+            settledHere.add(message!.fields.deliveryTag);
+            if (random() < 0.1) acks.nack(message!);
+            else acks.ack(message!);
+          }
+        }
+        if (random() < 0.7) await endOfTurn();
+        const early = channel.acked.filter((tag) => !settledHere.has(tag));
+        if (early.length > 0) throw new Error(`acked before settled here: ${early.join(', ')}`);
+      }
+      await endOfTurn();
+      const settled = [...channel.acked, ...channel.nacked.map((n) => n.tag)].sort((a, b) => a - b);
+      expect(settled).toEqual(delivered.map((m) => m.fields.deliveryTag));
+      expect(channel.ackFrames).toBeLessThan(channel.acked.length);
+    }
+  });
+});
