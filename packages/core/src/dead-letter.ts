@@ -1,3 +1,4 @@
+import { describeError } from './runner/idempotency';
 import type { RunResult } from './runner/run-result';
 import type { ClaimReply } from './store/idempotency-store';
 
@@ -95,4 +96,28 @@ export function deadLetterReasonOf(result: RunResult<unknown> | ClaimReply): Dea
     default:
       return undefined;
   }
+}
+
+/**
+ * The dead letter of an UNPROTECTED run that threw (the store did not answer and the runner failed open,
+ * or a message without a key was processed): no record counts its attempts, so the adapter counts them
+ * from the broker (`attempt`, e.g. RabbitMQ's retry header or SQS's receive count) and dead-letters once
+ * `attempt` reaches `maxAttempts` (`attempts-exhausted`) or at once when `isRetryable` says no
+ * (`non-retryable`). No record to mark: `failedFencingToken` is `undefined`.
+ * @returns `undefined` when the run should be retried.
+ */
+export function unprotectedDeadLetter(
+  error: unknown,
+  attempt: number,
+  policy: { readonly maxAttempts: number; readonly isRetryable: (error: unknown) => boolean },
+): DeadLetterDecision | undefined {
+  const retryable = policy.isRetryable(error);
+  if (retryable && attempt < policy.maxAttempts) return undefined;
+  return {
+    action: 'dead-letter',
+    reason: retryable ? 'attempts-exhausted' : 'non-retryable',
+    attempt,
+    error: describeError(error),
+    failedFencingToken: undefined,
+  };
 }

@@ -1,5 +1,5 @@
 import { Idempotency, type IdempotencyOptions, MemoryIdempotencyStore, NonRetryableError } from '../src';
-import { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME } from '../src/kit';
+import { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME, unprotectedDeadLetter } from '../src/kit';
 
 function setup(options: IdempotencyOptions = {}) {
   const store = new MemoryIdempotencyStore();
@@ -101,5 +101,28 @@ describe('DEAD_LETTER_FIELDS', () => {
       scope: 'x-idempotency-scope',
     });
     expect(NO_CLAIM_OUTCOME).toBe('NONE');
+  });
+});
+
+describe('unprotectedDeadLetter', () => {
+  const policy = { maxAttempts: 3, isRetryable: (e: unknown) => !(e instanceof NonRetryableError) };
+
+  it('retries a retryable error below maxAttempts, dead-letters at it', () => {
+    expect(unprotectedDeadLetter(new Error('down'), 2, policy)).toBeUndefined();
+    expect(unprotectedDeadLetter(new Error('down'), 3, policy)).toEqual({
+      action: 'dead-letter',
+      reason: 'attempts-exhausted',
+      attempt: 3,
+      error: 'Error: down',
+      failedFencingToken: undefined,
+    });
+  });
+
+  it('dead-letters a non-retryable error on its first attempt', () => {
+    expect(unprotectedDeadLetter(new NonRetryableError('bad card'), 1, policy)).toMatchObject({
+      reason: 'non-retryable',
+      attempt: 1,
+      error: expect.stringContaining('bad card'),
+    });
   });
 });

@@ -4,7 +4,11 @@ import {
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { type DeadLetterDecision, deadLetterReasonOf } from '@idempotent-consumer/core/kit';
+import {
+  type DeadLetterDecision,
+  deadLetterReasonOf,
+  unprotectedDeadLetter,
+} from '@idempotent-consumer/core/kit';
 
 /** What {@link decide} needs besides the result: the wrapper's resolved retry settings. */
 export interface DecisionPolicy {
@@ -106,17 +110,10 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
       };
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { action: 'resolve', reason: 'unprotected' };
-      const retryable = policy.isRetryable(result.error);
-      if (!retryable || unprotectedAttempt >= policy.maxAttempts) {
-        return {
-          action: 'dead-letter',
-          reason: retryable ? 'attempts-exhausted' : 'non-retryable',
-          attempt: unprotectedAttempt,
-          error: describeError(result.error),
-          failedFencingToken: undefined,
-        };
-      }
-      return retryAfter('handler-error', backoff(unprotectedAttempt), result.error, policy);
+      return (
+        unprotectedDeadLetter(result.error, unprotectedAttempt, policy) ??
+        retryAfter('handler-error', backoff(unprotectedAttempt), result.error, policy)
+      );
     }
     default:
       switch (result.status) {

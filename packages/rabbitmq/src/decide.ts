@@ -4,7 +4,11 @@ import {
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { type DeadLetterDecision, deadLetterReasonOf } from '@idempotent-consumer/core/kit';
+import {
+  type DeadLetterDecision,
+  deadLetterReasonOf,
+  unprotectedDeadLetter,
+} from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
@@ -145,16 +149,9 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
       return deadLetter(result, result.attempt, result.error, result.fencingToken);
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { action: 'ack', reason: 'unprotected' };
-      const retryable = (policy.isRetryable ?? (() => true))(result.error);
-      if (!retryable || unprotectedAttempt >= policy.maxAttempts) {
-        return {
-          action: 'dead-letter',
-          reason: retryable ? 'attempts-exhausted' : 'non-retryable',
-          attempt: unprotectedAttempt,
-          error: describeError(result.error),
-          failedFencingToken: undefined,
-        };
-      }
+      const isRetryable = policy.isRetryable ?? (() => true);
+      const letter = unprotectedDeadLetter(result.error, unprotectedAttempt, { ...policy, isRetryable });
+      if (letter) return letter;
       return retry(
         'handler-error',
         backoff(unprotectedAttempt, policy),

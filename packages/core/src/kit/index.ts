@@ -18,7 +18,7 @@
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
- * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link NO_CLAIM_OUTCOME}),
+ * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link unprotectedDeadLetter}, {@link NO_CLAIM_OUTCOME}),
  *   the stored result's codec ({@link encodeResult}, {@link decodeResult}) and {@link SCRIPT_NUMBER_OF_KEYS}, for
  *   adapter, store and tool authors (the CLI reads records with them).
  *
@@ -29,6 +29,7 @@ export {
   type DeadLetterDecision,
   deadLetterReasonOf,
   NO_CLAIM_OUTCOME,
+  unprotectedDeadLetter,
 } from '../dead-letter';
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';

@@ -11,6 +11,7 @@ describe('kit: the sub-path export', () => {
         'NO_CLAIM_OUTCOME',
         'SCRIPT_NUMBER_OF_KEYS',
         'deadLetterReasonOf',
+        'unprotectedDeadLetter',
         'decodeResult',
         'encodeResult',
         'DEFAULT_STORE_PROBE_BACKOFF',
