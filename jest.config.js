@@ -17,6 +17,11 @@ module.exports = {
   // On a 2-core machine Jest runs every suite in its own process; one forgotten socket or timer would keep
   // it alive after the last test and stall CI. Exit after the run; global-teardown.ts names what was left.
   forceExit: true,
+  // Two test files at a time, also on a 2-core machine (Jest's default there is one): the suites spend most
+  // of their time waiting on brokers, group joins, leases and child processes (a serial run used about a
+  // quarter of the CPU), and every suite works on names of its own (topics, groups, queues, key prefixes,
+  // schemas) or on servers it starts itself, so two suites do not see each other.
+  maxWorkers: 2,
   reporters: ['default', '<rootDir>/scripts/summary-reporter.js'],
   projects: [
     {

@@ -18,7 +18,7 @@ const extraMajor = 24;
 const cacheDir = join(root, 'node_modules', '.cache', `node${extraMajor}`);
 const jestArgs = process.argv.slice(2);
 // A run that lasts longer than this is stopped and counted as failed, so a hang cannot stall CI
-// (a whole run takes about 7 minutes on a quiet 2-core machine).
+// (a whole run takes about 4 minutes on a quiet 2-core machine).
 const runLimitSeconds = Number(process.env.JEST_RUN_LIMIT_SECONDS ?? 1500);
 
 /** Major version of a Node binary, or undefined when it does not run. */

@@ -1,15 +1,19 @@
+import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import {
   type Consumer,
   type EachBatchHandler,
   type EachMessageHandler,
   type IHeaders,
   Kafka,
-  type KafkaMessage,
   logLevel,
   type Producer,
 } from 'kafkajs';
+import { hasKcat } from './kafka-mock';
 import { waitFor } from './net';
+
+const execFileAsync = promisify(execFile);
 
 /** A quiet KafkaJS client for the brokers found by global-setup. */
 export function kafkaClient(brokers: string, clientId = 'ic-tests'): Kafka {
@@ -271,17 +275,96 @@ export async function ensureTopic(kafka: Kafka, topic: string): Promise<void> {
   }
 }
 
-/** Reads `count` messages of `topic` from the beginning with a fresh group, within `timeoutMs`. */
+/** A message {@link readTopic} read back: where it is, its key, value and headers. */
+export interface ReadMessage {
+  readonly partition: number;
+  readonly offset: string;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers: IHeaders;
+}
+
+/**
+ * Reads `count` messages of `topic` from the beginning within `timeoutMs`, then once more 200 ms later, so
+ * that a message beyond `count` shows up too. With kcat installed it reads without a consumer group
+ * ({@link kcatRead}); a new group would first wait out the group coordinator's initial rebalance delay (3 s
+ * on the mock cluster, as on a Kafka broker's default). Without kcat (a Kafka from `KAFKA_BROKERS`), a
+ * fresh KafkaJS group reads it.
+ */
 export async function readTopic(
-  kafka: Kafka,
+  brokers: string,
   topic: string,
   count: number,
   timeoutMs = 20_000,
-): Promise<KafkaMessage[]> {
-  const got: KafkaMessage[] = [];
+): Promise<ReadMessage[]> {
+  if (!hasKcat()) return readTopicWithGroup(kafkaClient(brokers), topic, count, timeoutMs);
+  await waitFor(
+    `${count} messages on ${topic}`,
+    async () => (await kcatRead(brokers, topic)).length >= count,
+    timeoutMs,
+    100,
+  );
+  await sleep(200); // a message beyond `count` would show up here
+  return kcatRead(brokers, topic);
+}
+
+/**
+ * Every message of `topic` now: `kcat -C -e` reads each partition from its first offset to its end, without
+ * a consumer group, and prints each message as JSON (`-J`, headers as a flat name, value list).
+ */
+async function kcatRead(brokers: string, topic: string): Promise<ReadMessage[]> {
+  const { stdout } = await execFileAsync(
+    'kcat',
+    ['-C', '-b', brokers, '-t', topic, '-o', 'beginning', '-e', '-J', '-q'],
+    { timeout: 10_000, maxBuffer: 64 * 1024 * 1024 },
+  );
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const m = JSON.parse(line) as {
+        partition: number;
+        offset: number;
+        key: string | null;
+        payload: string | null;
+        headers?: (string | null)[];
+      };
+      const headers: IHeaders = {};
+      const list = m.headers ?? [];
+      for (let i = 0; i < list.length; i += 2) {
+        const name = list[i]!;
+        const value = Buffer.from(list[i + 1] ?? '');
+        const previous = headers[name];
+        headers[name] =
+          previous === undefined ? value : [...(Array.isArray(previous) ? previous : [previous]), value];
+      }
+      return {
+        partition: m.partition,
+        offset: String(m.offset),
+        key: m.key === null ? null : Buffer.from(m.key),
+        value: m.payload === null ? null : Buffer.from(m.payload),
+        headers,
+      };
+    });
+}
+
+/** {@link readTopic} with a fresh KafkaJS consumer group, for brokers without kcat at hand. */
+async function readTopicWithGroup(
+  kafka: Kafka,
+  topic: string,
+  count: number,
+  timeoutMs: number,
+): Promise<ReadMessage[]> {
+  const got: ReadMessage[] = [];
   const consumer = await startConsumer(kafka, uniqueName('reader'), topic, () => ({
-    eachMessage: async ({ message }) => {
-      got.push(message);
+    eachMessage: async ({ partition, message }) => {
+      got.push({
+        partition,
+        offset: message.offset,
+        key: message.key,
+        value: message.value,
+        headers: message.headers ?? {},
+      });
     },
   }));
   try {

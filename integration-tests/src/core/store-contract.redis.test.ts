@@ -7,6 +7,7 @@ import {
   LONG_LEASE_MS,
   RETENTION_MS,
 } from '../../../packages/core/test/contract/store-contract';
+import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 import { deleteByPrefix, redisContractTarget, serverTimeMs, useRedisStore } from './redis-target';
 
@@ -274,17 +275,27 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
     });
 
     it('falls back to EVAL after SCRIPT FLUSH, for single calls and for the claimMany pipeline', async () => {
-      await redis.script('FLUSH');
-      const a = await store.claim({ scope: 'spec', key: 'noscript-1' }, options);
-      expect(a.outcome).toBe('ACQUIRED');
-      await redis.script('FLUSH');
-      const many = await store.claimMany(
-        ['noscript-2', 'noscript-3'].map((key) => ({ id: { scope: 'spec', key }, options })),
-      );
-      expect(many.map((r) => r.outcome)).toEqual(['ACQUIRED', 'ACQUIRED']);
-      await redis.script('FLUSH');
-      const done = await store.complete({ scope: 'spec', key: 'noscript-1' }, a.fencingToken, options);
-      expect(done.ok).toBe(true);
+      // SCRIPT FLUSH empties the script cache of the whole server: on a server of its own, so that no suite
+      // running at the same time (Jest runs two) reloads a script in between or meets a NOSCRIPT of ours.
+      const server = await RedisServer.start();
+      const own = new Redis(server.url);
+      try {
+        const ownStore = new RedisIdempotencyStore({ redis: own }, { keyPrefix: prefix });
+        await own.script('FLUSH');
+        const a = await ownStore.claim({ scope: 'spec', key: 'noscript-1' }, options);
+        expect(a.outcome).toBe('ACQUIRED');
+        await own.script('FLUSH');
+        const many = await ownStore.claimMany(
+          ['noscript-2', 'noscript-3'].map((key) => ({ id: { scope: 'spec', key }, options })),
+        );
+        expect(many.map((r) => r.outcome)).toEqual(['ACQUIRED', 'ACQUIRED']);
+        await own.script('FLUSH');
+        const done = await ownStore.complete({ scope: 'spec', key: 'noscript-1' }, a.fencingToken, options);
+        expect(done.ok).toBe(true);
+      } finally {
+        own.disconnect();
+        await server.dispose();
+      }
     });
 
     it('answers a record of the wrong type with UNEXPECTED_STORE_REPLY, not a crash or a state', async () => {

@@ -76,7 +76,7 @@ describeWithServices(
           events,
         ),
       }));
-      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
+      const [letter] = await readTopic(brokers, `${topic}.dlq`, 1);
       await waitFor('c to run', () => runs.includes('c#1') || runs.includes('c#2'), 20_000);
       expect(runs.filter((r) => r.startsWith('bad'))).toEqual(['bad#1', 'bad#2', 'bad#3']);
       expect(runs.filter((r) => !r.startsWith('bad')).map((r) => r.split('#')[0])).toEqual(['a', 'b', 'c']);

@@ -93,7 +93,7 @@ describeWithServices(
       // Backoff 200 ms after attempt 1, 400 ms after attempt 2 (jitter off).
       expect(attemptsAt[1]! - attemptsAt[0]!).toBeGreaterThanOrEqual(190);
       expect(attemptsAt[2]! - attemptsAt[1]!).toBeGreaterThanOrEqual(390);
-      const [letter, ...more] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
+      const [letter, ...more] = await readTopic(brokers, `${topic}.dlq`, 1);
       expect(more).toHaveLength(0);
       expect(letter!.value!.toString()).toBe('bad');
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('attempts-exhausted');
@@ -145,7 +145,7 @@ describeWithServices(
           delayMs: 300,
         }),
       );
-      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
+      const [letter] = await readTopic(brokers, `${topic}.dlq`, 1);
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('non-retryable');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('ACQUIRED');
       expect(header(letter!.headers, 'x-idempotency-attempt')).toBe('1');
@@ -165,7 +165,7 @@ describeWithServices(
           },
         );
       await consume(groupId, topic, make);
-      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
+      const [letter] = await readTopic(brokers, `${topic}.dlq`, 1);
       expect(runs).toEqual(['{"amount":100}']);
       expect(letter!.value!.toString()).toBe('{"amount":999}');
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('payload-mismatch');
@@ -196,7 +196,7 @@ describeWithServices(
           events,
         );
       await consume(groupId, topic, make);
-      const [letter] = await readTopic(suite.kafka, `${topic}.dlq`, 1);
+      const [letter] = await readTopic(brokers, `${topic}.dlq`, 1);
       await waitFor(
         'the keyed message after it',
         () => runs.some((r) => (r as { key: unknown }).key === 'next-1'),
