@@ -145,8 +145,7 @@ export class SqsMessageProcessor<T> {
   }
 
   /**
-   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`, counted claims: their
-   * handlers start at once). Resolves with one
+   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). Resolves with one
    * reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
    * `undefined` when the batch cannot be claimed at once (an invalid key, fail open): each message is then
    * claimed on its own.
@@ -157,12 +156,9 @@ export class SqsMessageProcessor<T> {
     const withKey = keyed.filter((k): k is KeyedMessage & { request: RunRequest } => k.request !== undefined);
     if (withKey.length === 0) return new Map();
     try {
-      // Counted claims (`reserve: false`), not reservations: every claimed message starts its handler at
-      // once (processBatch runs the batch's chain heads together), so a reservation would only add a
-      // `start` round trip per message. Its attempt counts at the claim, as `Idempotency.run` counts it.
       const replies = await this.#idempotency.claimMany(
         withKey.map((k) => k.request),
-        { ...this.runOptions, reserve: false },
+        this.runOptions,
       );
       return new Map(withKey.map((k, i) => [k.message, replies[i]!]));
     } catch (error) {
@@ -320,8 +316,7 @@ export class SqsMessageProcessor<T> {
       });
       return { kind: 'run', result: executed, receiveCount: rc };
     } catch (error) {
-      // The store did not answer the start of a reservation (the claim a conflict wait ended with):
-      // nothing ran.
+      // The store did not answer the start of a reservation (a batch claim): nothing ran.
       if (error instanceof StoreUnavailableError)
         return { kind: 'store-unavailable', error, receiveCount: rc };
       throw error;

@@ -422,32 +422,3 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     expect(idempotency.listenerCount('leaseLost')).toBe(before);
   });
 });
-
-describe('IdempotentSqsPoller store calls per message', () => {
-  it('claims a received batch as counted claims: one claimMany, then one complete per message, no start', async () => {
-    const store = new MemoryIdempotencyStore();
-    const { sqs, idempotency } = setup(store);
-    const calls = { claimMany: 0, start: 0, complete: 0 };
-    for (const name of Object.keys(calls) as (keyof typeof calls)[]) {
-      const original = store[name].bind(store) as (...args: unknown[]) => unknown;
-      jest.spyOn(store, name).mockImplementation(((...args: unknown[]) => {
-        calls[name] += 1;
-        return original(...args);
-      }) as never);
-    }
-    sqs.batches.push(Array.from({ length: 10 }, (_, i) => message(`m${i}`, { key: `k${i}` })));
-    const attempts: number[] = [];
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      { queueUrl: QUEUE, waitTimeSeconds: 0 },
-      ({ attempt }) => void attempts.push(attempt),
-    );
-    poller.start();
-    await until('10 deletes', () => sqs.deleted.length === 10);
-    await poller.stop();
-    expect(calls).toEqual({ claimMany: 1, start: 0, complete: 10 });
-    // Each counted claim is the handler's first attempt, as a reservation started by `start` would be.
-    expect(attempts).toEqual(Array(10).fill(1));
-    expect(await store.get({ scope: 'orders', key: 'k0' })).toMatchObject({ state: 'COMPLETED', attempt: 1 });
-  });
-});
