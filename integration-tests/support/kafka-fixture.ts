@@ -288,8 +288,8 @@ export interface ReadMessage {
  * Reads `count` messages of `topic` from the beginning within `timeoutMs`, then once more 200 ms later, so
  * that a message beyond `count` shows up too. With kcat installed it reads without a consumer group
  * ({@link kcatRead}); a new group would first wait out the group coordinator's initial rebalance delay (3 s
- * on the mock cluster, as on a Kafka broker's default). Without kcat (a Kafka from `KAFKA_BROKERS`), a
- * fresh KafkaJS group reads it.
+ * on the mock cluster, as on a Kafka broker's default). Without the kcat binary, a fresh KafkaJS group
+ * reads it.
  */
 export async function readTopic(
   brokers: string,
@@ -300,7 +300,8 @@ export async function readTopic(
   if (!hasKcat()) return readTopicWithGroup(kafkaClient(brokers), topic, count, timeoutMs);
   await waitFor(
     `${count} messages on ${topic}`,
-    async () => (await kcatRead(brokers, topic)).length >= count,
+    // A kcat that fails (a topic whose leader is not elected yet) is asked again until the deadline.
+    async () => (await kcatRead(brokers, topic).catch(() => [])).length >= count,
     timeoutMs,
     100,
   );

@@ -1,12 +1,6 @@
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
-
-/**
- * How many delivery tags above the lowest unsettled one may be remembered as settled before the channel
- * gives up coalescing (a handler that runs for hours while thousands of others are acked one by one):
- * bounds the memory to this many numbers. Coalescing stops for that channel only; acks stay correct.
- */
-const MAX_SETTLED_AHEAD = 4096;
+import { SettledTags } from './settled-tags';
 
 /**
  * Acks the deliveries of one consume channel in as few `basic.ack` frames as AMQP 0-9-1 allows. The acks
@@ -19,7 +13,9 @@ const MAX_SETTLED_AHEAD = 4096;
  *
  * Delivery tags count up from 1 on each channel, so a channel's first delivery is tag 1 and every tag
  * below the run's start was settled. A delivery settled some other way on this channel stops the run
- * there (its acks are then sent one by one), which costs frames but never acks a delivery early.
+ * there (its acks are then sent one by one), which costs frames but never acks a delivery early. The tags
+ * settled past a delivery still being handled are kept as runs ({@link SettledTags}), bounded by the
+ * prefetch window, so a delivery held for hours costs no memory for the thousands acked meanwhile.
  *
  * An ack sent at the end of the turn instead of at once changes nothing for safety: amqplib buffers a
  * frame either way, and a channel that closes before the broker read it requeues the delivery in both
@@ -32,19 +28,13 @@ export class DeliveryAcks {
   /** Deliveries acked since the last flush, by tag. */
   readonly #waiting = new Map<number, ConsumeMessage>();
   /** Tags above `#lowest` settled already (nacked, or acked alone), so that the run can pass them. */
-  readonly #settledAhead = new Set<number>();
+  readonly #settledAhead = new SettledTags();
   #scheduled = false;
-  /** False once `#settledAhead` overflowed: every ack is then sent alone. */
-  #coalescing = true;
 
   constructor(private readonly channel: ConsumeChannel) {}
 
   /** Acks `message` at the end of this turn of the event loop (with the acks next to it). */
   ack(message: ConsumeMessage): void {
-    if (!this.#coalescing) {
-      this.channel.ack(message);
-      return;
-    }
     this.#waiting.set(message.fields.deliveryTag, message);
     if (!this.#scheduled) {
       this.#scheduled = true;
@@ -76,10 +66,12 @@ export class DeliveryAcks {
       if (message !== undefined) {
         this.#waiting.delete(tag);
         last = message;
-      } else if (!this.#settledAhead.delete(tag)) {
-        break;
+        tag++;
+        continue;
       }
-      tag++;
+      const next = this.#settledAhead.skipFrom(tag);
+      if (next === tag) break;
+      tag = next;
     }
     this.#lowest = tag;
     const alone = [...this.#waiting.values()];
@@ -104,16 +96,14 @@ export class DeliveryAcks {
   /** Remembers a tag settled out of the run's order, so that the run can pass it later. */
   #settled(tag: number): void {
     if (tag === this.#lowest) {
-      this.#lowest++;
-      while (this.#settledAhead.delete(this.#lowest)) this.#lowest++;
+      this.#lowest = this.#settledAhead.skipFrom(tag + 1);
       return;
     }
-    if (tag < this.#lowest) return;
-    this.#settledAhead.add(tag);
-    if (this.#settledAhead.size > MAX_SETTLED_AHEAD) {
-      this.flush();
-      this.#coalescing = false;
-      this.#settledAhead.clear();
-    }
+    if (tag > this.#lowest) this.#settledAhead.add(tag);
+  }
+
+  /** How many runs of settled tags are kept past the lowest unsettled one (for tests). */
+  get settledRuns(): number {
+    return this.#settledAhead.runCount;
   }
 }

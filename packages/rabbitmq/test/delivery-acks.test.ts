@@ -82,18 +82,25 @@ describe('DeliveryAcks', () => {
     expect(channel.acked).toEqual([]);
   });
 
-  it('stops coalescing, and stays correct, when one delivery is held while thousands are acked', async () => {
+  it('keeps coalescing, in bounded memory, when one delivery is held while thousands are acked', async () => {
     const { channel, deliver, acks } = setup();
     const [held, ...rest] = deliver(5000);
     for (const message of rest) {
       acks.ack(message);
-      await endOfTurn(); // one ack per turn: each goes alone, its tag remembered as settled ahead
+      await endOfTurn(); // one ack per turn: each goes alone (tag 1 is still held), remembered as settled
     }
     expect(channel.acked).toHaveLength(4999);
+    expect(acks.settledRuns).toBe(1); // tags 2..5000: one run, not 4,999 numbers
     acks.ack(held!);
     await endOfTurn();
     expect(channel.acked).toHaveLength(5000);
     expect(new Set(channel.acked).size).toBe(5000);
+    expect(acks.settledRuns).toBe(0);
+    // Still coalescing: the next window's acks leave in one frame.
+    const frames = channel.ackFrames;
+    for (const message of deliver(64)) acks.ack(message);
+    await endOfTurn();
+    expect(channel.ackFrames).toBe(frames + 1);
   });
 
   it('random interleavings: every delivery settled once, none acked before it was settled here', async () => {
