@@ -2,6 +2,7 @@ import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from '../src/amqp-types';
 import { DeliveryAcks } from '../src/delivery-acks';
 import { FakeChannel } from './fake-amqp';
+import { seededRandom } from './seeded-random';
 
 /** A channel with a registered consumer that keeps what it was delivered, and its acks. */
 function setup() {
@@ -104,14 +105,7 @@ describe('DeliveryAcks', () => {
   });
 
   it('random interleavings: every delivery settled once, none acked before it was settled here', async () => {
-    let seed = 42;
-    // mulberry32: a small seeded generator, so a failure replays.
-    const random = () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
+    const random = seededRandom(42);
     for (let round = 0; round < 50; round++) {
       const { channel, delivered, deliver, acks } = setup();
       const settledHere = new Set<number>();

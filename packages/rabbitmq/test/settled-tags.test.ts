@@ -1,4 +1,5 @@
 import { SettledTags } from '../src/settled-tags';
+import { seededRandom } from './seeded-random';
 
 describe('SettledTags', () => {
   it('merges neighbours into runs and skips a run from its first tag', () => {
@@ -14,13 +15,7 @@ describe('SettledTags', () => {
   });
 
   it('agrees with a plain set on random additions', () => {
-    let seed = 7;
-    const random = () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
+    const random = seededRandom(7);
     for (let round = 0; round < 100; round++) {
       const tags = new SettledTags();
       const reference = new Set<number>();
