@@ -19,8 +19,8 @@ import { SettledTags } from './settled-tags';
  *
  * An ack sent at the end of the turn instead of at once changes nothing for safety: amqplib buffers a
  * frame either way, and a channel that closes before the broker read it requeues the delivery in both
- * cases; its redelivery is then a DUPLICATE, acked again. {@link DeliveryAcks.flush} sends what is
- * waiting at once (before the channel is closed on purpose).
+ * cases; its redelivery is processed like any redelivery (a completed run's is a DUPLICATE, acked again).
+ * {@link DeliveryAcks.flush} sends what is waiting at once (before the channel is closed on purpose).
  */
 export class DeliveryAcks {
   /** The lowest delivery tag not settled yet. */
@@ -55,7 +55,7 @@ export class DeliveryAcks {
    * Sends the acks waiting, now: the run from the lowest unsettled tag as one `multiple` ack, the rest
    * alone.
    * @throws amqplib's `IllegalOperationError` when the channel is closed or closing (the broker requeues
-   *   the deliveries, and their redeliveries are duplicates).
+   *   the deliveries it had not acked).
    */
   flush(): void {
     if (this.#waiting.size === 0) return;
