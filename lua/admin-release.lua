@@ -44,7 +44,7 @@ if state ~= 'P' and state ~= 'F' then
 end
 
 local now = serverClock()
-rcall('HSET', key, 's', 'R', 'a', 0, 'u', int(now))
+rcall('HSET', key, 's', 'R', 'a', 0, 'u', now)
 if state == 'P' and rec[3] ~= '1' then
   rcall('HSET', key, 'b', '1')
 end

@@ -56,18 +56,25 @@ local retentionMs = tonumber(ARGV[2])
 local fingerprint = ARGV[3]
 local maxAttempts = tonumber(ARGV[4])
 local reserve = ARGV[5] == '1'
-if not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0 or not maxAttempts or maxAttempts < 0
+if not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0
+  or not maxAttempts or maxAttempts < 0 or maxAttempts % 1 ~= 0
   or not fingerprint or string.find(fingerprint, '[^%x]') then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
 local now, nowUs = serverClock()
 
-local rec = rcall('HMGET', key, 's', 't', 'a', 'f', 'e', 'h', 'r', 'u', 'x', 'v', 'd', 'b', 'w', 'p')
-local state = rec[1]
-local token = tonumber(rec[2] or '0')
+-- The whole record, field name -> value. HGETALL, not an HMGET of the 14 fields read below: a new key
+-- (the common claim) then costs one lookup instead of 14, and a record is a handful of fields.
+local all = rcall('HGETALL', key)
+local rec = {}
+for i = 1, #all, 2 do
+  rec[all[i]] = all[i + 1]
+end
+local state = rec.s
+local token = tonumber(rec.t or '0')
 -- A completed record without a completed on its first attempt (complete.lua).
-local attempt = tonumber(rec[3] or (state == 'C' and '1' or '0'))
+local attempt = tonumber(rec.a or (state == 'C' and '1' or '0'))
 -- The fingerprint as stored: p (base64, includes/fingerprint.lua), or f (hex) in records before 0.2.
 local compact = ARGV[6] or ''
 if fingerprint == '' then
@@ -77,9 +84,9 @@ elseif compact == '' then
 elseif #compact ~= 43 or string.find(compact, '[^%w+/]') then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
-local storedFingerprint, given = rec[14], compact
+local storedFingerprint, given = rec.p, compact
 if not storedFingerprint or storedFingerprint == '' then
-  storedFingerprint, given = rec[4], fingerprint
+  storedFingerprint, given = rec.f, fingerprint
 end
 
 if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= '' and storedFingerprint ~= given then
@@ -87,23 +94,23 @@ if state and fingerprint ~= '' and storedFingerprint and storedFingerprint ~= ''
 end
 
 if state == 'C' then
-  local hasResult = rec[7] and rec[6] ~= '0'
+  local hasResult = rec.r and rec.h ~= '0'
   -- Completed since 0.2: w, ms after the token's time (complete.lua); before: u.
-  local completedAt = rec[13] and math.floor(token / 1000) + tonumber(rec[13]) or tonumber(rec[8] or '0')
-  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec[7] or '', completedAt}
+  local completedAt = rec.w and math.floor(token / 1000) + tonumber(rec.w) or tonumber(rec.u or '0')
+  return {'DUPLICATE', token, attempt, hasResult and 1 or 0, hasResult and rec.r or '', completedAt}
 end
 if state == 'F' then
-  return {'FAILED', token, attempt, rec[9] or '', rec[11] == '1' and 1 or 0}
+  return {'FAILED', token, attempt, rec.x or '', rec.d == '1' and 1 or 0}
 end
 
 local outcome = 'ACQUIRED'
-local ranBefore = state == 'P' and rec[10] ~= '1'
-local abandoned = rec[12] == '1'
+local ranBefore = state == 'P' and rec.v ~= '1'
+local abandoned = rec.b == '1'
 if abandoned then
   outcome = 'ACQUIRED_STALE'
 end
 if state == 'P' then
-  local expiresAt = tonumber(rec[5] or '0')
+  local expiresAt = tonumber(rec.e or '0')
   if expiresAt > now then
     return {'CONFLICT', token, attempt, expiresAt - now}
   end
@@ -120,7 +127,7 @@ if state and maxAttempts > 0 and attempt >= maxAttempts then
   elseif abandoned then
     err = err .. ', the last one was abandoned by its handler timeout'
   end
-  rcall('HSET', key, 's', 'F', 'x', err, 'u', int(now))
+  rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
   rcall('HDEL', key, 'e', 'v', 'b')
   rcall('PEXPIRE', key, retentionMs)
   return {'FAILED', token, attempt, err, 0}
@@ -133,18 +140,24 @@ local counted = attempt + 1
 if reserve then
   started = 0
   counted = attempt
-elseif rec[10] or abandoned then
+elseif rec.v or abandoned then
   rcall('HDEL', key, 'v', 'b')
 end
-rcall('HSET', key, 's', 'P', 't', int(token), 'a', int(counted), 'e', int(expiresAt), 'u', int(now))
+-- One HSET. Integers go in as Lua numbers: Redis writes a number argument with every digit (below 2^53),
+-- which int() (includes/clock.lua) would only repeat at a cost.
+local fields = {'s', 'P', 't', token, 'a', counted, 'e', expiresAt, 'u', now}
 if reserve then
-  rcall('HSET', key, 'v', '1')
+  fields[#fields + 1] = 'v'
+  fields[#fields + 1] = '1'
 end
 if not state then
-  rcall('HSET', key, 'c', int(now))
+  fields[#fields + 1] = 'c'
+  fields[#fields + 1] = now
 end
 if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
-  rcall('HSET', key, 'p', compact)
+  fields[#fields + 1] = 'p'
+  fields[#fields + 1] = compact
 end
+rcall('HSET', key, unpack(fields))
 rcall('PEXPIRE', key, leaseMs + retentionMs)
 return {outcome, token, attempt + 1, expiresAt, now, started}

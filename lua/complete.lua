@@ -42,10 +42,20 @@ local result = ARGV[4]
 local badArguments = not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' and hasResult ~= '1')
 return fencedWrite('complete', badArguments, key, fencingToken, {P = true, F = 'lapsed'}, function(rec)
   local now = serverClock()
-  local completedAfterToken = int(now - math.floor(fencingToken / 1000))
-  local drop = {'e', 'v', 'l', 'x', 'd', 'b', 'c', 'h', 'u'}
+  local completedAfterToken = now - math.floor(fencingToken / 1000)
+  -- rec: s, t, l, a, v, b as the fence read them (includes/fence.lua); only those present are dropped.
+  local drop = {'e', 'x', 'd', 'c', 'h', 'u'}
+  if rec[3] then
+    drop[#drop + 1] = 'l'
+  end
   if rec[4] == '1' then
     drop[#drop + 1] = 'a'
+  end
+  if rec[5] then
+    drop[#drop + 1] = 'v'
+  end
+  if rec[6] then
+    drop[#drop + 1] = 'b'
   end
   if hasResult == '1' then
     rcall('HSET', key, 's', 'C', 'w', completedAfterToken, 'r', result)

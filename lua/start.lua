@@ -24,12 +24,14 @@ local fencingToken = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local retentionMs = tonumber(ARGV[3])
 
-return renewLease('start', key, fencingToken, leaseMs, retentionMs, function()
-  local rec = rcall('HMGET', key, 'a', 'v')
-  local attempt = tonumber(rec[1] or '0')
-  if rec[2] == '1' then
+-- rec: s, t, l, a, v, b as the fence read them (includes/fence.lua).
+return renewLease('start', key, fencingToken, leaseMs, retentionMs, function(rec)
+  local attempt = tonumber(rec[4] or '0')
+  if rec[5] == '1' then
     attempt = attempt + 1
   end
-  rcall('HDEL', key, 'v', 'b')
-  return {'OK', attempt}, {'a', int(attempt)}
+  if rec[5] or rec[6] then
+    rcall('HDEL', key, 'v', 'b')
+  end
+  return {'OK', attempt}, {'a', attempt}
 end)

@@ -1,8 +1,11 @@
 --[[
   clock: the Redis server clock, read once per script with TIME, and exact integer formatting.
 
-  Lua 5.1 numbers are doubles and tostring() prints 14 significant digits ('1.7e+15'), so every integer
-  written to the record goes through int(), which prints every digit ('%.0f' is exact below 2^53).
+  Integers (tokens, times, attempts) are written to the record by passing them to redis.call as Lua numbers:
+  Redis converts a number argument with every digit ('%.17g', or an integer conversion in later versions:
+  exact below 2^53), and that costs less than formatting it here. Lua 5.1 numbers are doubles and
+  tostring() or '..' print only 14 significant digits ('1.7e+15'), so an integer put into a string (an error
+  message) goes through int(), which prints every digit ('%.0f').
 ]]
 local function serverClock()
   local time = redis.call('TIME')

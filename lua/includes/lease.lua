@@ -4,21 +4,22 @@
 
   renewLease(script, key, fencingToken, leaseMs, retentionMs, write) refuses bad arguments (leaseMs and
   retentionMs integers > 0) and a claim the caller no longer holds like fencedWrite. Else it calls
-  write(), which returns the reply's head and the fields to set with the lease (or nil), sets them with
+  write(rec) with the fields the fence read (includes/fence.lua), which returns the reply's head and the fields to set with the lease (or nil), sets them with
   e = now + leaseMs and u = now in one HSET, makes the record expire leaseMs + retentionMs from now, and
   returns the head followed by leaseExpiresAtMs and nowMs.
 ]]
 local function renewLease(script, key, fencingToken, leaseMs, retentionMs, write)
-  local bad = not fencingToken or not leaseMs or leaseMs <= 0 or not retentionMs or retentionMs <= 0
-  return fencedWrite(script, bad, key, fencingToken, {P = true}, function()
+  local bad = not fencingToken or not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs
+    or retentionMs <= 0 or retentionMs % 1 ~= 0
+  return fencedWrite(script, bad, key, fencingToken, {P = true}, function(rec)
     local now = serverClock()
-    local reply, fields = write()
+    local reply, fields = write(rec)
     local expiresAt = now + leaseMs
     fields = fields or {}
     fields[#fields + 1] = 'e'
-    fields[#fields + 1] = int(expiresAt)
+    fields[#fields + 1] = expiresAt
     fields[#fields + 1] = 'u'
-    fields[#fields + 1] = int(now)
+    fields[#fields + 1] = now
     redis.call('HSET', key, unpack(fields))
     redis.call('PEXPIRE', key, leaseMs + retentionMs)
     reply[#reply + 1] = expiresAt

@@ -17,7 +17,7 @@ local function settle(script, key, fencingToken, retentionMs, badArguments, stat
       set[#set + 1] = fields[i]
     end
     set[#set + 1] = 'u'
-    set[#set + 1] = int(now)
+    set[#set + 1] = now
     redis.call('HSET', key, unpack(set))
     redis.call('HDEL', key, 'e', 'v')
     redis.call('PEXPIRE', key, retentionMs)
