@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type Redis from 'ioredis';
 import { BUSY, type Contender, LEASE_MS, RETENTION_MS } from './contender';
-
-/** The repository's `lua/` directory (bench/dist/ → ../../lua). */
-const LUA_DIR = join(__dirname, '..', '..', 'lua');
+import { luaSource } from './lua-source';
 
 /** A script of `lua/` with its SHA-1, loaded once into the server's script cache. */
 export interface LoadedScript {
@@ -13,23 +9,12 @@ export interface LoadedScript {
   readonly lua: string;
 }
 
-/** `--- @include "includes/<name>"` lines, expanded the way the core's build embeds the scripts. */
-const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
-
-function expand(source: string, seen = new Set<string>()): string {
-  return source.replace(INCLUDE, (_, path: string) => {
-    if (seen.has(path)) return `-- (${path} included above)`;
-    seen.add(path);
-    return `-- ${path}.lua\n${expand(readFileSync(join(LUA_DIR, `${path}.lua`), 'utf8').trimEnd(), seen)}`;
-  });
-}
-
 /**
  * Reads `lua/<name>.lua` (includes expanded) and loads it (`SCRIPT LOAD`), so EVALSHA finds it. The text
  * is byte for byte what the core embeds, so both send the same script (the same SHA-1).
  */
 export async function loadScript(redis: Redis, name: string): Promise<LoadedScript> {
-  const lua = expand(readFileSync(join(LUA_DIR, `${name}.lua`), 'utf8'));
+  const lua = luaSource(name);
   const sha1 = createHash('sha1').update(lua).digest('hex');
   const loaded = (await redis.script('LOAD', lua)) as string;
   if (loaded !== sha1) throw new Error(`SCRIPT LOAD returned ${loaded} for ${name}.lua, expected ${sha1}`);

@@ -6,30 +6,19 @@
  * reference and `Idempotency.run` share, and what bounds both when Redis is the busy side.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import Redis from 'ioredis';
+import { LUA_DIR, luaSource } from './lua-source';
 import { startPrivateRedis } from './private-redis';
-
-const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
-
-function expand(dir: string, name: string, seen = new Set<string>()): string {
-  return readFileSync(join(dir, `${name}.lua`), 'utf8').replace(INCLUDE, (_, path: string) => {
-    if (seen.has(path)) return '';
-    seen.add(path);
-    return expand(dir, path, seen);
-  });
-}
 
 async function main(): Promise<void> {
   const dirs = process.argv.slice(2);
-  if (dirs.length === 0) dirs.push(join(__dirname, '..', '..', 'lua'));
+  if (dirs.length === 0) dirs.push(LUA_DIR);
   const server = await startPrivateRedis();
   const redis = new Redis(server.url);
   try {
     for (const dir of dirs) {
-      const claim = (await redis.script('LOAD', expand(dir, 'claim'))) as string;
-      const complete = (await redis.script('LOAD', expand(dir, 'complete'))) as string;
+      const claim = (await redis.script('LOAD', luaSource('claim', dir))) as string;
+      const complete = (await redis.script('LOAD', luaSource('complete', dir))) as string;
       const cost: string[] = [];
       for (const withFingerprint of [false, true]) {
         await redis.config('RESETSTAT');
