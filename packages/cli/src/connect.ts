@@ -27,7 +27,9 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
     const isCluster = options.cluster ?? /^cluster_enabled:1/m.test(await standalone.info('cluster'));
     if (!isCluster) return standalone;
   } catch (error) {
-    standalone.disconnect();
+    // A refused connection has already ended the client (no retries): disconnect() would then wait up to
+    // 2 s (a ref'd timer in ioredis) for a `close` event that came before it, and the CLI would not exit.
+    if (standalone.status !== 'end') standalone.disconnect();
     const reason = lastError ?? (error as Error);
     throw new Error(`Cannot reach Redis at ${redactUrl(options.url)}: ${reason.message}`, { cause: reason });
   }

@@ -48,6 +48,17 @@ describe('idempotent-consumer CLI (no Redis)', () => {
     expect(err).toMatch(/^idempotent-consumer: Cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1/);
     expect(err).not.toContain('secret');
   });
+
+  it('an unreachable Redis leaves no timer behind: the process can exit as soon as the CLI returns', async () => {
+    // ioredis' disconnect() on a client whose connection is already closed waits up to 2 s for a `close`
+    // event that never comes (a ref'd timer): `idempotent-consumer` lingered 2 s before exiting with 1.
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const { status } = await run(['--url', 'redis://127.0.0.1:1', 'stats', 's']);
+    expect(status).toBe(1);
+    // At most as many: a timer of an earlier test may end meanwhile, but the run must not add one.
+    expect(timers()).toBeLessThanOrEqual(before);
+  });
 });
 
 describe('recordView', () => {
