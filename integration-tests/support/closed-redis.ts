@@ -31,7 +31,9 @@ export async function withClosedRedis<T>(body: (closed: ClosedRedis) => Promise<
   // A privileged port nothing listens on: unlike a port picked free a moment ago, no test file running at
   // the same time (Jest runs two) can start a server on it.
   const port = 1;
-  const redis = new Redis(`redis://127.0.0.1:${port}`);
+  // No wait at disconnect (default 2 s): between reconnects the socket is already closed, so ioredis'
+  // disconnect() would hold a timer for a `close` that already came, keeping the Jest worker alive.
+  const redis = new Redis(`redis://127.0.0.1:${port}`, { disconnectTimeout: 0 });
   const printed: string[] = [];
   const spies = (['error', 'warn', 'log'] as const).map((level) =>
     jest.spyOn(console, level).mockImplementation((...args: unknown[]) => {

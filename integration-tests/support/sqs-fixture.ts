@@ -13,6 +13,8 @@ export class SqsFixture {
   readonly sqs: SQSClient;
   readonly prefix = `sqs-it-${process.pid}-${Date.now()}`;
   readonly #queues: string[] = [];
+  /** The stores {@link SqsFixture.idempotency} made: `close` closes their outcome-notification connections. */
+  readonly #stores: RedisIdempotencyStore[] = [];
   #n = 0;
 
   /** The clients connect on first use (`lazyConnect`), so a fixture no test used opens no socket. */
@@ -38,6 +40,7 @@ export class SqsFixture {
       { redis },
       { keyPrefix: `${this.prefix}-${this.#n}`, commandTimeoutMs: 500 },
     );
+    this.#stores.push(store);
     return new Idempotency({ store }, options);
   }
 
@@ -85,6 +88,9 @@ export class SqsFixture {
   async close(): Promise<void> {
     await deleteQueues(this.sqs, this.#queues);
     this.sqs.destroy();
+    // A store that waited on a conflict holds a subscriber connection of its own for a second after the
+    // last wait: closed here, or it keeps the Jest worker alive after the last test.
+    for (const store of this.#stores.splice(0)) store.close();
     await this.redis.quit();
   }
 }

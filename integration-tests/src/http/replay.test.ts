@@ -9,14 +9,19 @@ const PROBLEM = 'application/problem+json';
 
 describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: redisUrl }) => {
   let redis: Redis;
+  let store: RedisIdempotencyStore;
   let idempotency: Idempotency;
   const keyPrefix = `http-test-${randomUUID()}`;
   beforeAll(() => {
     redis = new Redis(redisUrl, { enableAutoPipelining: true });
-    const store = new RedisIdempotencyStore({ redis }, { keyPrefix });
+    store = new RedisIdempotencyStore({ redis }, { keyPrefix });
     idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5 });
   });
-  afterAll(() => redis.quit());
+  afterAll(() => {
+    // The store's subscriber connection (conflict waits) would outlive the test by a second otherwise.
+    store.close();
+    return redis.quit();
+  });
 
   describe.each(FRAMEWORKS)('%s', (_name, start) => {
     let server: TestServer;
@@ -235,9 +240,8 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: 
   });
   it('an Express and a Fastify instance, each with its own runner and Redis connection, share one key: 60 requests, one handler run', async () => {
     const second = new Redis(redisUrl, { enableAutoPipelining: true });
-    const secondRunner = new Idempotency({
-      store: new RedisIdempotencyStore({ redis: second }, { keyPrefix }),
-    });
+    const secondStore = new RedisIdempotencyStore({ redis: second }, { keyPrefix });
+    const secondRunner = new Idempotency({ store: secondStore });
     const servers = [
       await startExpress(idempotency, { conflictWaitMs: 0 }),
       await startFastify(secondRunner, { conflictWaitMs: 0 }),
@@ -261,6 +265,7 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: 
       expect(all.filter((r) => r.status === 409)).toHaveLength(59);
     } finally {
       await Promise.all(servers.map((s) => s.close()));
+      secondStore.close();
       second.disconnect();
     }
   });

@@ -72,6 +72,9 @@ export function useKafkaSuite(
   });
   afterAll(async () => {
     await producer?.disconnect();
+    // A store that waited on a conflict holds a subscriber connection of its own for a second after the
+    // last wait: closed here, or it keeps the Jest worker alive after the last test.
+    for (const store of runnerStores.splice(0)) store.close();
     await redis?.quit();
   });
   return {
@@ -103,6 +106,9 @@ export function useKafkaSuite(
   };
 }
 
+/** The stores {@link redisRunner} made, closed after all tests of a {@link useKafkaSuite} suite. */
+const runnerStores: RedisIdempotencyStore[] = [];
+
 /**
  * A runner on a {@link RedisIdempotencyStore} of `redis` under a fresh key prefix (unless `store` names
  * one), with `options` over a retention of 10 minutes (long enough that no record of a test expires).
@@ -112,10 +118,9 @@ export function redisRunner(
   options: IdempotencyOptions,
   store: Partial<RedisIdempotencyStoreOptions> = {},
 ): Idempotency {
-  return new Idempotency(
-    { store: new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem'), ...store }) },
-    { retentionMs: 600_000, ...options },
-  );
+  const redisStore = new RedisIdempotencyStore({ redis }, { keyPrefix: uniqueName('idem'), ...store });
+  runnerStores.push(redisStore);
+  return new Idempotency({ store: redisStore }, { retentionMs: 600_000, ...options });
 }
 
 /**

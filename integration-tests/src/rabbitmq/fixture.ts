@@ -85,6 +85,8 @@ export class RabbitFixture {
   readonly consumers: IdempotentConsumer<unknown>[] = [];
   readonly extraQueues: string[] = [];
   readonly extraExchanges: string[] = [];
+  /** The stores {@link RabbitFixture.idempotency} made: `close` closes their outcome-notification connections. */
+  readonly #stores: RedisIdempotencyStore[] = [];
   connection!: ChannelModel;
   channel!: Channel;
   redis!: Redis;
@@ -123,10 +125,12 @@ export class RabbitFixture {
 
   /** An idempotency runner on a store in the fixture's Redis (or `store`). */
   idempotency(options: IdempotencyOptions = {}, store?: IdempotencyStore): Idempotency {
-    return new Idempotency(
-      { store: store ?? new RedisIdempotencyStore({ redis: this.redis }, { keyPrefix: this.prefix }) },
-      { leaseMs: 1000, ...options },
-    );
+    if (!store) {
+      const own = new RedisIdempotencyStore({ redis: this.redis }, { keyPrefix: this.prefix });
+      this.#stores.push(own);
+      store = own;
+    }
+    return new Idempotency({ store }, { leaseMs: 1000, ...options });
   }
 
   /**
@@ -235,6 +239,9 @@ export class RabbitFixture {
     if (keys.length > 0) await this.redis.del(...keys);
     await this.redis.del(this.effectsKey);
     await this.connection.close().catch(() => {});
+    // A store that waited on a conflict holds a subscriber connection of its own for a second after the
+    // last wait: closed here, or it keeps the Jest worker alive after the last test.
+    for (const store of this.#stores.splice(0)) store.close();
     this.redis.disconnect();
   }
 }

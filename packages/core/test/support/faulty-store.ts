@@ -83,7 +83,9 @@ export class FaultyStore implements IdempotencyStore {
     if (!fault) return call();
     if (fault.kind === 'throw') throw fault.error();
     if (fault.kind === 'hangThenThrow') {
-      await new Promise((r) => setTimeout(r, fault.ms));
+      // Unref'd: a call still hanging when its test ends (the caller gave up on it, as StoreGate's bounded
+      // wait does) must not keep the Jest worker alive; while a test runs, Jest keeps the process up anyway.
+      await new Promise((r) => setTimeout(r, fault.ms).unref());
       throw fault.error();
     }
     await call();
