@@ -4,8 +4,8 @@
  * for each `lua/` directory given (default: this repository's), e.g. an older checkout's to compare.
  *
  * Instructions, not microseconds: callgrind counts the server's own instructions (reading the command,
- * running the script, writing the reply; not the kernel's), the same count on every run whatever else
- * the machine is doing, where the microseconds of `script-cost.js` move by ±30% on a shared machine.
+ * running the script, writing the reply; not the kernel's), repeatable within about 2% whatever else the
+ * machine is doing, where the microseconds of `script-cost.js` move by ±30% on a shared machine.
  * Each figure is the count over 1,000 calls pipelined 50 at a time (`callgrind_control` zeroes the
  * counters before and dumps them after), divided by 1,000:
  * - claim, new key: `claim.lua` on a key that does not exist (ACQUIRED);
