@@ -38,24 +38,50 @@ const REPLIES: Record<string, unknown> = {
 };
 
 interface Call {
+  /** The name the script was defined under (`idem_claim_…`). */
   command: string;
+  /** The key and ARGV, without the SHA-1 or text and without numberOfKeys. */
   args: unknown[];
   pipelined: boolean;
+  /** How a single call reached the fake server; pipelines go through the defined command. */
+  via?: 'evalsha' | 'eval';
+  numberOfKeys?: unknown;
 }
 
-/** A fake ioredis client that records `defineCommand` and every call of a defined command. */
+const replyError = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
+const sha1Of = (lua: string) => createHash('sha1').update(lua).digest('hex');
+
+/**
+ * A fake ioredis client that records `defineCommand`, every `EVALSHA`/`EVAL` and every call of a defined
+ * command in a pipeline. Its script cache (`cached`, SHA-1s) starts with every defined script, like a
+ * server the client has used before; `EVALSHA` of a script not in it answers NOSCRIPT, and `EVAL` adds
+ * it. `answers` replaces a script's canned reply (by script name: `claim`, `complete`, …).
+ */
 function fakeClient(isCluster: boolean) {
   const defined: { name: string; numberOfKeys: number; lua: string }[] = [];
   const calls: Call[] = [];
+  const cached = new Set<string>();
+  const answers: Record<string, () => Promise<unknown>> = {};
   const script = (name: string) => name.split('_')[1]!;
+  const definedBySha = (sha1: string) => defined.find((d) => sha1Of(d.lua) === sha1)!;
+  const answer = (name: string) => answers[script(name)]?.() ?? Promise.resolve(REPLIES[script(name)]);
   const client: Record<string, unknown> = {
     isCluster,
     defineCommand(name: string, definition: { numberOfKeys: number; lua: string }) {
       defined.push({ name, ...definition });
-      client[name] = async (...args: unknown[]) => {
-        calls.push({ command: name, args, pipelined: false });
-        return REPLIES[script(name)];
-      };
+      cached.add(sha1Of(definition.lua));
+    },
+    async evalsha(sha1: string, numberOfKeys: unknown, ...args: unknown[]) {
+      const d = definedBySha(sha1);
+      calls.push({ command: d.name, args, pipelined: false, via: 'evalsha', numberOfKeys });
+      if (!cached.has(sha1)) throw replyError('NOSCRIPT No matching script. Please use EVAL.');
+      return answer(d.name);
+    },
+    async eval(lua: string, numberOfKeys: unknown, ...args: unknown[]) {
+      const d = definedBySha(sha1Of(lua));
+      calls.push({ command: d.name, args, pipelined: false, via: 'eval', numberOfKeys });
+      cached.add(sha1Of(lua));
+      return answer(d.name);
     },
     pipeline() {
       const queued: string[] = [];
@@ -74,7 +100,7 @@ function fakeClient(isCluster: boolean) {
     hgetall: async () => ({}),
     pttl: async () => -2,
   };
-  return { client: client as unknown as Redis, defined, calls };
+  return { client: client as unknown as Redis, defined, calls, cached, answers };
 }
 
 describe('Lua scripts: one key each, documented headers', () => {
@@ -215,6 +241,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       expect(calls).toHaveLength(9);
       expect(calls.filter((c) => c.pipelined)).toHaveLength(isCluster ? 0 : 2);
       for (const call of calls) {
+        if (!call.pipelined) expect(call).toMatchObject({ via: 'evalsha', numberOfKeys: 1 });
         const [key, ...argv] = call.args;
         expect(key).toMatch(/^p:6:orders:o-\d$/);
         expect(argv).toHaveLength(argCount[call.command]!);
@@ -241,12 +268,9 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
   });
 
   it('maps client failures: a refused script is UNEXPECTED_STORE_REPLY, a transient one STORE_UNAVAILABLE', async () => {
-    const { client } = fakeClient(false);
+    const { client, answers } = fakeClient(false);
     const store = new RedisIdempotencyStore({ redis: client });
-    const commands = client as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
-    const name = Object.keys(commands).find((n) => n.startsWith('idem_claim_'))!;
-    const replyError = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
-    commands[name] = async () => {
+    answers.claim = async () => {
       throw replyError('ERR idempotency claim: bad arguments');
     };
     await expect(store.claim(id, lease)).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
@@ -255,7 +279,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       'CLUSTERDOWN The cluster is down',
       "READONLY You can't write",
     ]) {
-      commands[name] = async () => {
+      answers.claim = async () => {
         throw replyError(transient);
       };
       await expect(store.claim(id, lease)).rejects.toMatchObject({
@@ -263,7 +287,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         retryable: true,
       });
     }
-    commands[name] = async () => {
+    answers.claim = async () => {
       throw new Error('Connection is closed.');
     };
     const err = await store.claim(id, lease).catch((e: unknown) => e);
@@ -271,16 +295,24 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       code: 'STORE_UNAVAILABLE',
       cause: expect.objectContaining({ message: 'Connection is closed.' }),
     });
-    commands[name] = async () => ['SOMETHING', 1];
+    answers.claim = async () => ['SOMETHING', 1];
     await expect(store.claim(id, lease)).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
   });
 
+  it('a server that lost its script cache (NOSCRIPT) gets the script text once, then EVALSHA again', async () => {
+    const { client, calls, cached } = fakeClient(false);
+    const store = new RedisIdempotencyStore({ redis: client });
+    cached.clear(); // a restart, or SCRIPT FLUSH
+    await expect(store.claim(id, lease)).resolves.toMatchObject({ outcome: 'ACQUIRED' });
+    await expect(store.claim(id, lease)).resolves.toMatchObject({ outcome: 'ACQUIRED' });
+    expect(calls.map((c) => c.via)).toEqual(['evalsha', 'eval', 'evalsha']);
+    expect(calls[1]!.args).toEqual(calls[0]!.args); // the same key and ARGV, with the text instead of the SHA-1
+  });
+
   it('a call that does not settle within commandTimeoutMs rejects with STORE_UNAVAILABLE', async () => {
-    const { client } = fakeClient(false);
+    const { client, answers } = fakeClient(false);
     const store = new RedisIdempotencyStore({ redis: client }, { commandTimeoutMs: 50 });
-    const commands = client as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
-    const name = Object.keys(commands).find((n) => n.startsWith('idem_complete_'))!;
-    commands[name] = () => new Promise(() => {});
+    answers.complete = () => new Promise(() => {});
     const started = Date.now();
     await expect(store.complete(id, 1, { retentionMs: 1 })).rejects.toMatchObject({
       code: 'STORE_UNAVAILABLE',

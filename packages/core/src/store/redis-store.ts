@@ -31,7 +31,7 @@ import { OutcomeNotifications } from './outcome-notifications';
 import { waitForOutcome } from './outcome-wait';
 import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
-import { defineScripts, type ScriptName, scriptArgs } from './scripts';
+import { defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */
 export interface RedisIdempotencyStoreOptions {
@@ -81,10 +81,11 @@ const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY
 
 /**
  * {@link IdempotencyStore} on Redis through ioredis, standalone or Cluster. Each operation is one Lua
- * script on one key (Cluster safe without hash tags), registered with `defineCommand` under a name that
- * carries the script's SHA-1, so it runs with EVALSHA and falls back to EVAL on NOSCRIPT (ioredis
- * `lib/Script.ts`). Scripts never run inside MULTI. Pass a client with `enableAutoPipelining: true` to make
- * concurrent calls share round trips.
+ * script on one key (Cluster safe without hash tags), sent with EVALSHA, and with EVAL when the server
+ * answers NOSCRIPT (a restart or SCRIPT FLUSH emptied its script cache); `claimMany`'s pipeline uses the
+ * scripts registered with `defineCommand` under names that carry their SHA-1 (ioredis `lib/Script.ts`).
+ * Scripts never run inside MULTI. Pass a client with `enableAutoPipelining: true` to make concurrent calls
+ * share round trips.
  *
  * @example
  * ```ts
@@ -357,8 +358,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /** Runs one script on one key (the only key it touches), mapping failures to typed errors. */
   #call(script: ScriptName, key: string, args: (string | number)[]): Promise<unknown> {
-    const fn = (this.#redis as unknown as Record<string, ScriptFn>)[this.#commands[script]]!;
-    return this.#guard(fn.call(this.#redis, key, ...args));
+    return this.#guard(evalScript(this.#redis, script, key, args));
   }
 
   /** Bounds a call by `commandTimeoutMs` and maps every failure to a typed error. */

@@ -29,10 +29,42 @@ export const SCRIPT_NUMBER_OF_KEYS = 1;
 
 const defined = new WeakMap<object, Record<ScriptName, string>>();
 
+/** Whether a Redis error says the server's script cache lacks the script (after a restart or SCRIPT FLUSH). */
+function isNoScript(error: unknown): boolean {
+  return (
+    typeof (error as Error | undefined)?.message === 'string' &&
+    (error as Error).message.startsWith('NOSCRIPT')
+  );
+}
+
+/**
+ * Runs one script on one key: `EVALSHA` with the script's SHA-1, and on `NOSCRIPT` (a server that lost its
+ * script cache) `EVAL` with its text, which also caches it again. Sent as a plain ioredis command rather
+ * than through the command `defineScripts` registered: ioredis's defined commands build a second command
+ * object, a closure and a promise per call, which cost about 1 µs of CPU per call (bench/README.md,
+ * "Session 5"). The key goes through the client's own key handling either way (its `keyPrefix`, a
+ * Cluster's slot).
+ * @throws what the client throws (a `ReplyError`, a connection error); the caller maps it.
+ */
+export function evalScript(
+  redis: RedisClient,
+  name: ScriptName,
+  key: string,
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  const script = SCRIPTS[name];
+  return redis.evalsha(script.sha1, SCRIPT_NUMBER_OF_KEYS, key, ...args).catch((error: unknown) => {
+    if (!isNoScript(error)) throw error;
+    return redis.eval(script.lua, SCRIPT_NUMBER_OF_KEYS, key, ...args);
+  });
+}
+
 /**
  * Registers the scripts on a client with `defineCommand`, once per client, under names that carry each
  * script's SHA-1 (`idem_claim_03dd07e7`), so two versions of this package can share one client (BullMQ's
- * versioned command names). Returns the command name of each script.
+ * versioned command names). Returns the command name of each script. Pipelines use them (`claimMany`:
+ * ioredis makes sure a pipeline's scripts are loaded before it sends it); a single call goes through
+ * {@link evalScript}.
  */
 export function defineScripts(redis: RedisClient): Record<ScriptName, string> {
   const known = defined.get(redis);
