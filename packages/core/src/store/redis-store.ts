@@ -82,8 +82,9 @@ const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY
 /**
  * {@link IdempotencyStore} on Redis through ioredis, standalone or Cluster. Each operation is one Lua
  * script on one key (Cluster safe without hash tags), sent with EVALSHA, and with EVAL when the server
- * answers NOSCRIPT (a restart or SCRIPT FLUSH emptied its script cache); `claimMany`'s pipeline uses the
- * scripts registered with `defineCommand` under names that carry their SHA-1 (ioredis `lib/Script.ts`).
+ * answers NOSCRIPT (a restart or SCRIPT FLUSH emptied its script cache); `claimMany`'s pipeline, and every
+ * call on a Cluster, use the scripts registered with `defineCommand` under names that carry their SHA-1
+ * (ioredis `lib/Script.ts`).
  * Scripts never run inside MULTI. Pass a client with `enableAutoPipelining: true` to make concurrent calls
  * share round trips.
  *

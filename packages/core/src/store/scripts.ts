@@ -37,13 +37,19 @@ function isNoScript(error: unknown): boolean {
   );
 }
 
+/** A command `defineScripts` registered: the key, then ARGV. */
+type DefinedScript = (key: string, ...args: (string | number)[]) => Promise<unknown>;
+
 /**
- * Runs one script on one key: `EVALSHA` with the script's SHA-1, and on `NOSCRIPT` (a server that lost its
- * script cache) `EVAL` with its text, which also caches it again. Sent as a plain ioredis command rather
- * than through the command `defineScripts` registered: ioredis's defined commands build a second command
- * object, a closure and a promise per call, which cost about 1 µs of CPU per call (bench/README.md,
- * "Session 5"). The key goes through the client's own key handling either way (its `keyPrefix`, a
- * Cluster's slot).
+ * Runs one script on one key. On a standalone client: `EVALSHA` with the script's SHA-1, and on `NOSCRIPT`
+ * (a server that lost its script cache) `EVAL` with its text, which also caches it again. That is sent as
+ * a plain ioredis command rather than through the command `defineScripts` registered: ioredis's defined
+ * commands build a second command object, a closure and a promise per call, which cost about 1 µs of CPU
+ * per call (bench/README.md, "Session 5"). On a Cluster the defined command is used: ioredis before 5.11
+ * auto-pipelines a Cluster's commands by the slot of their first argument, which for `EVALSHA` is the SHA-1,
+ * not the key (ioredis issue #2109), so concurrent calls on keys of different nodes would share a pipeline
+ * and fail together; a defined command puts the key first. The key goes through the client's own key
+ * handling either way (its `keyPrefix`, a Cluster's slot).
  * @throws what the client throws (a `ReplyError`, a connection error); the caller maps it.
  */
 export function evalScript(
@@ -52,6 +58,10 @@ export function evalScript(
   key: string,
   args: readonly (string | number)[],
 ): Promise<unknown> {
+  if (redis.isCluster) {
+    const command = defineScripts(redis)[name];
+    return (redis as unknown as Record<string, DefinedScript>)[command]!(key, ...args);
+  }
   const script = SCRIPTS[name];
   return redis.evalsha(script.sha1, SCRIPT_NUMBER_OF_KEYS, key, ...args).catch((error: unknown) => {
     if (!isNoScript(error)) throw error;
@@ -62,9 +72,9 @@ export function evalScript(
 /**
  * Registers the scripts on a client with `defineCommand`, once per client, under names that carry each
  * script's SHA-1 (`idem_claim_03dd07e7`), so two versions of this package can share one client (BullMQ's
- * versioned command names). Returns the command name of each script. Pipelines use them (`claimMany`:
- * ioredis makes sure a pipeline's scripts are loaded before it sends it); a single call goes through
- * {@link evalScript}.
+ * versioned command names). Returns the command name of each script. ioredis sends a defined script as
+ * `EVAL` with its text the first time on each connection, then as `EVALSHA`, and again as `EVAL` after a
+ * `NOSCRIPT`. Pipelines (`claimMany`) and, on a Cluster, single calls use them ({@link evalScript}).
  */
 export function defineScripts(redis: RedisClient): Record<ScriptName, string> {
   const known = defined.get(redis);
