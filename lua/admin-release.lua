@@ -26,7 +26,7 @@ local rcall = redis.call
 local key = KEYS[1]
 local expectedToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
-if not expectedToken or expectedToken < 0 or not retentionMs or retentionMs <= 0 then
+if not expectedToken or expectedToken < 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0 then
   return redis.error_reply('ERR idempotency admin-release: bad arguments')
 end
 

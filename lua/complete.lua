@@ -39,7 +39,8 @@ local retentionMs = tonumber(ARGV[2])
 local hasResult = ARGV[3]
 local result = ARGV[4]
 
-local badArguments = not fencingToken or not retentionMs or retentionMs <= 0 or (hasResult ~= '0' and hasResult ~= '1')
+local badArguments = not fencingToken or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0
+  or (hasResult ~= '0' and hasResult ~= '1')
 return fencedWrite('complete', badArguments, key, fencingToken, {P = true, F = 'lapsed'}, function(rec)
   local now = serverClock()
   local completedAfterToken = now - math.floor(fencingToken / 1000)

@@ -9,7 +9,7 @@
   (includes/notify.lua) and returns {'OK', nowMs}.
 ]]
 local function settle(script, key, fencingToken, retentionMs, badArguments, state, fields)
-  local bad = not fencingToken or not retentionMs or retentionMs <= 0 or badArguments
+  local bad = not fencingToken or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0 or badArguments
   return fencedWrite(script, bad, key, fencingToken, {P = true}, function()
     local now = serverClock()
     local set = {'s', state}

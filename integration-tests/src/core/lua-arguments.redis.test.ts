@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import Redis from 'ioredis';
+import {
+  claimScript,
+  completeScript,
+  extendScript,
+  failScript,
+  releaseScript,
+  startScript,
+} from '../../../packages/core/src/generated/scripts';
+import { describeWithServices } from '../../support/service';
+
+/**
+ * The Lua contract's arguments on a real server, called with EVAL as any client could: integers are written
+ * to the record with every digit (they go to `redis.call` as Lua numbers), and a lease or retention that is
+ * not a whole number of milliseconds is refused as bad arguments before anything is written.
+ */
+describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', ({ redis: url }) => {
+  let redis: Redis;
+  const prefix = `lua-arguments:${randomUUID()}`;
+  beforeAll(() => {
+    redis = new Redis(url);
+  });
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  const run = (script: { lua: string }, key: string, ...args: (string | number)[]) =>
+    redis.eval(script.lua, 1, key, ...args) as Promise<unknown[]>;
+  const claim = (key: string, reserve = '0') => run(claimScript, key, 30_000, 600_000, '', 0, reserve, '');
+
+  it('a claim writes its fencing token, lease expiry and times with every digit', async () => {
+    const key = `${prefix}:digits`;
+    const [outcome, token, , leaseExpiresAtMs, nowMs] = await claim(key);
+    expect(outcome).toBe('ACQUIRED');
+    const record = await redis.hgetall(key);
+    expect(record.t).toBe(String(token));
+    expect(record.t).toMatch(/^\d{16}$/); // microseconds since 1970: 16 digits, no exponent
+    expect(record.e).toBe(String(leaseExpiresAtMs));
+    expect(record.u).toBe(String(nowMs));
+    expect(record.c).toBe(String(nowMs));
+    expect(record.a).toBe('1');
+    const [ok] = await run(completeScript, key, token as number, 600_000, '1', 'j1');
+    expect(ok).toBe('OK');
+    const completed = await redis.hgetall(key);
+    expect(completed).toEqual({ s: 'C', t: String(token), w: expect.stringMatching(/^\d+$/), r: 'j1' });
+  });
+
+  it('a reservation started counts its attempt as a whole number', async () => {
+    const key = `${prefix}:start`;
+    const [, token] = await claim(key, '1');
+    expect(await redis.hget(key, 'a')).toBe('0');
+    const [ok, attempt] = await run(startScript, key, token as number, 30_000, 600_000);
+    expect([ok, attempt]).toEqual(['OK', 1]);
+    const record = await redis.hgetall(key);
+    expect(record.a).toBe('1');
+    expect(record.v).toBeUndefined();
+  });
+
+  it.each([
+    ['claim', 'leaseMs', (key: string) => run(claimScript, key, 1000.5, 600_000, '', 0, '0', '')],
+    ['claim', 'retentionMs', (key: string) => run(claimScript, key, 30_000, 0.5, '', 0, '0', '')],
+    ['claim', 'maxAttempts', (key: string) => run(claimScript, key, 30_000, 600_000, '', 1.5, '0', '')],
+    ['complete', 'retentionMs', (key: string, t: number) => run(completeScript, key, t, 1.5, '0', '')],
+    ['release', 'retentionMs', (key: string, t: number) => run(releaseScript, key, t, 1.5)],
+    ['fail', 'retentionMs', (key: string, t: number) => run(failScript, key, t, 1.5, 'E')],
+    ['extend', 'leaseMs', (key: string, t: number) => run(extendScript, key, t, 1.5, 600_000)],
+    ['start', 'retentionMs', (key: string, t: number) => run(startScript, key, t, 30_000, 1.5)],
+  ] as const)(
+    '%s with a %s that is not a whole number is refused and writes nothing',
+    async (name, _arg, call) => {
+      const key = `${prefix}:refused:${name}:${_arg}`;
+      const [, token] = await claim(key, name === 'start' ? '1' : '0');
+      const before = await redis.hgetall(key);
+      await expect(call(key, token as number)).rejects.toThrow(`ERR idempotency ${name}: bad arguments`);
+      expect(await redis.hgetall(key)).toEqual(before);
+    },
+  );
+});
