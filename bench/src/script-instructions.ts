@@ -88,46 +88,42 @@ async function main(): Promise<void> {
       const reserved = Array.from({ length: CALLS }, (_, i) => `${n}:reserved:${i}`);
       const claimArgs = (reserve: string) => () => [LEASE_MS, RETENTION_MS, '', 0, reserve, ''];
       const per = (instructions: number) => Math.round(instructions / CALLS).toLocaleString('en-US');
+      // The token of a claim's reply (its second element), by call.
+      const tokenOf = (replies: unknown[][], i: number) => replies[i]![1] as number;
       let claims: unknown[][] = [];
       let reservations: unknown[][] = [];
+      // In order: each phase works on what the one before it wrote.
+      const phases: [string, () => Promise<unknown>][] = [
+        [
+          'claim, new key',
+          async () => (claims = await calls(redis, claim, keys, claimArgs('0'), 'ACQUIRED')),
+        ],
+        [
+          'complete',
+          () =>
+            calls(
+              redis,
+              complete,
+              keys,
+              (i) => [tokenOf(claims, i), RETENTION_MS, '1', 'j{"ok":true}'],
+              'OK',
+            ),
+        ],
+        ['claim, duplicate', () => calls(redis, claim, keys, claimArgs('0'), 'DUPLICATE')],
+        [
+          'claim, reserve',
+          async () => (reservations = await calls(redis, claim, reserved, claimArgs('1'), 'ACQUIRED')),
+        ],
+        [
+          'start',
+          () =>
+            calls(redis, start, reserved, (i) => [tokenOf(reservations, i), LEASE_MS, RETENTION_MS], 'OK'),
+        ],
+      ];
       const row: string[] = [];
-      row.push(
-        `claim, new key ${per(
-          await counted(server.pid, dumps, async () => {
-            claims = await calls(redis, claim, keys, claimArgs('0'), 'ACQUIRED');
-          }),
-        )}`,
-      );
-      row.push(
-        `complete ${per(
-          await counted(server.pid, dumps, async () => {
-            const args = (i: number) => [claims[i]![1] as number, RETENTION_MS, '1', 'j{"ok":true}'];
-            await calls(redis, complete, keys, args, 'OK');
-          }),
-        )}`,
-      );
-      row.push(
-        `claim, duplicate ${per(
-          await counted(server.pid, dumps, async () => {
-            await calls(redis, claim, keys, claimArgs('0'), 'DUPLICATE');
-          }),
-        )}`,
-      );
-      row.push(
-        `claim, reserve ${per(
-          await counted(server.pid, dumps, async () => {
-            reservations = await calls(redis, claim, reserved, claimArgs('1'), 'ACQUIRED');
-          }),
-        )}`,
-      );
-      row.push(
-        `start ${per(
-          await counted(server.pid, dumps, async () => {
-            const args = (i: number) => [reservations[i]![1] as number, LEASE_MS, RETENTION_MS];
-            await calls(redis, start, reserved, args, 'OK');
-          }),
-        )}`,
-      );
+      for (const [label, phase] of phases) {
+        row.push(`${label} ${per(await counted(server.pid, dumps, async () => void (await phase())))}`);
+      }
       process.stdout.write(`${dir}: instructions per EVALSHA: ${row.join(', ')}\n`);
     }
   } finally {
