@@ -31,7 +31,7 @@ import { OutcomeNotifications } from './outcome-notifications';
 import { waitForOutcome } from './outcome-wait';
 import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
-import { defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
+import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */
 export interface RedisIdempotencyStoreOptions {
@@ -226,7 +226,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     }));
     const pipeline = this.#redis.pipeline();
     const method = this.#commands.claim;
-    for (const c of calls) (pipeline as unknown as Record<string, ScriptFn>)[method]!(c.key, ...c.args);
+    for (const c of calls) (pipeline as unknown as Record<string, DefinedScript>)[method]!(c.key, ...c.args);
     const results = await this.#guard(pipeline.exec());
     if (!results || results.length !== calls.length) {
       throw new UnexpectedReplyError(
@@ -388,8 +388,6 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
 /** Claim outcomes after which the claim script has written the record. */
 const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
-
-type ScriptFn = (key: string, ...args: (string | number)[]) => Promise<unknown>;
 
 /** Maps an ioredis failure to `StoreUnavailableError` (transient) or `UnexpectedReplyError` (a bug). @internal */
 export function toStoreError(err: unknown): Error {

@@ -37,8 +37,8 @@ function isNoScript(error: unknown): boolean {
   );
 }
 
-/** A command `defineScripts` registered: the key, then ARGV. */
-type DefinedScript = (key: string, ...args: (string | number)[]) => Promise<unknown>;
+/** A command `defineScripts` registered (on a client or a pipeline): the key, then ARGV. */
+export type DefinedScript = (key: string, ...args: (string | number)[]) => Promise<unknown>;
 
 /**
  * Runs one script on one key. On a standalone client: `EVALSHA` with the script's SHA-1, and on `NOSCRIPT`
