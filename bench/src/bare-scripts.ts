@@ -54,11 +54,22 @@ export class BareScripts implements Contender {
     });
   }
 
-  /** One claim alone (the duplicate path's floor): the raw reply. */
+  /**
+   * One claim alone (the duplicate path's floor): the raw reply. Its ARGV is what the store sends for a
+   * claim without a fingerprint (lua/claim.lua's header: leaseMs, retentionMs, fingerprint, maxAttempts,
+   * reserve, fingerprint in base64), so both make the server do the same work.
+   */
   claim(key: string): Promise<unknown[]> {
-    return this.#evalsha(this.claimScript, this.keyPrefix + key, LEASE_MS, RETENTION_MS, '', 0) as Promise<
-      unknown[]
-    >;
+    return this.#evalsha(
+      this.claimScript,
+      this.keyPrefix + key,
+      LEASE_MS,
+      RETENTION_MS,
+      '',
+      0,
+      '0',
+      '',
+    ) as Promise<unknown[]>;
   }
 
   async process(key: string, handler: () => Promise<unknown>): Promise<unknown> {

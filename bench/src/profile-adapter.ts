@@ -7,6 +7,7 @@ import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { benchKafka } from './adapters/kafka';
 import { benchRabbitmq } from './adapters/rabbitmq';
 import { benchSqs } from './adapters/sqs';
+import { CpuMeter } from './cpu-meter';
 import { connectRedis, deleteByPrefix } from './redis';
 
 async function main(): Promise<void> {
@@ -20,7 +21,7 @@ async function main(): Promise<void> {
   );
   try {
     const bench = which === 'rabbitmq' ? benchRabbitmq : which === 'sqs' ? benchSqs : benchKafka;
-    const row = await bench(idempotency, count);
+    const row = await bench(idempotency, count, new CpuMeter(redis));
     process.stdout.write(`${JSON.stringify(row)}\n`);
   } finally {
     await deleteByPrefix(redis, prefix);

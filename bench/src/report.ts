@@ -15,7 +15,17 @@ const style = process.stdout.isTTY ? {} : { style: { head: [], border: [] } };
 /** A throughput/latency table; ratios are medians over rounds against the first row of the same round. */
 export function seriesTable(title: string, series: readonly Series[], ratioHead: string): string {
   const table = new Table({
-    head: [title, 'in flight', 'msg/s', 'p50 µs', 'p99 µs', ratioHead, 'p99 vs ref'],
+    head: [
+      title,
+      'in flight',
+      'msg/s',
+      'p50 µs',
+      'p99 µs',
+      ratioHead,
+      'p99 vs ref',
+      'CPU µs/msg: Node',
+      'Redis',
+    ],
     ...style,
   });
   for (const s of series) {
@@ -27,6 +37,8 @@ export function seriesTable(title: string, series: readonly Series[], ratioHead:
       us(med(s, (t) => t.p99Us)),
       x(s.ratio),
       x(s.p99Ratio),
+      s.cpu ? us(s.cpu.node) : 'n/a',
+      s.cpu ? us(s.cpu.redis) : 'n/a',
     ]);
   }
   return table.toString();
@@ -81,10 +93,14 @@ export function adapterTable(rows: readonly AdapterRow[]): string {
       'bare client msg/s',
       'with the SDK msg/s',
       'SDK ÷ bare',
-      'Node CPU µs/msg bare / SDK',
+      'CPU µs/msg, bare / SDK: Node',
+      'Redis',
+      'broker',
     ],
     ...style,
   });
+  const pair = (bare: number | undefined, sdk: number | undefined) =>
+    bare === undefined || sdk === undefined ? 'n/a' : `${int(bare)} / ${int(sdk)}`;
   for (const r of rows)
     table.push([
       r.broker,
@@ -93,7 +109,9 @@ export function adapterTable(rows: readonly AdapterRow[]): string {
       int(r.bareMsgPerSecond),
       int(r.sdkMsgPerSecond),
       x(r.ratio),
-      `${int(r.bareCpuUsPerMessage)} / ${int(r.sdkCpuUsPerMessage)}`,
+      pair(r.bareCpu.node, r.sdkCpu.node),
+      pair(r.bareCpu.redis, r.sdkCpu.redis),
+      pair(r.bareCpu.broker, r.sdkCpu.broker),
     ]);
   return table.toString();
 }

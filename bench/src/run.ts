@@ -17,6 +17,7 @@ import { benchSqs } from './adapters/sqs';
 import { bareScripts } from './bare-scripts';
 import { type ClaimManyRow, measureClaimMany } from './claim-many';
 import type { Contender } from './contender';
+import { CpuMeter } from './cpu-meter';
 import { type HandoffRow, measureHandoff } from './handoff';
 import { type MemoryRow, measureMemory } from './memory';
 import { type BenchOptions, parseOptions, type Section } from './options';
@@ -56,7 +57,8 @@ interface Results {
     race: { name: string; race: RaceResult; stalled: StalledOwnerVerdict }[];
   };
   claimMany?: ClaimManyRow[];
-  adapters?: { rows: AdapterRow[]; skipped: string[] };
+  /** `rows`: per adapter, the pass with the median ratio; `rounds`: every measured pass. */
+  adapters?: { rows: AdapterRow[]; rounds: Record<string, AdapterRow[]>; skipped: string[] };
   memory?: { records: number; rows: MemoryRow[] } | { skipped: string };
 }
 
@@ -68,6 +70,7 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
   Object.assign(barePipelined, { name: 'bare EVALSHA, auto-pipelining on' });
   // Warm-up: script cache, connections, JIT.
   await measureRounds([bare, run, barePipelined, runPipelined], 1, 2_000, o.inFlight, 'warm');
+  const meter = new CpuMeter(plain);
 
   const concurrent = await measureRounds(
     [bare, run, barePipelined, runPipelined],
@@ -75,6 +78,7 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     o.concurrentMessages,
     o.inFlight,
     'conc',
+    meter,
   );
   out(seriesTable(`new keys, ${o.inFlight} in flight`, concurrent, 'msg/s vs bare'));
   const duplicates = await measureRounds(
@@ -83,9 +87,10 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     o.concurrentMessages,
     o.inFlight,
     'conc',
+    meter,
   );
   out(seriesTable(`duplicates, ${o.inFlight} in flight`, duplicates, 'msg/s vs bare'));
-  const sequential = await measureRounds([bare, run], o.rounds, o.sequentialMessages, 1, 'seq');
+  const sequential = await measureRounds([bare, run], o.rounds, o.sequentialMessages, 1, 'seq', meter);
   out(seriesTable('new keys, sequential', sequential, 'msg/s vs bare'));
   const sequentialDuplicates = await measureRounds(
     [bareClaimOnly(bare), run],
@@ -93,6 +98,7 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     o.sequentialMessages,
     1,
     'seq',
+    meter,
   );
   out(seriesTable('duplicates, sequential', sequentialDuplicates, 'msg/s vs bare'));
   const handoff = [
@@ -132,9 +138,12 @@ async function peers(o: BenchOptions, plain: Redis): Promise<NonNullable<Results
       await open(messageQueueToolkit(plain, `${prefix}:p-mqt`)),
     ];
     await measureRounds(contenders, 1, 500, o.inFlight, 'warm');
-    const concurrent = await measureRounds(contenders, o.peerRounds, o.peerMessages, o.inFlight, 'conc');
+    const meter = new CpuMeter(plain);
+    // The same keys twice: new the first time, completed (duplicates) the second.
+    const pass = () => measureRounds(contenders, o.peerRounds, o.peerMessages, o.inFlight, 'conc', meter);
+    const concurrent = await pass();
     out(seriesTable(`peers, new keys, ${o.inFlight} in flight`, concurrent, 'msg/s vs ours'));
-    const duplicates = await measureRounds(contenders, o.peerRounds, o.peerMessages, o.inFlight, 'conc');
+    const duplicates = await pass();
     out(seriesTable(`peers, duplicates, ${o.inFlight} in flight`, duplicates, 'msg/s vs ours'));
 
     // Races: 4 instances (connections) per contender, 16 callers on each of 200 keys.
@@ -227,23 +236,37 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
     { store: new RedisIdempotencyStore({ redis: plain }, { keyPrefix: `${prefix}:adapters` }) },
     { leaseMs: 30_000, retentionMs: 600_000 },
   );
+  const meter = new CpuMeter(plain);
   const rows: AdapterRow[] = [];
+  const rounds: Record<string, AdapterRow[]> = {};
   const skipped: string[] = [];
-  const benches: [string, () => Promise<AdapterRow>][] = [
-    ['RabbitMQ', () => benchRabbitmq(idempotency, o.adapterMessages.rabbitmq)],
-    ['Kafka', () => benchKafka(idempotency, o.adapterMessages.kafka)],
-    ['SQS', () => benchSqs(idempotency, o.adapterMessages.sqs)],
+  const benches: [string, (messages: number) => Promise<AdapterRow>][] = [
+    ['RabbitMQ', (messages) => benchRabbitmq(idempotency, messages, meter)],
+    ['Kafka', (messages) => benchKafka(idempotency, messages, meter)],
+    ['SQS', (messages) => benchSqs(idempotency, messages, meter)],
   ];
   for (const [name, bench] of benches) {
+    const messages = o.adapterMessages[name === 'RabbitMQ' ? 'rabbitmq' : name === 'Kafka' ? 'kafka' : 'sqs'];
     try {
-      rows.push(await bench());
+      // A warm-up pass first: both sides' code compiled, the broker's connections and queues exercised.
+      await bench(Math.ceil(messages / 5));
+      const measured: AdapterRow[] = [];
+      for (let r = 0; r < o.adapterRounds; r++) measured.push(await bench(messages));
+      rounds[name] = measured;
+      rows.push(medianRow(measured));
     } catch (error) {
       skipped.push(`${name}: ${(error as Error).message}`);
     }
   }
   out(adapterTable(rows));
   for (const s of skipped) out(`skipped ${s}`);
-  return { rows, skipped };
+  return { rows, rounds, skipped };
+}
+
+/** The pass whose SDK ÷ bare ratio is the median of the passes (the lower middle one of an even count). */
+function medianRow(measured: readonly AdapterRow[]): AdapterRow {
+  const sorted = [...measured].sort((a, b) => a.ratio - b.ratio);
+  return sorted[(sorted.length - 1) >> 1]!;
 }
 
 async function memory(o: BenchOptions): Promise<NonNullable<Results['memory']>> {

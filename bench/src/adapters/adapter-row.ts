@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { type CpuMeter, type CpuPerMessage, type CpuReading, cpuPerMessage } from '../cpu-meter';
 
 /** Messages per second through one adapter and through the same broker client without the SDK. */
 export interface AdapterRow {
@@ -10,27 +11,28 @@ export interface AdapterRow {
   /** sdk ÷ bare: the target is at least 2/3 (the SDK costs at most a third). */
   readonly ratio: number;
   /**
-   * CPU time of this Node process per message (user + system, µs) from the first settled message to the
-   * last, bare and with the SDK: where the SDK's cost goes when the broker, Redis and Node share the cores.
+   * CPU time per message (µs) from the first settled message to the last, bare and with the SDK, of this
+   * Node process, the Redis server and the broker (when it runs on this machine): where the SDK's cost goes
+   * when the broker, Redis and Node share the cores ({@link CpuMeter}).
    */
-  readonly bareCpuUsPerMessage: number;
-  readonly sdkCpuUsPerMessage: number;
+  readonly bareCpu: CpuPerMessage;
+  readonly sdkCpu: CpuPerMessage;
 }
 
-/** How long `total` messages took to settle, and this process's CPU time meanwhile. */
+/** How long `total` messages took to settle, and the CPU time per message meanwhile. */
 export interface Settled {
   readonly seconds: number;
-  readonly cpuUs: number;
+  readonly cpu: CpuPerMessage;
 }
 
 /**
- * Counts settled messages and resolves when `total` have settled; the clock starts at the first one (so a
- * consumer group's join or a first long poll is not counted).
+ * Counts settled messages and resolves when `total` have settled; the clock and `meter` start at the first
+ * one (so a consumer group's join or a first long poll is not counted).
  */
-export function settleCounter(total: number, timeoutMs = 120_000) {
+export function settleCounter(total: number, meter: CpuMeter, timeoutMs = 120_000) {
   let count = 0;
   let first = 0;
-  let firstCpu: NodeJS.CpuUsage | undefined;
+  let firstCpu: Promise<CpuReading> | undefined;
   let resolve!: (settled: Settled) => void;
   let reject!: (error: Error) => void;
   const done = new Promise<Settled>((res, rej) => {
@@ -47,13 +49,18 @@ export function settleCounter(total: number, timeoutMs = 120_000) {
     settled(n = 1): void {
       if (count === 0) {
         first = performance.now();
-        firstCpu = process.cpuUsage();
+        firstCpu = meter.read();
+        firstCpu.catch(() => {}); // reported through `done` below
       }
+      const before = count;
       count += n;
-      if (count >= total) {
+      if (before < total && count >= total) {
         clearTimeout(timer);
-        const cpu = process.cpuUsage(firstCpu);
-        resolve({ seconds: (performance.now() - first) / 1000, cpuUs: cpu.user + cpu.system });
+        const seconds = (performance.now() - first) / 1000;
+        Promise.all([firstCpu!, meter.read()]).then(
+          ([start, end]) => resolve({ seconds, cpu: cpuPerMessage(start, end, total) }),
+          reject,
+        );
       }
     },
     /** Seconds from the first settled message to the last, and the CPU time meanwhile. */
@@ -77,7 +84,7 @@ export function row(
     bareMsgPerSecond: bare,
     sdkMsgPerSecond: sdk,
     ratio: sdk / bare,
-    bareCpuUsPerMessage: bareSettled.cpuUs / messages,
-    sdkCpuUsPerMessage: sdkSettled.cpuUs / messages,
+    bareCpu: bareSettled.cpu,
+    sdkCpu: sdkSettled.cpu,
   };
 }

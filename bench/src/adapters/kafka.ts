@@ -3,6 +3,7 @@ import type { Idempotency } from '@idempotent-consumer/core';
 import { hasKcat, startKafkaMockCluster } from '@idempotent-consumer/demo/dist/brokers/kafka-mock';
 import { idempotentEachBatch } from '@idempotent-consumer/kafka';
 import { Kafka, logLevel } from 'kafkajs';
+import { type CpuMeter, findProcess } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
 const TIMINGS = {
@@ -16,10 +17,15 @@ const TIMINGS = {
  * Kafka (`KAFKA_BROKERS`, else librdkafka's mock cluster through kcat, as the integration suites start it):
  * `messages` messages (header `idempotency-key`) in one topic, consumed from the beginning by two consumer
  * groups with KafkaJS `eachBatch`: one resolving each offset after a no-op handler, one through
- * `idempotentEachBatch` with the same handler.
+ * `idempotentEachBatch` with the same handler. `meter` reads the mock broker's CPU time too (the `kcat`
+ * process of the cluster this bench started).
  * @throws Error when there is neither KAFKA_BROKERS nor kcat.
  */
-export async function benchKafka(idempotency: Idempotency, messages: number): Promise<AdapterRow> {
+export async function benchKafka(
+  idempotency: Idempotency,
+  messages: number,
+  meter: CpuMeter,
+): Promise<AdapterRow> {
   let stop = async () => {};
   let brokers = process.env.KAFKA_BROKERS?.split(',');
   if (!brokers) {
@@ -27,6 +33,7 @@ export async function benchKafka(idempotency: Idempotency, messages: number): Pr
     const cluster = await startKafkaMockCluster({ brokers: 1 });
     brokers = cluster.brokers;
     stop = () => cluster.stop();
+    meter = meter.withBroker(findProcess('kcat', cluster.processGroup));
   }
   const kafka = new Kafka({ clientId: 'bench', brokers, logLevel: logLevel.NOTHING });
   const topic = `bench.${process.pid}.${randomUUID().slice(0, 8)}`;
@@ -55,7 +62,7 @@ export async function benchKafka(idempotency: Idempotency, messages: number): Pr
       return consumer;
     };
 
-    const bare = settleCounter(messages);
+    const bare = settleCounter(messages, meter);
     const bareConsumer = await consume(() => ({
       eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
         for (const message of batch.messages) {
@@ -69,7 +76,7 @@ export async function benchKafka(idempotency: Idempotency, messages: number): Pr
     const bareSettled = await bare.done;
     await bareConsumer.disconnect();
 
-    const sdk = settleCounter(messages);
+    const sdk = settleCounter(messages, meter);
     let close = () => {};
     const sdkConsumer = await consume((consumer, groupId) => {
       const eachBatch = idempotentEachBatch(

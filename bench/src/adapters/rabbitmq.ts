@@ -3,6 +3,7 @@ import type { Idempotency } from '@idempotent-consumer/core';
 import { createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { connect } from 'amqplib';
+import { type CpuMeter, findProcess } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
 const PREFETCH = 64;
@@ -10,10 +11,18 @@ const PREFETCH = 64;
 /**
  * RabbitMQ (`AMQP_URL`, else 127.0.0.1:5672): `messages` persistent messages in each of two fresh queues;
  * amqplib alone (prefetch 64, ack after a no-op handler) drains one, `createIdempotentConsumer` (prefetch
- * 64, the same no-op handler) the other.
+ * 64, the same no-op handler) the other. `meter` reads the broker's CPU time too when the server is the
+ * local one (its Erlang VM, `beam.smp`).
  */
-export async function benchRabbitmq(idempotency: Idempotency, messages: number): Promise<AdapterRow> {
-  const connection = await connect(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
+export async function benchRabbitmq(
+  idempotency: Idempotency,
+  messages: number,
+  meter: CpuMeter,
+): Promise<AdapterRow> {
+  const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+  const local = ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(url).hostname);
+  meter = meter.withBroker(local ? findProcess('beam.smp') : undefined);
+  const connection = await connect(url);
   connection.on('error', () => {});
   const run = `bench.${process.pid}.${randomUUID().slice(0, 8)}`;
   const queues = { bare: `${run}.bare`, sdk: `${run}.sdk` };
@@ -32,7 +41,7 @@ export async function benchRabbitmq(idempotency: Idempotency, messages: number):
 
     const bareChannel = await connection.createChannel();
     await bareChannel.prefetch(PREFETCH);
-    const bare = settleCounter(messages);
+    const bare = settleCounter(messages, meter);
     const { consumerTag } = await bareChannel.consume(queues.bare, (message) => {
       if (!message) return;
       void (async () => {})().then(() => {
@@ -44,7 +53,7 @@ export async function benchRabbitmq(idempotency: Idempotency, messages: number):
     await bareChannel.cancel(consumerTag);
     await bareChannel.close();
 
-    const sdk = settleCounter(messages);
+    const sdk = settleCounter(messages, meter);
     const options = { queue: queues.sdk, prefetch: PREFETCH };
     const consumer = createIdempotentConsumer({ idempotency, connection }, options, async () => {});
     consumer.on('settled', () => sdk.settled());

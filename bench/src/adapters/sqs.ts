@@ -11,6 +11,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { Idempotency } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller } from '@idempotent-consumer/sqs';
+import type { CpuMeter } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
 const CONCURRENCY = 32;
@@ -42,11 +43,19 @@ async function startFauxqs(): Promise<{ endpoint: string; child: ChildProcess }>
  * SQS (`SQS_ENDPOINT`, else fauxqs in a child process): `messages` messages in each of two fresh queues;
  * a receive/delete loop on the same `SQSClient` (32 messages in flight: ReceiveMessage of up to 10,
  * no-op handler, DeleteMessageBatch) drains one, `IdempotentSqsPoller` at concurrency 32 the other.
+ * `meter` reads the emulator's CPU time too (the child process this bench started).
  */
-export async function benchSqs(idempotency: Idempotency, messages: number): Promise<AdapterRow> {
+export async function benchSqs(
+  idempotency: Idempotency,
+  messages: number,
+  meter: CpuMeter,
+): Promise<AdapterRow> {
   let child: ChildProcess | undefined;
   let endpoint = process.env.SQS_ENDPOINT;
-  if (!endpoint) ({ endpoint, child } = await startFauxqs());
+  if (!endpoint) {
+    ({ endpoint, child } = await startFauxqs());
+    meter = meter.withBroker(child.pid);
+  }
   const sqs = new SQSClient({
     endpoint,
     region: process.env.AWS_REGION ?? 'us-east-1',
@@ -77,7 +86,7 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
     const deadLetterUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-dlq` }))).QueueUrl!;
     urls.push(deadLetterUrl);
 
-    const bare = settleCounter(messages);
+    const bare = settleCounter(messages, meter);
     let stopping = false;
     const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, async () => {
       while (!stopping) {
@@ -105,7 +114,7 @@ export async function benchSqs(idempotency: Idempotency, messages: number): Prom
     stopping = true;
     await Promise.all(receivers);
 
-    const sdk = settleCounter(messages);
+    const sdk = settleCounter(messages, meter);
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs },
       {

@@ -4,6 +4,8 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 export interface KafkaMockCluster {
   /** `host:port` of each mock broker, for KafkaJS `brokers`. */
   readonly brokers: string[];
+  /** The id of the process group the cluster runs in (the `sleep` feeding kcat, and kcat itself). */
+  readonly processGroup: number;
   /** Stops the whole process group (the `sleep` feeding kcat and kcat itself). */
   stop(): Promise<void>;
 }
@@ -75,7 +77,7 @@ export async function startKafkaMockCluster(
     });
     child.stderr!.resume(); // keep draining librdkafka's log so kcat never blocks on a full pipe
     child.unref();
-    return { brokers, stop };
+    return { brokers, processGroup: child.pid!, stop };
   } catch (error) {
     await stop();
     throw error;
