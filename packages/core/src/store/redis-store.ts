@@ -5,6 +5,7 @@ import {
   UnexpectedReplyError,
 } from '../errors';
 import { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from '../keys';
+import { CommandDeadlines } from './command-deadlines';
 import {
   decodeClaimReply,
   decodeExtendReply,
@@ -99,6 +100,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   readonly #prefix: string;
   readonly #maxKeyBytes: number;
   readonly #timeoutMs: number;
+  readonly #deadlines: CommandDeadlines;
   readonly #commands: Record<ScriptName, string>;
   readonly #notifications: OutcomeNotifications | undefined;
   readonly #wait: WaitForReplicasOptions | undefined;
@@ -110,6 +112,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     this.#maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
     this.#timeoutMs = options.commandTimeoutMs ?? 2000;
     if (!(this.#timeoutMs > 0)) throw new InvalidOptionError('commandTimeoutMs must be > 0');
+    const timeoutMs = this.#timeoutMs;
+    this.#deadlines = new CommandDeadlines(
+      timeoutMs,
+      () => new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`),
+    );
     if (!(this.#maxKeyBytes > 0)) throw new InvalidOptionError('maxKeyBytes must be > 0');
     buildRecordKey(this.#prefix, { scope: 's', key: 'k' }); // validates the prefix
     this.#wait = options.waitForReplicas && checkWaitForReplicas(options.waitForReplicas);
@@ -364,25 +371,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /** Bounds a call by `commandTimeoutMs` and maps every failure to a typed error. */
   #guard<T>(promise: Promise<T>): Promise<T> {
-    // One promise and one timer per call (no Promise.race and no second promise): this runs for every
-    // command, so its allocations show in the per-message profile (bench/README.md).
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new StoreUnavailableError(`Redis did not answer within ${this.#timeoutMs} ms`)),
-        this.#timeoutMs,
-      );
-      timer.unref?.();
-      promise.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(toStoreError(err));
-        },
-      );
-    });
+    return this.#deadlines.guard(promise, toStoreError);
   }
 }
 
