@@ -11,7 +11,8 @@ import type Redis from 'ioredis';
  */
 export interface CpuReading {
   readonly nodeUs: number;
-  readonly redisUs: number;
+  /** `undefined` when the server refuses `INFO` (a managed Redis may rename or disable it). */
+  readonly redisUs?: number;
   /** `undefined` when the broker is not a process of this machine that the meter could find. */
   readonly brokerUs?: number;
 }
@@ -19,7 +20,7 @@ export interface CpuReading {
 /** CPU time per message between two readings, µs. */
 export interface CpuPerMessage {
   readonly node: number;
-  readonly redis: number;
+  readonly redis?: number;
   readonly broker?: number;
 }
 
@@ -37,12 +38,13 @@ export class CpuMeter {
 
   async read(): Promise<CpuReading> {
     const node = process.cpuUsage();
-    const info = await this.redis.info('cpu');
+    const info = await this.redis.info('cpu').catch(() => '');
     const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+    const redisUs = (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6;
     const brokerUs = this.brokerPid === undefined ? undefined : processCpuUs(this.brokerPid);
     return {
       nodeUs: node.user + node.system,
-      redisUs: (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6,
+      ...(Number.isFinite(redisUs) ? { redisUs } : {}),
       ...(brokerUs === undefined ? {} : { brokerUs }),
     };
   }
@@ -50,13 +52,13 @@ export class CpuMeter {
 
 /** CPU time per message between `before` and `after`, over `messages` messages. */
 export function cpuPerMessage(before: CpuReading, after: CpuReading, messages: number): CpuPerMessage {
-  const broker =
-    before.brokerUs !== undefined && after.brokerUs !== undefined
-      ? (after.brokerUs - before.brokerUs) / messages
-      : undefined;
+  const per = (a: number | undefined, b: number | undefined) =>
+    a !== undefined && b !== undefined ? (b - a) / messages : undefined;
+  const redis = per(before.redisUs, after.redisUs);
+  const broker = per(before.brokerUs, after.brokerUs);
   return {
     node: (after.nodeUs - before.nodeUs) / messages,
-    redis: (after.redisUs - before.redisUs) / messages,
+    ...(redis === undefined ? {} : { redis }),
     ...(broker === undefined ? {} : { broker }),
   };
 }

@@ -38,7 +38,7 @@ export function seriesTable(title: string, series: readonly Series[], ratioHead:
       x(s.ratio),
       x(s.p99Ratio),
       s.cpu ? us(s.cpu.node) : 'n/a',
-      s.cpu ? us(s.cpu.redis) : 'n/a',
+      s.cpu?.redis === undefined ? 'n/a' : us(s.cpu.redis),
     ]);
   }
   return table.toString();

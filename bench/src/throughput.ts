@@ -54,9 +54,10 @@ export async function measureRounds(
   const reference = perRound[0]!;
   return contenders.map((c, i) => {
     const own = perRound[i]!;
-    const cpu = own.every((s) => s.cpu)
-      ? { node: median(own.map((s) => s.cpu!.node)), redis: median(own.map((s) => s.cpu!.redis)) }
-      : undefined;
+    const redis = own.every((s) => s.cpu?.redis !== undefined)
+      ? { redis: median(own.map((s) => s.cpu!.redis!)) }
+      : {};
+    const cpu = own.every((s) => s.cpu) ? { node: median(own.map((s) => s.cpu!.node)), ...redis } : undefined;
     return {
       name: c.name,
       rounds: own,

@@ -40,7 +40,8 @@ export function settleCounter(total: number, meter: CpuMeter, timeoutMs = 120_00
     reject = rej;
   });
   const timer = setTimeout(
-    () => reject(new Error(`only ${count} of ${total} messages settled within ${timeoutMs} ms`)),
+    () =>
+      reject(new Error(`only ${count} of ${total} messages settled (and measured) within ${timeoutMs} ms`)),
     timeoutMs,
   );
   timer.unref();
@@ -55,11 +56,17 @@ export function settleCounter(total: number, meter: CpuMeter, timeoutMs = 120_00
       const before = count;
       count += n;
       if (before < total && count >= total) {
-        clearTimeout(timer);
         const seconds = (performance.now() - first) / 1000;
+        // The timer stays armed until the readings are in: a Redis that stops answering INFO fails the row.
         Promise.all([firstCpu!, meter.read()]).then(
-          ([start, end]) => resolve({ seconds, cpu: cpuPerMessage(start, end, total) }),
-          reject,
+          ([start, end]) => {
+            clearTimeout(timer);
+            resolve({ seconds, cpu: cpuPerMessage(start, end, total) });
+          },
+          (error: Error) => {
+            clearTimeout(timer);
+            reject(error);
+          },
         );
       }
     },

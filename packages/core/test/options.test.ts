@@ -91,9 +91,12 @@ describe('option validation', () => {
     expect(() => new RedisIdempotencyStore({} as { redis: Redis })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTION' }),
     );
-    expect(() => new RedisIdempotencyStore({ redis: fake }, { commandTimeoutMs: 0 })).toThrow(
-      expect.objectContaining({ code: 'INVALID_OPTION' }),
-    );
+    for (const commandTimeoutMs of [0, 2 ** 31, Number.POSITIVE_INFINITY, Number.NaN]) {
+      expect(() => new RedisIdempotencyStore({ redis: fake }, { commandTimeoutMs })).toThrow(
+        expect.objectContaining({ code: 'INVALID_OPTION' }),
+      );
+    }
+    expect(() => new RedisIdempotencyStore({ redis: fake }, { commandTimeoutMs: 2 ** 31 - 1 })).not.toThrow();
     expect(() => new RedisIdempotencyStore({ redis: fake }, { maxKeyBytes: 0 })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTION' }),
     );

@@ -60,11 +60,12 @@ export class CommandDeadlines {
     });
   }
 
-  /** Commands sent and not yet settled or timed out (for tests). */
-  get pending(): number {
-    let n = 0;
-    for (let i = this.#head; i < this.#pending.length; i++) if (!this.#pending[i]!.done) n++;
-    return n;
+  /**
+   * Entries still kept (for tests): the commands not yet settled or timed out, and the settled ones behind
+   * an older command still pending. 0 once every command has settled.
+   */
+  get retained(): number {
+    return this.#pending.length - this.#head;
   }
 
   #arm(delayMs: number): void {

@@ -53,7 +53,8 @@ export interface RedisIdempotencyStoreOptions {
    * That claim counted its attempt although no handler ran (so did a `start` whose reply was lost), and
    * the stale claim counts another: replies lost again and again can bring a key to `maxAttempts`
    * (FAILED) with fewer handler runs. Deliberate: telling a lost reply apart would cost a round trip per
-   * message. Keep it well above Redis's latency under load.
+   * message. Keep it well above Redis's latency under load. At most 2^31 - 1 (Node's longest timer);
+   * `InvalidOptionError` otherwise.
    * @defaultValue 2000
    */
   commandTimeoutMs?: number;
@@ -111,7 +112,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     this.#prefix = options.keyPrefix ?? 'idem';
     this.#maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
     this.#timeoutMs = options.commandTimeoutMs ?? 2000;
-    if (!(this.#timeoutMs > 0)) throw new InvalidOptionError('commandTimeoutMs must be > 0');
+    // Node's timers take at most 2^31 - 1 ms; a longer delay would fire after 1 ms.
+    if (!(this.#timeoutMs > 0 && this.#timeoutMs <= MAX_TIMER_MS)) {
+      throw new InvalidOptionError(`commandTimeoutMs must be > 0 and <= ${MAX_TIMER_MS}`);
+    }
     const timeoutMs = this.#timeoutMs;
     this.#deadlines = new CommandDeadlines(
       timeoutMs,
@@ -374,6 +378,9 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.#deadlines.guard(promise, toStoreError);
   }
 }
+
+/** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Claim outcomes after which the claim script has written the record. */
 const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
