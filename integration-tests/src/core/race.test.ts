@@ -83,35 +83,42 @@ describeWithServices(
 
     it('500 keys × 16 concurrent claimers: exactly one ACQUIRED per key, the other 15 CONFLICT', async () => {
       const keys = 500;
-      const { prefix, perProcess, total } = await raceKeys('claim', 'claim', keys, 0);
-      expect(Object.keys(total)).toHaveLength(keys);
-      const shapes = new Map<string, number>();
-      for (const counts of Object.values(total)) {
-        const shape = JSON.stringify(Object.entries(counts).sort());
-        shapes.set(shape, (shapes.get(shape) ?? 0) + 1);
+      // Every attempt must be correct. That the processes really interleaved (more than one of them won
+      // keys) is up to the OS scheduler: on a loaded machine one process can be descheduled until another
+      // has claimed every key, so the race is run again, on new keys, up to three times until it shows.
+      let processesThatWon = 0;
+      for (let attempt = 1; attempt <= 3 && processesThatWon < 2; attempt++) {
+        const { prefix, perProcess, total } = await raceKeys('claim', `claim-${attempt}`, keys, 0);
+        expect(Object.keys(total)).toHaveLength(keys);
+        const shapes = new Map<string, number>();
+        for (const counts of Object.values(total)) {
+          const shape = JSON.stringify(Object.entries(counts).sort());
+          shapes.set(shape, (shapes.get(shape) ?? 0) + 1);
+        }
+        expect([...shapes]).toEqual([
+          [
+            JSON.stringify([
+              ['ACQUIRED', 1],
+              ['CONFLICT', 15],
+            ]),
+            keys,
+          ],
+        ]);
+        // Which process won each key.
+        const wins = perProcess.map((o) => Object.values(o).filter((c) => c.ACQUIRED === 1).length);
+        process.stderr.write(
+          `[race] claim, attempt ${attempt}: ${keys} keys × 16 claimers; ACQUIRED per process: ${wins.join(', ')}\n`,
+        );
+        expect(wins.reduce((a, b) => a + b, 0)).toBe(keys);
+        processesThatWon = wins.filter((w) => w > 0).length;
+        // And the records agree: one claim each (attempt 1), a token written with every digit.
+        const pipeline = suite.redis.pipeline();
+        for (let k = 0; k < keys; k++) pipeline.hmget(`${prefix}:4:race:k${k}`, 's', 't', 'a');
+        const records = (await pipeline.exec())!.map(([, r]) => r as string[]);
+        expect(new Set(records.map(([s, , a]) => `${s},${a}`))).toEqual(new Set(['P,1']));
+        for (const [, t] of records) expect(t).toMatch(/^\d{16}$/);
       }
-      expect([...shapes]).toEqual([
-        [
-          JSON.stringify([
-            ['ACQUIRED', 1],
-            ['CONFLICT', 15],
-          ]),
-          keys,
-        ],
-      ]);
-      // Which process won each key: the race really interleaved the processes.
-      const wins = perProcess.map((o) => Object.values(o).filter((c) => c.ACQUIRED === 1).length);
-      process.stderr.write(
-        `[race] claim: ${keys} keys × 16 claimers; ACQUIRED per process: ${wins.join(', ')}\n`,
-      );
-      expect(wins.reduce((a, b) => a + b, 0)).toBe(keys);
-      expect(wins.filter((w) => w > 0).length).toBeGreaterThanOrEqual(2);
-      // And the records agree: one claim each (attempt 1), a token written with every digit.
-      const pipeline = suite.redis.pipeline();
-      for (let k = 0; k < keys; k++) pipeline.hmget(`${prefix}:4:race:k${k}`, 's', 't', 'a');
-      const records = (await pipeline.exec())!.map(([, r]) => r as string[]);
-      expect(new Set(records.map(([s, , a]) => `${s},${a}`))).toEqual(new Set(['P,1']));
-      for (const [, t] of records) expect(t).toMatch(/^\d{16}$/);
+      expect(processesThatWon).toBeGreaterThanOrEqual(2);
     });
 
     it('Idempotency.run × 16 per key: each side effect happens exactly once; the others CONFLICT or DUPLICATE', async () => {
