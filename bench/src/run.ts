@@ -240,13 +240,12 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
   const rows: AdapterRow[] = [];
   const rounds: Record<string, AdapterRow[]> = {};
   const skipped: string[] = [];
-  const benches: [string, (messages: number) => Promise<AdapterRow>][] = [
-    ['RabbitMQ', (messages) => benchRabbitmq(idempotency, messages, meter)],
-    ['Kafka', (messages) => benchKafka(idempotency, messages, meter)],
-    ['SQS', (messages) => benchSqs(idempotency, messages, meter)],
+  const benches: [string, number, (messages: number) => Promise<AdapterRow>][] = [
+    ['RabbitMQ', o.adapterMessages.rabbitmq, (n) => benchRabbitmq(idempotency, n, meter)],
+    ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, n, meter)],
+    ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, n, meter)],
   ];
-  for (const [name, bench] of benches) {
-    const messages = o.adapterMessages[name === 'RabbitMQ' ? 'rabbitmq' : name === 'Kafka' ? 'kafka' : 'sqs'];
+  for (const [name, messages, bench] of benches) {
     try {
       // A warm-up pass first: both sides' code compiled, the broker's connections and queues exercised.
       await bench(Math.ceil(messages / 5));
