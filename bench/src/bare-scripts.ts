@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { WriteCoalescer } from '@idempotent-consumer/core/kit';
 import type Redis from 'ioredis';
 import { BUSY, type Contender, LEASE_MS, RETENTION_MS } from './contender';
 import { luaSource } from './lua-source';
@@ -25,10 +26,18 @@ export async function loadScript(redis: Redis, name: string): Promise<LoadedScri
  * The floor any Redis+Lua idempotency layer can reach with these scripts: a bare ioredis client that sends
  * `lua/claim.lua` and, after the handler, `lua/complete.lua` with EVALSHA, decoding the replies inline. No
  * library code: no key validation, no timeouts, no heartbeat, no events, no result codec beyond JSON.
+ * `maxCommandsPerWrite` above 1 coalesces its writes as `RedisIdempotencyStore` does (`WriteCoalescer`), for
+ * the reference row that separates what coalescing gains from what the library costs.
  */
-export async function bareScripts(redis: Redis, prefix: string, scope = 'bench'): Promise<BareScripts> {
+export async function bareScripts(
+  redis: Redis,
+  prefix: string,
+  scope = 'bench',
+  maxCommandsPerWrite = 1,
+): Promise<BareScripts> {
   const [claim, complete] = await Promise.all([loadScript(redis, 'claim'), loadScript(redis, 'complete')]);
-  return new BareScripts(redis, `${prefix}:${Buffer.byteLength(scope)}:${scope}:`, claim, complete);
+  const writes = maxCommandsPerWrite > 1 ? new WriteCoalescer(maxCommandsPerWrite) : undefined;
+  return new BareScripts(redis, `${prefix}:${Buffer.byteLength(scope)}:${scope}:`, claim, complete, writes);
 }
 
 /** See {@link bareScripts}. */
@@ -40,6 +49,7 @@ export class BareScripts implements Contender {
     private readonly keyPrefix: string,
     private readonly claimScript: LoadedScript,
     private readonly completeScript: LoadedScript,
+    private readonly writes?: WriteCoalescer,
   ) {}
 
   /**
@@ -47,7 +57,9 @@ export class BareScripts implements Contender {
    * retries once, as every client does. Not on the hot path: the first try normally succeeds.
    */
   #evalsha(script: LoadedScript, key: string, ...args: (string | number)[]): Promise<unknown> {
-    return this.redis.evalsha(script.sha1, 1, key, ...args).catch(async (error: Error) => {
+    const send = () => this.redis.evalsha(script.sha1, 1, key, ...args);
+    const sent = this.writes ? this.writes.send(this.redis.stream, send) : send();
+    return sent.catch(async (error: Error) => {
       if (!error.message.startsWith('NOSCRIPT')) throw error;
       await this.redis.script('LOAD', script.lua);
       return this.redis.evalsha(script.sha1, 1, key, ...args);

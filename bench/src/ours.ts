@@ -3,6 +3,7 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
   RedisIdempotencyStore,
+  type RedisIdempotencyStoreOptions,
 } from '@idempotent-consumer/core';
 import type Redis from 'ioredis';
 import { BUSY, type Contender, LEASE_MS, RETENTION_MS } from './contender';
@@ -36,7 +37,12 @@ export class Ours implements Contender {
   async close(): Promise<void> {}
 }
 
-/** {@link Ours} on a fresh store over `redis` with `keyPrefix`. */
-export function ours(redis: Redis, prefix: string, name = 'idempotent-consumer: Idempotency.run'): Ours {
-  return new Ours(name, new RedisIdempotencyStore({ redis }, { keyPrefix: prefix }));
+/** {@link Ours} on a fresh store over `redis` with `keyPrefix` (and `storeOptions`). */
+export function ours(
+  redis: Redis,
+  prefix: string,
+  name = 'idempotent-consumer: Idempotency.run',
+  storeOptions: RedisIdempotencyStoreOptions = {},
+): Ours {
+  return new Ours(name, new RedisIdempotencyStore({ redis }, { keyPrefix: prefix, ...storeOptions }));
 }

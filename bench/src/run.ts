@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
 import type { AdapterRow } from './adapters/adapter-row';
 import { benchKafka } from './adapters/kafka';
@@ -65,24 +66,34 @@ interface Results {
 async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<NonNullable<Results['core']>> {
   const bare = await bareScripts(plain, `${prefix}:bare`);
   const barePipelined = await bareScripts(pipelined, `${prefix}:bare-ap`);
+  // The bare client coalescing its writes as the store does: what coalescing gains apart from the library.
+  const bareCoalesced = await bareScripts(
+    plain,
+    `${prefix}:bare-cw`,
+    'bench',
+    DEFAULT_MAX_COMMANDS_PER_WRITE,
+  );
   const run = ours(plain, `${prefix}:ours`);
-  const runPipelined = ours(pipelined, `${prefix}:ours-ap`, 'Idempotency.run, auto-pipelining on');
+  // The store writing each call at once (before session 7): what coalescing gains the library.
+  const runEachWrite = ours(plain, `${prefix}:ours-1w`, 'Idempotency.run, maxCommandsPerWrite: 1', {
+    maxCommandsPerWrite: 1,
+  });
+  const runPipelined = ours(pipelined, `${prefix}:ours-ap`, 'Idempotency.run, auto-pipelining on', {
+    maxCommandsPerWrite: 1,
+  });
   Object.assign(barePipelined, { name: 'bare EVALSHA, auto-pipelining on' });
+  Object.assign(bareCoalesced, {
+    name: `bare EVALSHA, ${DEFAULT_MAX_COMMANDS_PER_WRITE} commands per write`,
+  });
+  const all = [bare, run, runEachWrite, bareCoalesced, barePipelined, runPipelined];
   // Warm-up: script cache, connections, JIT.
-  await measureRounds([bare, run, barePipelined, runPipelined], 1, 2_000, o.inFlight, 'warm');
+  await measureRounds(all, 1, 2_000, o.inFlight, 'warm');
   const meter = new CpuMeter(plain);
 
-  const concurrent = await measureRounds(
-    [bare, run, barePipelined, runPipelined],
-    o.rounds,
-    o.concurrentMessages,
-    o.inFlight,
-    'conc',
-    meter,
-  );
+  const concurrent = await measureRounds(all, o.rounds, o.concurrentMessages, o.inFlight, 'conc', meter);
   out(seriesTable(`new keys, ${o.inFlight} in flight`, concurrent, 'msg/s vs bare'));
   const duplicates = await measureRounds(
-    [bareClaimOnly(bare), run],
+    [bareClaimOnly(bare), run, runEachWrite, bareClaimOnly(bareCoalesced, bareCoalesced.name)],
     o.rounds,
     o.concurrentMessages,
     o.inFlight,
@@ -90,7 +101,14 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     meter,
   );
   out(seriesTable(`duplicates, ${o.inFlight} in flight`, duplicates, 'msg/s vs bare'));
-  const sequential = await measureRounds([bare, run], o.rounds, o.sequentialMessages, 1, 'seq', meter);
+  const sequential = await measureRounds(
+    [bare, run, runEachWrite],
+    o.rounds,
+    o.sequentialMessages,
+    1,
+    'seq',
+    meter,
+  );
   out(seriesTable('new keys, sequential', sequential, 'msg/s vs bare'));
   const sequentialDuplicates = await measureRounds(
     [bareClaimOnly(bare), run],

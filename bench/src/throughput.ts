@@ -69,9 +69,12 @@ export async function measureRounds(
 }
 
 /** The duplicate path's reference: one bare claim of a completed key (what the claim script alone costs). */
-export function bareClaimOnly(bare: BareScripts): Contender {
+export function bareClaimOnly(
+  bare: BareScripts,
+  name = 'bare ioredis: EVALSHA claim (DUPLICATE reply)',
+): Contender {
   return {
-    name: 'bare ioredis: EVALSHA claim (DUPLICATE reply)',
+    name,
     process: (key) => bare.claim(key),
     close: async () => {},
   };

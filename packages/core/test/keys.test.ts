@@ -5,6 +5,7 @@ import {
   InvalidKeyError,
   parseRecordKey,
 } from '../src';
+import { RecordKeyBuilder } from '../src/keys';
 
 describe('buildRecordKey', () => {
   it('never maps two different (scope, key) pairs to one Redis key', () => {
@@ -60,6 +61,46 @@ describe('buildRecordKey', () => {
     expect(() => buildRecordKey('idem', undefined as unknown as { scope: string; key: string })).toThrow(
       InvalidKeyError,
     );
+  });
+});
+
+describe('RecordKeyBuilder (the store keeps the last scope key prefix)', () => {
+  const ids: { scope: string; key: string }[] = [
+    { scope: 'payments', key: 'm-1' },
+    { scope: 'payments', key: 'é'.repeat(256) },
+    { scope: 'payments', key: 'é'.repeat(257) }, // too long, after a scope that passed
+    { scope: 'payments', key: 'a\uD800' },
+    { scope: '\uDC00b', key: 'k' }, // a bad scope after a good one
+    { scope: 'payments', key: 'm-2' },
+    { scope: 'é', key: 'k' },
+    { scope: '', key: 'k' },
+    { scope: 'x'.repeat(513), key: 'k' },
+    { scope: undefined as unknown as string, key: 'k' },
+    { scope: 'é', key: '' },
+    { scope: 'é', key: 'k2' },
+  ];
+  const outcome = (build: () => string) => {
+    try {
+      return build();
+    } catch (error) {
+      return `${(error as InvalidKeyError).code}: ${(error as Error).message}`;
+    }
+  };
+
+  it('builds the same key, or throws the same InvalidKeyError, as buildRecordKey, call after call', () => {
+    const builder = new RecordKeyBuilder('idem');
+    for (const id of ids) {
+      expect(outcome(() => builder.build(id))).toBe(outcome(() => buildRecordKey('idem', id)));
+    }
+    expect(outcome(() => builder.build(undefined as unknown as { scope: string; key: string }))).toBe(
+      outcome(() => buildRecordKey('idem', undefined as unknown as { scope: string; key: string })),
+    );
+  });
+
+  it('checks the prefix once, when it is made', () => {
+    expect(() => new RecordKeyBuilder('')).toThrow(InvalidKeyError);
+    expect(() => new RecordKeyBuilder('p\uD800')).toThrow(InvalidKeyError);
+    expect(() => new RecordKeyBuilder('abcd', 3)).toThrow(/4 bytes long; at most 3/);
   });
 });
 

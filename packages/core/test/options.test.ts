@@ -97,6 +97,15 @@ describe('option validation', () => {
       );
     }
     expect(() => new RedisIdempotencyStore({ redis: fake }, { commandTimeoutMs: 2 ** 31 - 1 })).not.toThrow();
+    for (const maxCommandsPerWrite of [0, 1.5, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => new RedisIdempotencyStore({ redis: fake }, { maxCommandsPerWrite })).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_OPTION',
+          message: expect.stringContaining('maxCommandsPerWrite'),
+        }),
+      );
+    }
+    expect(() => new RedisIdempotencyStore({ redis: fake }, { maxCommandsPerWrite: 1 })).not.toThrow();
     expect(() => new RedisIdempotencyStore({ redis: fake }, { maxKeyBytes: 0 })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTION' }),
     );

@@ -19,8 +19,9 @@
  * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
  * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link unprotectedDeadLetter}, {@link NO_CLAIM_OUTCOME}),
- *   the stored result's codec ({@link encodeResult}, {@link decodeResult}) and {@link SCRIPT_NUMBER_OF_KEYS}, for
- *   adapter, store and tool authors (the CLI reads records with them).
+ *   the stored result's codec ({@link encodeResult}, {@link decodeResult}), {@link SCRIPT_NUMBER_OF_KEYS} and
+ *   {@link WriteCoalescer} (how `RedisIdempotencyStore` shares socket writes), for adapter, store and tool
+ *   authors (the CLI reads records with them; the bench's bare reference coalesces its writes with it).
  *
  * @packageDocumentation
  */
@@ -33,6 +34,11 @@ export {
 } from '../dead-letter';
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
+export {
+  type CorkableStream,
+  DEFAULT_MAX_COMMANDS_PER_WRITE,
+  WriteCoalescer,
+} from '../store/write-coalescer';
 export { AdapterLog } from './adapter-log';
 export { extendHandlerContext } from './handler-context';
 export { heartbeatIntervalFor } from './heartbeat';

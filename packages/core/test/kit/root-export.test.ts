@@ -10,6 +10,8 @@ describe('kit: the sub-path export', () => {
         'DEAD_LETTER_FIELDS',
         'NO_CLAIM_OUTCOME',
         'SCRIPT_NUMBER_OF_KEYS',
+        'DEFAULT_MAX_COMMANDS_PER_WRITE',
+        'WriteCoalescer',
         'deadLetterReasonOf',
         'unprotectedDeadLetter',
         'decodeResult',
