@@ -38,15 +38,16 @@ describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ red
     await Promise.all(clients.map((c) => c.quit()));
   });
 
-  it('64 claims sent in one tick leave in at most 8 writes (default), and each gets its own reply', async () => {
+  it('64 claims sent in one tick leave in at most 9 writes (default), and each gets its own reply', async () => {
     const redis = await connected();
     const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `${prefix}:8` });
     const writes = countSocketWrites(redis);
     const options = { leaseMs: 30_000, retentionMs: 60_000 };
     const ids = Array.from({ length: 64 }, (_, i) => ({ scope: 'w', key: `k${i}` }));
     const claims = await Promise.all(ids.map((id) => store.claim(id, options)));
+    // The first leaves at once (nothing was in flight), the other 63 eight at a time.
     expect(writes.count).toBeGreaterThanOrEqual(1);
-    expect(writes.count).toBeLessThanOrEqual(8);
+    expect(writes.count).toBeLessThanOrEqual(9);
     expect(claims.map((c) => c.outcome)).toEqual(ids.map(() => 'ACQUIRED'));
     // Completed with each key's own result: a reply delivered to the wrong call would show here.
     await Promise.all(

@@ -18,6 +18,7 @@ const mapped = (error: unknown) => new Error(`mapped: ${(error as Error).message
 describe('CommandDeadlines (one timer for every command of a store)', () => {
   it('passes replies and mapped errors through, and keeps nothing once all have settled', async () => {
     const deadlines = new CommandDeadlines(1_000, timedOut);
+    expect(deadlines.idle).toBe(true);
     const a = command<string>();
     const b = command<string>();
     const guardedA = deadlines.guard(a.promise, mapped);
@@ -26,9 +27,11 @@ describe('CommandDeadlines (one timer for every command of a store)', () => {
     b.reject(new Error('refused')); // out of order: the later command settles first
     await expect(guardedB).rejects.toThrow('mapped: refused');
     expect(deadlines.retained).toBe(2); // kept behind the older command still pending
+    expect(deadlines.idle).toBe(false);
     a.resolve('ok');
     await expect(guardedA).resolves.toBe('ok');
     expect(deadlines.retained).toBe(0);
+    expect(deadlines.idle).toBe(true);
   });
 
   it('rejects a command that does not settle at its deadline, not before, and ignores its late reply', async () => {

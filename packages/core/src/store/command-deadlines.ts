@@ -60,6 +60,11 @@ export class CommandDeadlines {
     });
   }
 
+  /** Whether every command has settled (or timed out): none of the store's calls is in flight. */
+  get idle(): boolean {
+    return this.#head === this.#pending.length;
+  }
+
   /**
    * Entries still kept (for tests): the commands not yet settled or timed out, and the settled ones behind
    * an older command still pending. 0 once every command has settled.

@@ -390,9 +390,14 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   #call(script: ScriptName, key: string, args: (string | number)[]): Promise<unknown> {
     const redis = this.#redis;
     const writes = this.#writes;
-    const sent = writes
-      ? writes.send((redis as { stream?: CorkableStream }).stream, () => evalScript(redis, script, key, args))
-      : evalScript(redis, script, key, args);
+    // With none of this store's calls in flight (one message at a time) the call leaves at once: there is
+    // nothing to share a write with.
+    const sent =
+      writes && !this.#deadlines.idle
+        ? writes.send((redis as { stream?: CorkableStream }).stream, () =>
+            evalScript(redis, script, key, args),
+          )
+        : evalScript(redis, script, key, args);
     return this.#guard(sent);
   }
 
