@@ -100,8 +100,8 @@ const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY
  * answers NOSCRIPT (a restart or SCRIPT FLUSH emptied its script cache); `claimMany`'s pipeline, and every
  * call on a Cluster, use the scripts registered with `defineCommand` under names that carry their SHA-1
  * (ioredis `lib/Script.ts`).
- * Scripts never run inside MULTI. Pass a client with `enableAutoPipelining: true` to make concurrent calls
- * share round trips.
+ * Scripts never run inside MULTI. On a standalone client concurrent calls share socket writes
+ * (`maxCommandsPerWrite`); on a Cluster, a client with `enableAutoPipelining: true` batches them per node.
  *
  * @example
  * ```ts

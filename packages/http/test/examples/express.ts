@@ -5,7 +5,7 @@ import express from 'express';
 import { Redis } from 'ioredis';
 
 const store = new RedisIdempotencyStore(
-  { redis: new Redis({ enableAutoPipelining: true }) },
+  { redis: new Redis() },
   { keyPrefix: 'api' },
 );
 const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });

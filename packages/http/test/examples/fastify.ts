@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 
 async function main() {
   const store = new RedisIdempotencyStore(
-    { redis: new Redis({ enableAutoPipelining: true }) },
+    { redis: new Redis() },
     { keyPrefix: 'api' },
   );
   const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });
