@@ -1,6 +1,16 @@
 import { extendHandlerContext } from '../src/kit';
 import type { HandlerContext } from '../src/runner/idempotency';
 
+/** A context whose signal is a plain field. */
+const plainContext = (): HandlerContext => ({
+  scope: 's',
+  key: 'k',
+  fencingToken: 7,
+  attempt: 2,
+  outcome: 'ACQUIRED',
+  signal: new AbortController().signal,
+});
+
 describe('extendHandlerContext', () => {
   it('copies the context, adds the fields, and reads signal only when the handler does', () => {
     let reads = 0;
@@ -28,5 +38,28 @@ describe('extendHandlerContext', () => {
     });
     expect(extended.signal).toBe(controller.signal);
     expect(reads).toBe(1);
+  });
+
+  it('an extra field replaces a context field, signal included', () => {
+    const context = extendHandlerContext(extendHandlerContext(plainContext(), {}), {
+      attempt: 3,
+      signal: 'replaced',
+    });
+    expect(context.attempt).toBe(3);
+    expect(context.signal).toBe('replaced');
+    expect({ ...context }).toMatchObject({ attempt: 3, signal: 'replaced' });
+  });
+
+  it('a spread copies the fields but not the lazy signal (the documented reason to use it)', () => {
+    const context = extendHandlerContext(plainContext(), { message: 'm' });
+    expect(Object.keys(context).sort()).toEqual([
+      'attempt',
+      'fencingToken',
+      'key',
+      'message',
+      'outcome',
+      'scope',
+    ]);
+    expect(context.signal).toBeInstanceOf(AbortSignal);
   });
 });

@@ -522,7 +522,7 @@ export class MessageProcessor<T> {
                 this.#handlerTimeoutMs(),
                 context,
               )
-            : this.handler({ ...context, ...broker }),
+            : this.handler(extendHandlerContext(context, broker)),
         ),
       { ...runOptions, conflictWaitMs: 0 },
     );

@@ -21,6 +21,7 @@ import type {
 } from '../store/idempotency-store';
 import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
+import { LazySignalContext } from './lazy-signal-context';
 import { LeaseKeeper, type LeaseKeeperCallbacks } from './lease-keeper';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
@@ -65,7 +66,11 @@ export interface HandlerContext {
    * fencing token and attempt are 0, and a duplicate may run concurrently.
    */
   readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' | 'UNPROTECTED';
-  /** Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. */
+  /**
+   * Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. A getter on
+   * the context's prototype, whose `AbortController` is made on first read: a spread (`{ ...context }`)
+   * does not copy it, so pass it on explicitly or use `extendHandlerContext` (`@idempotent-consumer/core/kit`).
+   */
   readonly signal: AbortSignal;
 }
 
@@ -479,17 +484,15 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     let timer: NodeJS.Timeout | undefined;
     let timedOut: HandlerTimeoutError | undefined;
     try {
-      const context: HandlerContext = {
-        scope: id.scope,
-        key: id.key,
+      // The keeper creates its AbortController only for handlers that read the signal.
+      const context: HandlerContext = new LazySignalContext(
+        id.scope,
+        id.key,
         fencingToken,
         attempt,
         outcome,
-        // A getter: the keeper creates its AbortController only for handlers that use the signal.
-        get signal() {
-          return keeper.signal;
-        },
-      };
+        keeper,
+      );
       // Without a timeout the handler is awaited directly (a synchronous throw lands in the catch below);
       // the async wrapper that Promise.race needs costs a promise and a closure per message.
       value = await (handlerTimeoutMs > 0

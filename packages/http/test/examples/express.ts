@@ -4,10 +4,7 @@ import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
 import express from 'express';
 import { Redis } from 'ioredis';
 
-const store = new RedisIdempotencyStore(
-  { redis: new Redis() },
-  { keyPrefix: 'api' },
-);
+const store = new RedisIdempotencyStore({ redis: new Redis() }, { keyPrefix: 'api' });
 const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });
 const idempotent = createIdempotencyMiddleware(
   { idempotency },

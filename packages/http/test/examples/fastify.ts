@@ -5,10 +5,7 @@ import Fastify from 'fastify';
 import { Redis } from 'ioredis';
 
 async function main() {
-  const store = new RedisIdempotencyStore(
-    { redis: new Redis() },
-    { keyPrefix: 'api' },
-  );
+  const store = new RedisIdempotencyStore({ redis: new Redis() }, { keyPrefix: 'api' });
   const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });
 
   const app = Fastify();
