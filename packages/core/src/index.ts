@@ -26,10 +26,10 @@ export {
   makeIdempotent,
 } from './make-idempotent';
 export type { EventSubject, IdempotencyEvents } from './runner/events';
+export type { HandlerContext } from './runner/handler-context';
 export {
   describeError,
   type Handler,
-  type HandlerContext,
   Idempotency,
   type RunOptions,
   type RunRequest,

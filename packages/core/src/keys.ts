@@ -18,8 +18,8 @@ export interface RecordId {
 }
 
 /**
- * Builds the Redis key of a record. Only this function and {@link RecordKeyBuilder}, which shares its checks
- * and its format, do (docs/design.md#record-keys).
+ * Builds the Redis key of a record. Only this function and the store's `RecordKeyBuilder`, which shares its
+ * checks and its format, do (docs/design.md#record-keys).
  *
  * Shape: `<prefix>:<byte length of scope>:<scope>:<key>`. The scope's length makes the mapping injective:
  * two different (scope, key) pairs never produce the same Redis key, whatever characters they contain.

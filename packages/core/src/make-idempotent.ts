@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { IdempotencyConflictError, LeaseLostError, PayloadMismatchError, RecordFailedError } from './errors';
 import type { Payload } from './fingerprint';
-import type { HandlerContext, Idempotency, RunOptions } from './runner/idempotency';
+import type { HandlerContext } from './runner/handler-context';
+import type { Idempotency, RunOptions } from './runner/idempotency';
 import type { RunResult } from './runner/run-result';
 
 /** Options of {@link makeIdempotent}; `Args` are the wrapped function's parameters. */

@@ -1,5 +1,5 @@
 import { extendHandlerContext } from '../src/kit';
-import type { HandlerContext } from '../src/runner/idempotency';
+import type { HandlerContext } from '../src/runner/handler-context';
 
 /** A context whose signal is a plain field. */
 const plainContext = (): HandlerContext => ({

@@ -1,5 +1,4 @@
-import type { HandlerContext } from '../runner/idempotency';
-import { LazySignalContext } from '../runner/lazy-signal-context';
+import { type HandlerContext, LazySignalContext } from '../runner/handler-context';
 
 /**
  * The runner's {@link HandlerContext} with an adapter's own fields added (the message, its topic, …), for

@@ -21,7 +21,7 @@ import type {
 } from '../store/idempotency-store';
 import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
-import { LazySignalContext } from './lazy-signal-context';
+import { type HandlerContext, LazySignalContext } from './handler-context';
 import { LeaseKeeper, type LeaseKeeperCallbacks } from './lease-keeper';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
@@ -42,36 +42,6 @@ export interface RunRequest extends RecordId {
   readonly payload?: Payload;
   /** A precomputed fingerprint (SHA-256 hex); takes precedence over `payload`. */
   readonly fingerprint?: string;
-}
-
-/** What a handler receives. */
-export interface HandlerContext {
-  readonly scope: string;
-  readonly key: string;
-  /**
-   * The claim's fencing token: greater than every token issued before for this key, even after the record
-   * was lost (see `FencingToken`: derived from the store's clock in microseconds, about 1.8e15 today, an
-   * exact integer below 2^53). Make downstream writes conditional on it (reject a write whose token is
-   * lower than the last one seen) to fence off a stalled worker.
-   */
-  readonly fencingToken: number;
-  /**
-   * Which attempt this is, 1 for the first. Attempts count handlers started; after the record was lost
-   * (deleted, evicted, an empty restart) the count starts again at 1, while the token still grows.
-   */
-  readonly attempt: number;
-  /**
-   * `ACQUIRED_STALE` when an earlier worker's lease expired mid-handler: its side effect may be partial.
-   * `UNPROTECTED` when the store did not answer and `storeFailureMode` is `open`: no claim is held, the
-   * fencing token and attempt are 0, and a duplicate may run concurrently.
-   */
-  readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' | 'UNPROTECTED';
-  /**
-   * Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. A getter on
-   * the context's prototype, whose `AbortController` is made on first read: a spread (`{ ...context }`)
-   * does not copy it, so pass it on explicitly or use `extendHandlerContext` (`@idempotent-consumer/core/kit`).
-   */
-  readonly signal: AbortSignal;
 }
 
 /** The operation itself. Its resolved value is stored (see `maxResultBytes`) and replayed to duplicates. */
