@@ -44,7 +44,7 @@ class GatewayTimeoutError extends Error {
 }
 
 async function main(init: Extract<ToConsumer, { type: 'init' }>): Promise<void> {
-  const redis = new Redis(init.redisUrl, { enableAutoPipelining: true, maxRetriesPerRequest: 1 });
+  const redis = new Redis(init.redisUrl, { maxRetriesPerRequest: 1 });
   const writer = await openChargeWriter(
     { kind: init.sideEffect, runId: init.runId, sdk: init.mode === 'sdk', databaseUrl: init.databaseUrl },
     redis,

@@ -46,7 +46,6 @@ describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ red
     const ids = Array.from({ length: 64 }, (_, i) => ({ scope: 'w', key: `k${i}` }));
     const claims = await Promise.all(ids.map((id) => store.claim(id, options)));
     // The first leaves at once (nothing was in flight), the other 63 eight at a time.
-    expect(writes.count).toBeGreaterThanOrEqual(1);
     expect(writes.count).toBeLessThanOrEqual(9);
     expect(claims.map((c) => c.outcome)).toEqual(ids.map(() => 'ACQUIRED'));
     // Completed with each key's own result: a reply delivered to the wrong call would show here.

@@ -39,9 +39,9 @@ export function buildRecordKey(prefix: string, id: RecordId, maxKeyBytes = DEFAU
 
 /**
  * Builds the record keys of one prefix exactly as {@link buildRecordKey} does, for a store that builds one
- * or two per message: the prefix is checked once, here, and the key prefix of the last scope is kept, so a
- * consumer (one scope per subscription) checks and formats its scope once rather than on every call
- * (bench/README.md, "Session 7").
+ * or two per message: the prefix is checked when the builder is made (and again with each new scope), and
+ * the key prefix of the last scope is kept, so a consumer (one scope per subscription) checks and formats
+ * its scope once rather than on every call (bench/README.md, "Session 7").
  * @throws {@link InvalidKeyError} from the constructor when the prefix is not a non-empty, well-formed
  *   string of at most `maxKeyBytes` bytes, and from {@link RecordKeyBuilder.build} as `buildRecordKey` does.
  */

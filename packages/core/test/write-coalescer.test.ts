@@ -23,6 +23,13 @@ function countingStream() {
 const afterTick = () => new Promise<void>((resolve) => process.nextTick(resolve));
 
 describe('WriteCoalescer (several commands per socket write)', () => {
+  it('takes an integer maxCommandsPerWrite >= 1, else InvalidOptionError', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => new WriteCoalescer(bad)).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }));
+    }
+    expect(() => new WriteCoalescer(1)).not.toThrow();
+  });
+
   it('writes at most maxCommandsPerWrite commands per write, the rest when the tick ends, in order', async () => {
     const { stream, writes } = countingStream();
     const coalescer = new WriteCoalescer(8);

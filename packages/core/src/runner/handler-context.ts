@@ -21,9 +21,10 @@ export interface HandlerContext {
    */
   readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' | 'UNPROTECTED';
   /**
-   * Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. A getter on
-   * the context's prototype, whose `AbortController` is made on first read: a spread (`{ ...context }`)
-   * does not copy it, so pass it on explicitly or use `extendHandlerContext` (`@idempotent-consumer/core/kit`).
+   * Aborts with a `LeaseLostError` when the claim is lost; pass it to I/O that accepts a signal. In a
+   * claimed run's context (and in `extendHandlerContext`'s) it is a getter on the prototype, whose
+   * `AbortController` is made on first read: a spread (`{ ...context }`) does not copy it, so pass it on
+   * explicitly or use `extendHandlerContext` (`@idempotent-consumer/core/kit`).
    */
   readonly signal: AbortSignal;
 }

@@ -60,14 +60,16 @@ export interface RedisIdempotencyStoreOptions {
    */
   commandTimeoutMs?: number;
   /**
-   * How many of this store's script calls may leave in one socket write on a standalone client. The
-   * client's socket is corked before a call and uncorked after this many calls, or at the end of the
-   * current tick, whichever comes first (write-coalescer.ts): nothing waits for a timer, and commands keep
-   * their order. At tens of messages in flight this halves the CPU a call costs the client and raises
+   * How many of this store's script calls may leave in one socket write on a standalone client. While
+   * any of the store's calls is in flight, the client's socket is corked before a call and uncorked after
+   * this many calls, or at the end of the current tick, whichever comes first (write-coalescer.ts); a call
+   * made while none is in flight is written at once. Nothing waits for a timer, and commands keep their
+   * order. At tens of messages in flight this halves the CPU a call costs the client and raises
    * throughput, because each write to Redis is a system call that wakes the server (bench/README.md,
    * "Session 7"). Other commands sent on the same client in the same tick leave in the same writes. `1`
-   * writes each call at once. A Cluster client writes each call at once whatever this says. An integer
-   * ≥ 1; `InvalidOptionError` otherwise.
+   * writes each call at once. The store does not coalesce on a Cluster client (there ioredis's
+   * auto-pipelining batches calls per node, when the client turns it on). An integer ≥ 1;
+   * `InvalidOptionError` otherwise.
    * @defaultValue 8
    */
   maxCommandsPerWrite?: number;
@@ -390,13 +392,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   #call(script: ScriptName, key: string, args: (string | number)[]): Promise<unknown> {
     const redis = this.#redis;
     const writes = this.#writes;
+    const stream = (redis as { stream?: Partial<CorkableStream> }).stream;
     // With none of this store's calls in flight (one message at a time) the call leaves at once: there is
-    // nothing to share a write with.
+    // nothing to share a write with. A client without a corkable socket (a stand-in) sends as is.
     const sent =
-      writes && !this.#deadlines.idle
-        ? writes.send((redis as { stream?: CorkableStream }).stream, () =>
-            evalScript(redis, script, key, args),
-          )
+      writes && !this.#deadlines.idle && typeof stream?.cork === 'function'
+        ? writes.send(stream as CorkableStream, () => evalScript(redis, script, key, args))
         : evalScript(redis, script, key, args);
     return this.#guard(sent);
   }

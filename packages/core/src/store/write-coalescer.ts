@@ -1,3 +1,5 @@
+import { InvalidOptionError } from '../errors';
+
 /**
  * `RedisIdempotencyStore`'s default `maxCommandsPerWrite`: at 50 in flight, 4 to 16 gave the same
  * throughput here and 2 about 20% less (bench/README.md, "Session 7").
@@ -13,9 +15,10 @@ export interface CorkableStream {
 /**
  * Coalesces the commands one store sends on one connection into fewer socket writes: the socket is corked
  * before the first command, and uncorked (all buffered commands leave in one `writev`) after
- * `maxCommandsPerWrite` commands, or when the current tick's work is done (`process.nextTick`, which runs
- * once the microtasks that sent the commands have run), whichever comes first. Nothing waits for a timer:
- * a command is at most one tick late, and its order on the connection is unchanged.
+ * `maxCommandsPerWrite` commands, or at `process.nextTick`, whichever comes first. A store sends from
+ * promise reactions (a reply arrived, a handler returned), and a `nextTick` callback queued there runs once
+ * the microtasks queued with it have run, so the commands of one burst of replies share writes. Nothing
+ * waits for a timer: a command is at most one tick late, and its order on the connection is unchanged.
  *
  * Why: at tens of commands in flight, each `write` to an idle Redis costs a system call and wakes the server
  * once per command, which on a small or virtual machine is most of the client's CPU per message. Flushing
@@ -35,8 +38,16 @@ export class WriteCoalescer {
     this.#flush();
   };
 
-  /** @param maxCommandsPerWrite - commands buffered before they are written (≥ 2; 1 means "do not coalesce"). */
-  constructor(private readonly maxCommandsPerWrite: number) {}
+  /**
+   * @param maxCommandsPerWrite - commands buffered before they are written: an integer ≥ 1 (1 writes each
+   *   command at once; a store then does better not to use a coalescer at all).
+   * @throws {@link InvalidOptionError} when it is not an integer ≥ 1.
+   */
+  constructor(private readonly maxCommandsPerWrite: number) {
+    if (!(Number.isSafeInteger(maxCommandsPerWrite) && maxCommandsPerWrite >= 1)) {
+      throw new InvalidOptionError(`maxCommandsPerWrite must be an integer >= 1, got ${maxCommandsPerWrite}`);
+    }
+  }
 
   /**
    * Runs `send`, which writes one command to `stream` synchronously (an ioredis call), with `stream`
