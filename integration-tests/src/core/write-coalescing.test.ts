@@ -25,6 +25,14 @@ function countSocketWrites(redis: Redis): { readonly count: number } {
 describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ redis: url }) => {
   const prefix = uniquePrefix('write-coalescing');
   const clients: Redis[] = [];
+  const stores: RedisIdempotencyStore[] = [];
+
+  /** A store on `redis`, closed after the suite (a duplicate waiting for an outcome opens a subscriber). */
+  function storeOn(redis: Redis, options: ConstructorParameters<typeof RedisIdempotencyStore>[1]) {
+    const store = new RedisIdempotencyStore({ redis }, options);
+    stores.push(store);
+    return store;
+  }
 
   async function connected(): Promise<Redis> {
     const redis = new Redis(url);
@@ -34,13 +42,14 @@ describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ red
   }
 
   afterAll(async () => {
+    for (const store of stores) store.close();
     if (clients[0]) await deleteByPrefix(clients[0], prefix);
     await Promise.all(clients.map((c) => c.quit()));
   });
 
   it('64 claims sent in one tick leave in at most 9 writes (default), and each gets its own reply', async () => {
     const redis = await connected();
-    const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `${prefix}:8` });
+    const store = storeOn(redis, { keyPrefix: `${prefix}:8` });
     const writes = countSocketWrites(redis);
     const options = { leaseMs: 30_000, retentionMs: 60_000 };
     const ids = Array.from({ length: 64 }, (_, i) => ({ scope: 'w', key: `k${i}` }));
@@ -62,7 +71,7 @@ describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ red
 
   it('maxCommandsPerWrite: 1 writes each call at once', async () => {
     const redis = await connected();
-    const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `${prefix}:1`, maxCommandsPerWrite: 1 });
+    const store = storeOn(redis, { keyPrefix: `${prefix}:1`, maxCommandsPerWrite: 1 });
     const writes = countSocketWrites(redis);
     const ids = Array.from({ length: 64 }, (_, i) => ({ scope: 'w', key: `k${i}` }));
     await Promise.all(ids.map((id) => store.claim(id, { leaseMs: 30_000, retentionMs: 60_000 })));
@@ -71,7 +80,7 @@ describeWithServices(['redis'], 'RedisIdempotencyStore write coalescing', ({ red
 
   it('runs at 50 in flight through a coalescing store run each handler once and replay to duplicates', async () => {
     const redis = await connected();
-    const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `${prefix}:run` });
+    const store = storeOn(redis, { keyPrefix: `${prefix}:run` });
     const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });
     const runs = new Map<string, number>();
     const keys = Array.from({ length: 500 }, (_, i) => `m${i}`);
