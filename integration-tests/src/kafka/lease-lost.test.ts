@@ -48,8 +48,11 @@ describeWithServices(
             ? { eachMessage: recordEvents(idempotentEachMessage(deps(consumer), options, handler), events) }
             : { eachBatch: recordEvents(idempotentEachBatch(deps(consumer), options, handler), events) },
         );
-        // The partition is handled in order, so once `after` ran, `vanishing` was settled for good.
+        // The partition is handled in order, so once `after` ran, `vanishing`'s handler ran for good. Its
+        // completion may still be settling: eachBatch starts the next message while the previous one's
+        // completion is written (one completion in flight), so its event is awaited, not assumed.
         await waitFor('the message behind it to run', () => runs.includes('after'), 30_000);
+        await waitFor('the lease-lost event', () => events.some((e) => e.type === 'leaseLost'), 30_000);
         expect(runs).toEqual(['vanishing', 'after']);
         const lost = events.filter((e) => e.type === 'leaseLost');
         expect(lost).toEqual([
