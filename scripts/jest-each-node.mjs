@@ -98,9 +98,19 @@ if (here.major !== extraMajor) {
   else skipped = `Node ${extraMajor}: SKIPPED, ${extra.reason}`;
 }
 
+/**
+ * Whether a run failed: a non-zero exit, or failed tests in its Summary line even with exit 0 (one full
+ * local run ended 0 with a failing test and without Jest's closing lines; the count is the second witness).
+ */
+const runFailed = (run) => run.code !== 0 || (run.counts?.[1] ?? 0) > 0;
+
 console.log('\n[test] ===== Jest per Node release =====');
 for (const run of runs) {
-  const verdict = run.code === 0 ? 'passed' : `FAILED (exit ${run.signal ?? run.code})`;
+  const verdict = !runFailed(run)
+    ? 'passed'
+    : run.code !== 0
+      ? `FAILED (exit ${run.signal ?? run.code})`
+      : 'FAILED (tests failed, exit 0)';
   const counts = run.counts
     ? `${run.counts[0]} passed, ${run.counts[1]} failed, ${run.counts[2]} skipped`
     : 'no counts';
@@ -112,6 +122,5 @@ const total = [0, 1, 2].map((i) => runs.reduce((sum, run) => sum + (run.counts?.
 console.log(
   `Summary: ${total[0]} passed, ${total[1]} failed, ${total[2]} skipped (${runs.map((r) => r.label).join(' + ')})`,
 );
-const failed =
-  runs.some((run) => run.code !== 0) || (skipped !== undefined && process.env.REQUIRE_NODE24 === '1');
+const failed = runs.some(runFailed) || (skipped !== undefined && process.env.REQUIRE_NODE24 === '1');
 process.exitCode = failed ? 1 : 0;
