@@ -63,6 +63,7 @@ export class RecordKeyBuilder {
   /** The Redis key of `id`: `<prefix>:<byte length of scope>:<scope>:<key>`. */
   build(id: RecordId): string {
     const scope = id?.scope;
+    // `#scope` is only ever a scope that passed the checks; before the first one it is undefined.
     if (scope !== this.#scope || scope === undefined) {
       this.#scopePrefix = buildScopeKeyPrefix(this.prefix, scope, this.maxKeyBytes);
       this.#scope = scope;
@@ -115,7 +116,7 @@ export function parseRecordKey(
   return { scope, key: redisKey.slice(scopePrefix.length) };
 }
 
-/** `String.prototype.isWellFormed` (ES2024, Node 20+), absent from the ES2023 library this package compiles against. */
+/** `String.prototype.isWellFormed` (ES2024, Node 20+), absent from the ES2023 library this package uses. */
 type WellFormedCheck = string & { isWellFormed(): boolean };
 
 /**

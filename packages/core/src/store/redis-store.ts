@@ -33,7 +33,12 @@ import { waitForOutcome } from './outcome-wait';
 import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
-import { type CorkableStream, DEFAULT_MAX_COMMANDS_PER_WRITE, WriteCoalescer } from './write-coalescer';
+import {
+  type CorkableStream,
+  checkMaxCommandsPerWrite,
+  DEFAULT_MAX_COMMANDS_PER_WRITE,
+  WriteCoalescer,
+} from './write-coalescer';
 
 /** Options of {@link RedisIdempotencyStore}. */
 export interface RedisIdempotencyStoreOptions {
@@ -141,10 +146,9 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (this.#wait && this.#wait.timeoutMs >= this.#timeoutMs) {
       throw new InvalidOptionError('waitForReplicas.timeoutMs must be below commandTimeoutMs');
     }
-    const maxCommandsPerWrite = options.maxCommandsPerWrite ?? DEFAULT_MAX_COMMANDS_PER_WRITE;
-    if (!(Number.isSafeInteger(maxCommandsPerWrite) && maxCommandsPerWrite >= 1)) {
-      throw new InvalidOptionError(`maxCommandsPerWrite must be an integer >= 1, got ${maxCommandsPerWrite}`);
-    }
+    const maxCommandsPerWrite = checkMaxCommandsPerWrite(
+      options.maxCommandsPerWrite ?? DEFAULT_MAX_COMMANDS_PER_WRITE,
+    );
     this.#writes =
       maxCommandsPerWrite > 1 && !this.#redis.isCluster ? new WriteCoalescer(maxCommandsPerWrite) : undefined;
     this.#commands = defineScripts(this.#redis);

@@ -6,6 +6,17 @@ import { InvalidOptionError } from '../errors';
  */
 export const DEFAULT_MAX_COMMANDS_PER_WRITE = 8;
 
+/**
+ * Returns `value` when it is a valid `maxCommandsPerWrite`: an integer ≥ 1.
+ * @throws {@link InvalidOptionError} otherwise.
+ */
+export function checkMaxCommandsPerWrite(value: number): number {
+  if (!(Number.isSafeInteger(value) && value >= 1)) {
+    throw new InvalidOptionError(`maxCommandsPerWrite must be an integer >= 1, got ${value}`);
+  }
+  return value;
+}
+
 /** The part of a socket the coalescer uses: Node's `Writable.cork` and `uncork`. */
 export interface CorkableStream {
   cork(): void;
@@ -44,9 +55,7 @@ export class WriteCoalescer {
    * @throws {@link InvalidOptionError} when it is not an integer ≥ 1.
    */
   constructor(private readonly maxCommandsPerWrite: number) {
-    if (!(Number.isSafeInteger(maxCommandsPerWrite) && maxCommandsPerWrite >= 1)) {
-      throw new InvalidOptionError(`maxCommandsPerWrite must be an integer >= 1, got ${maxCommandsPerWrite}`);
-    }
+    checkMaxCommandsPerWrite(maxCommandsPerWrite);
   }
 
   /**
