@@ -1,7 +1,23 @@
-import type { Message } from '@aws-sdk/client-sqs';
+import type { Message, MessageSystemAttributeName } from '@aws-sdk/client-sqs';
 
 /** The message attribute the default key extractor reads (docs/design.md#key-sources). */
 export const IDEMPOTENCY_KEY_ATTRIBUTE = 'idempotency-key';
+
+/**
+ * The message attributes a receive asks for: all of them. The `idempotency-key` attribute is read from
+ * them, a dead-letter copy keeps them, and telemetry reads its trace context from them.
+ */
+export const RECEIVED_MESSAGE_ATTRIBUTES: readonly string[] = ['All'];
+
+/**
+ * The system attributes a receive asks for, and no others (each one is parsed on every message):
+ * `ApproximateReceiveCount` ({@link receiveCount}: retry backoff, `maxAttempts`, the redrive check) and
+ * `MessageGroupId` ({@link messageGroupId}: FIFO order, a FIFO dead-letter copy).
+ */
+export const RECEIVED_SYSTEM_ATTRIBUTES: readonly MessageSystemAttributeName[] = [
+  'ApproximateReceiveCount',
+  'MessageGroupId',
+];
 
 /** The largest visibility timeout SQS accepts, in seconds (12 hours). */
 export const MAX_VISIBILITY_TIMEOUT_SECONDS = 43_200;

@@ -13,7 +13,11 @@ import {
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
-import { toVisibilitySeconds } from './message-attributes';
+import {
+  RECEIVED_MESSAGE_ATTRIBUTES,
+  RECEIVED_SYSTEM_ATTRIBUTES,
+  toVisibilitySeconds,
+} from './message-attributes';
 import { SqsMessageProcessor } from './message-processor';
 import { type ResolvedSqsIdempotencyOptions, resolveSqsOptions } from './options';
 import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
@@ -270,8 +274,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
             MaxNumberOfMessages: Math.min(MAX_SQS_BATCH_ENTRIES, this.#settings.concurrency - this.inFlight),
             WaitTimeSeconds: this.#settings.waitTimeSeconds,
             VisibilityTimeout: this.#settings.visibilityTimeoutSeconds,
-            MessageAttributeNames: ['All'],
-            MessageSystemAttributeNames: ['ApproximateReceiveCount', 'MessageGroupId', 'SentTimestamp'],
+            MessageAttributeNames: [...RECEIVED_MESSAGE_ATTRIBUTES],
+            MessageSystemAttributeNames: [...RECEIVED_SYSTEM_ATTRIBUTES],
           }),
           { abortSignal: signal },
         );

@@ -14,6 +14,7 @@ import {
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
+import { RECEIVED_MESSAGE_ATTRIBUTES, RECEIVED_SYSTEM_ATTRIBUTES } from './message-attributes';
 import { SqsMessageProcessor } from './message-processor';
 import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
@@ -196,8 +197,8 @@ export function createSqsConsumerWiring<T>(
     await processor.verifyDeadLetter();
     await gate.waitUntilOpen();
   };
-  wiring.messageAttributeNames = ['All'];
-  wiring.messageSystemAttributeNames = ['ApproximateReceiveCount', 'MessageGroupId'];
+  wiring.messageAttributeNames = [...RECEIVED_MESSAGE_ATTRIBUTES];
+  wiring.messageSystemAttributeNames = [...RECEIVED_SYSTEM_ATTRIBUTES];
   const hidden = Object.create({
     get events() {
       return events;
