@@ -59,7 +59,11 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     peerRounds: o.rounds ?? (q ? 2 : 5),
     concurrentMessages: q ? 1_500 : 4_000,
     sequentialMessages: q ? 300 : 800,
-    peerMessages: q ? 600 : 2_500,
+    // Peers' rounds are longer: at 2,500 messages a round of ours lasted about 50 ms, and what a round costs
+    // whatever the contender's speed (filling and draining 50 in flight, a collection of what the previous
+    // contender allocated) weighs most on the fastest: ours measured 49,000-50,000 msg/s in such rounds and
+    // 54,000-57,000 in rounds of 10,000 (bench/README.md, "Session 8").
+    peerMessages: q ? 600 : 10_000,
     inFlight: o.inFlight,
     raceKeys: q ? 50 : 200,
     raceCallers: 16,
