@@ -38,7 +38,7 @@ export class FakeSqs {
     if (command instanceof ReceiveMessageCommand) {
       this.receives += 1;
       const batch = this.batches.shift();
-      if (batch) return { Messages: batch };
+      if (batch) return { Messages: batch.map((m) => answered(m, command.input)) };
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, 20);
         options?.abortSignal?.addEventListener('abort', () => {
@@ -123,4 +123,22 @@ export function message(
       ...(options.group ? { MessageGroupId: options.group } : {}),
     },
   };
+}
+
+/**
+ * A received message as SQS answers it: only the system attributes and message attributes the receive asked
+ * for (`All` for every one), so a poller that stops asking for one sees it missing, as it would on SQS. The
+ * message object itself is returned (trimmed in place), so tests can find it by identity.
+ */
+function answered(message: Message, input: ReceiveMessageCommand['input']): Message {
+  const pick = <V>(all: Record<string, V> | undefined, asked: readonly string[] | undefined) => {
+    if (all === undefined) return undefined;
+    const names = asked ?? [];
+    return Object.fromEntries(
+      Object.entries(all).filter(([name]) => names.includes('All') || names.includes(name)),
+    );
+  };
+  message.Attributes = pick(message.Attributes, input.MessageSystemAttributeNames);
+  message.MessageAttributes = pick(message.MessageAttributes, input.MessageAttributeNames);
+  return message;
 }
