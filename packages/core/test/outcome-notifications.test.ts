@@ -13,7 +13,7 @@ function fakeClient(options: { keyPrefix?: string } = {}) {
     ssubscribe: (channel: string) =>
       new Promise<void>((resolve, reject) => pending.push({ resolve, reject, channel })),
     sunsubscribe: async () => {},
-    disconnect: () => {},
+    disconnect: jest.fn(),
   });
   const redis = { isCluster: false, options, duplicate: () => subscriber } as unknown as RedisClient;
   return { redis, subscriber, pending };
@@ -68,5 +68,21 @@ describe('OutcomeNotifications', () => {
     subscriber.emit('smessage', 'app:idem:s:k', 'C');
     expect(wake).toHaveBeenCalledTimes(1);
     notifications.close();
+  });
+
+  it('closes the subscriber idleMs after a listener whose subscription failed (the idle timer is re-armed)', async () => {
+    jest.useFakeTimers();
+    try {
+      const { redis, subscriber, pending } = fakeClient();
+      const notifications = new OutcomeNotifications(redis, { subscribeTimeoutMs: 10_000, idleMs: 1000 });
+      const listening = notifications.listen('k', () => {});
+      pending[0]!.reject(new Error('no subscription within 1000 ms'));
+      await expect(listening).rejects.toThrow('no subscription');
+      expect(subscriber.disconnect).not.toHaveBeenCalled();
+      jest.advanceTimersByTime(1000);
+      expect(subscriber.disconnect).toHaveBeenCalledTimes(1);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

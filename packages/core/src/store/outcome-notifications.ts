@@ -76,10 +76,16 @@ export class OutcomeNotifications {
 
   #remove(channel: string, wake: () => void): void {
     const entry = this.#channels.get(channel);
-    if (!entry?.wakers.delete(wake) || entry.wakers.size > 0) return;
-    this.#channels.delete(channel);
-    this.#subscriber?.sunsubscribe(channel).catch(() => {});
-    if (this.#channels.size === 0) {
+    if (entry?.wakers.delete(wake)) {
+      if (entry.wakers.size > 0) return;
+      this.#channels.delete(channel);
+      this.#subscriber?.sunsubscribe(channel).catch(() => {});
+    }
+    // Also when the channel is gone already (its subscription failed or timed out, and listen() cleared
+    // the idle timer): without this, the subscriber connection stayed open until close(), and kept the
+    // process alive.
+    if (this.#channels.size === 0 && this.#subscriber) {
+      clearTimeout(this.#idleTimer);
       this.#idleTimer = setTimeout(() => this.close(), this.options.idleMs);
       this.#idleTimer.unref();
     }
