@@ -28,6 +28,11 @@ describeWithServices(
   ({ redis: redisUrl, kafka: brokers }) => {
     jest.setTimeout(60_000);
     const suite = useKafkaSuite(brokers, redisUrl, {});
+    /** The stores a test made on the suite's client: their conflict-wait subscribers close with them. */
+    const stores: RedisIdempotencyStore[] = [];
+    afterEach(() => {
+      for (const store of stores.splice(0)) store.close();
+    });
 
     it("fail-open (storeFailureMode 'open', Redis not answering): the runner's failOpen event, an UNPROTECTED run timed as handler time, no store duration", async () => {
       const sdk = new TelemetrySdk();
@@ -96,6 +101,7 @@ describeWithServices(
         }
       }
       const store = new SkewedStore({ redis: suite.redis }, { keyPrefix, commandTimeoutMs: 1000 });
+      stores.push(store);
       // A short lease: the re-fetched message meets the first run's claim until it lapses.
       const idempotency = new Idempotency(
         { store, logger: false },
@@ -153,13 +159,9 @@ describeWithServices(
 
     it("leaseLost with during 'heartbeat' when the record vanishes while the handler runs; the message is claimed again and runs", async () => {
       const keyPrefix = uniqueName('idem');
-      const idempotency = new Idempotency(
-        {
-          store: new RedisIdempotencyStore({ redis: suite.redis }, { keyPrefix, commandTimeoutMs: 1000 }),
-          logger: false,
-        },
-        { leaseMs: 1000, retentionMs: 600_000 },
-      );
+      const store = new RedisIdempotencyStore({ redis: suite.redis }, { keyPrefix, commandTimeoutMs: 1000 });
+      stores.push(store);
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, retentionMs: 600_000 });
       const topic = uniqueName('hb');
       const groupId = uniqueName('g');
       const runs: string[] = [];
