@@ -101,6 +101,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;
   #cancelling: Promise<unknown> | undefined;
+  /** The `start()` under way, for `stop()` to await. */
+  #starting: Promise<void> | undefined;
 
   /**
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when an option is out of range, a dependency is missing, or the
@@ -202,7 +204,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * Checks that the store answers (one `PING`, {@link IdempotentConsumer.checkStore}; under the runner's
    * `storeFailureMode: 'open'` a store that does not answer is only logged), opens a connection
    * (with `connect`), declares or checks the topology, opens the consume channel (with `prefetch`) and the
-   * confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves once subscribed.
+   * confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves once subscribed, or
+   * once a `stop()` called meanwhile ended it (nothing is consumed then, and what it opened is closed).
+   * A start that fails closes what it opened, the connection from `connect` included.
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the `PING` and the runner fails closed (nothing is opened).
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when the topology is missing or differs (nothing is consumed).
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when called twice.
@@ -211,22 +215,41 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   async start(): Promise<void> {
     if (this.#state !== 'idle') throw new InvalidOptionError(`start() was already called (${this.#state})`);
     this.#state = 'starting';
+    this.#starting = this.#start();
+    try {
+      await this.#starting;
+    } finally {
+      this.#starting = undefined;
+    }
+  }
+
+  /**
+   * {@link IdempotentConsumer.start}'s steps. A `stop()` meanwhile sets `stopping`: the next step is not
+   * taken, and `stop()` (which awaits this) closes what the steps opened.
+   */
+  async #start(): Promise<void> {
     // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
     // client's errors are watched (a consumer that is built but never started attaches nothing).
     this.#log.open();
     this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
     try {
       await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
+      if (this.#state !== 'starting') return;
       await this.#open();
       if (this.#state !== 'starting') return;
       this.#state = 'running';
       await this.#consume();
+      if (this.#state !== 'running') return;
       this.emit('started', { queue: this.#options.queue, consumerTag: this.#consumerTag! });
     } catch (error) {
+      const stopped = this.#state === 'stopping';
       this.#state = 'stopped';
       this.#release();
       await this.#channels.dispose();
       await this.#closeOwnedConnection();
+      // stop() was called meanwhile: it asked for what happened; a step that failed while it closed
+      // things is no error of start().
+      if (stopped) return;
       throw error;
     }
   }
@@ -250,18 +273,21 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /**
    * Stops consuming (`basic.cancel`), requeues deliveries not started yet, waits for the deliveries in
    * flight to finish and be settled, then closes the channels it opened (the broker requeues anything
-   * left unacked) and the connection it opened with `connect`. Safe to call more than once.
+   * left unacked) and the connection it opened with `connect`. Called during `start()`, it waits for the
+   * step under way, then closes what that step opened. Safe to call more than once.
    */
   async stop(): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') {
       while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
       return;
     }
-    const consuming = this.#state === 'running' || this.#state === 'paused';
+    const starting = this.#starting;
     this.#state = 'stopping';
     this.#stopping.abort();
     this.#gate.dispose();
-    if (consuming) await this.#cancel();
+    // A start() under way takes no further step; what it opened is closed below.
+    await starting?.catch(ignore);
+    await this.#cancel();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     await this.#channels.dispose();
     await this.#closeOwnedConnection();
@@ -284,7 +310,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   async #closeOwnedConnection(): Promise<void> {
-    const current = this.#channels.connection as (AmqpConnection & { close?(): Promise<void> }) | undefined;
+    const current = this.#channels.connection as ClosableConnection | undefined;
     if (!this.#dependencies.connect || !current) return;
     current.off?.('error', ignore);
     await current.close?.().catch(ignore);
@@ -293,7 +319,17 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /** Topology, then the consume and confirm channels, on the current (or a new) connection. */
   async #open(): Promise<void> {
     const connection = await this.#connection();
-    await ensureTopology(connection, this.topology, this.#options.topology);
+    try {
+      await ensureTopology(connection, this.topology, this.#options.topology);
+    } catch (error) {
+      // A connection `connect` just opened is not the channels' yet: close it here, or every failed
+      // start or reconnect attempt would leave a connection (and its heartbeat timer) open.
+      if (this.#dependencies.connect && connection !== this.#channels.connection) {
+        connection.off?.('error', ignore);
+        await (connection as ClosableConnection).close?.().catch(ignore);
+      }
+      throw error;
+    }
     await this.#channels.open(connection, this.#options.prefetch);
   }
 
@@ -462,6 +498,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 }
 
 const ignore = (): void => {};
+
+/** amqplib's connections close; {@link AmqpConnection} leaves `close` out, as the consumer closes only its own. */
+type ClosableConnection = AmqpConnection & { close?(): Promise<void> };
 
 /**
  * Creates an {@link IdempotentConsumer}, the one way to build one; call `start()` on it to consume.

@@ -1,0 +1,113 @@
+import { TopologyMismatchError } from '@idempotent-consumer/core';
+import { createIdempotentConsumer, type IdempotentConsumer } from '@idempotent-consumer/rabbitmq';
+import { type ChannelModel, connect } from 'amqplib';
+import { waitFor } from '../../support/net';
+import { describeWithServices } from '../../support/service';
+import { FAST, RabbitFixture, recordEvents } from './fixture';
+
+/**
+ * The connections a consumer opens with `connect`, each with whether it closed: what a consumer owns
+ * must be closed by it, or the process keeps amqplib's socket and heartbeat timer and never exits.
+ */
+class Connections {
+  readonly opened: ChannelModel[] = [];
+  readonly closed = new Set<ChannelModel>();
+  /** Resolves the next `connect` when set: lets a test act while a connection is being opened. */
+  gate: Promise<void> | undefined;
+  /** How many times `connect` was called (counted before the gate). */
+  calls = 0;
+
+  constructor(readonly url: string) {}
+
+  readonly connect = async (): Promise<ChannelModel> => {
+    this.calls += 1;
+    await this.gate;
+    const connection = await connect(this.url);
+    this.opened.push(connection);
+    connection.on('close', () => this.closed.add(connection));
+    return connection;
+  };
+
+  get open(): ChannelModel[] {
+    return this.opened.filter((c) => !this.closed.has(c));
+  }
+
+  /** Closes whatever the consumer left open, so a failing test does not keep the worker alive. */
+  async closeLeft(): Promise<void> {
+    await Promise.allSettled(this.open.map((c) => c.close()));
+  }
+}
+
+describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connections it opens', (urls) => {
+  jest.setTimeout(60_000);
+  const fx = RabbitFixture.eachTest(urls);
+  let connections: Connections;
+  beforeEach(() => {
+    connections = new Connections(urls.rabbitmq);
+  });
+  afterEach(() => connections.closeLeft());
+
+  function consumer(topology: 'assert' | 'check'): IdempotentConsumer<unknown> {
+    const c = createIdempotentConsumer(
+      { idempotency: fx.idempotency(), connect: connections.connect, logger: false },
+      { ...FAST, queue: fx.queue, topology, reconnectBackoff: { baseMs: 50, maxMs: 100, jitter: 'none' } },
+      async () => {},
+    );
+    fx.consumers.push(c);
+    return c;
+  }
+
+  it('a start that fails on the topology closes the connection it opened', async () => {
+    // topology: 'check' and no delay tier declared: the check fails after `connect` opened a connection.
+    const c = consumer('check');
+    await expect(c.start()).rejects.toBeInstanceOf(TopologyMismatchError);
+    expect(c.state).toBe('stopped');
+    expect(connections.opened).toHaveLength(1);
+    expect(connections.open.length).toBe(0);
+  });
+
+  it('each failed reconnect attempt closes the connection it opened', async () => {
+    const c = consumer('assert');
+    const events = recordEvents(c);
+    await c.start();
+    // The dead-letter exchange now exists with another type: every `assert` (each reconnect) fails with
+    // 406 PRECONDITION_FAILED after its connection opened.
+    const dlx = c.topology.deadLetterExchange;
+    await fx.channel.deleteExchange(dlx);
+    await fx.channel.assertExchange(dlx, 'fanout', { durable: true });
+    await connections.opened[0]!.close();
+    await waitFor('three failed reconnect attempts', () => events.brokerError.length >= 3, 20_000);
+    expect(events.brokerError[0]!.error).toBeInstanceOf(TopologyMismatchError);
+    await fx.channel.deleteExchange(dlx);
+    await waitFor('the reconnect', () => events.reconnected.length === 1, 20_000);
+    expect(c.state).toBe('running');
+    // One connection per attempt: all closed but the one the consumer runs on.
+    expect(connections.opened.length).toBeGreaterThanOrEqual(5);
+    expect(connections.open.length).toBe(1);
+    expect(connections.open[0] === connections.opened.at(-1)).toBe(true);
+    await c.stop();
+    expect(connections.open.length).toBe(0);
+  });
+
+  it('stop() during start() waits for it and closes what it opened; nothing is consumed', async () => {
+    const c = consumer('assert');
+    const events = recordEvents(c);
+    let release!: () => void;
+    connections.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    const starting = c.start();
+    // start() is past the store check and waits in `connect`.
+    await waitFor('start() to call connect', () => connections.calls === 1);
+    expect(c.state).toBe('starting');
+    const stopping = c.stop();
+    release();
+    await Promise.all([starting, stopping]);
+    expect(c.state).toBe('stopped');
+    expect(events.started).toEqual([]);
+    expect(events.stopped).toHaveLength(1);
+    expect(connections.opened).toHaveLength(1);
+    expect(connections.open.length).toBe(0);
+    expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
+  });
+});
