@@ -101,6 +101,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;
   #cancelling: Promise<unknown> | undefined;
+  /** The last `basic.consume` (settled: never rejects), for a resume or `stop()` to await. */
+  #consuming: Promise<void> | undefined;
   /** The `start()` under way, for `stop()` to await. */
   #starting: Promise<void> | undefined;
 
@@ -287,6 +289,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     this.#gate.dispose();
     // A start() under way takes no further step; what it opened is closed below.
     await starting?.catch(ignore);
+    // A basic.consume in flight (a reconnect's, a resume's) has no consumer tag yet to cancel: wait for it.
+    await this.#consuming;
     await this.#cancel();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     await this.#channels.dispose();
@@ -333,7 +337,21 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     await this.#channels.open(connection, this.#options.prefetch);
   }
 
+  /**
+   * `basic.consume` on the consume channel, kept in `#consuming` until answered. A store outage that
+   * pauses the consumer meanwhile finds no consumer tag to cancel (`#pause`): the consumer the answer
+   * registers is then cancelled here, or the broker would go on delivering to a paused consumer (each
+   * delivery nacked and redelivered at once while the store is down) and the resume would register a
+   * second one on the queue.
+   */
   async #consume(): Promise<void> {
+    const consuming = this.#subscribe();
+    this.#consuming = consuming.catch(ignore);
+    await consuming;
+  }
+
+  /** {@link IdempotentConsumer.#consume}'s `basic.consume`, and the cancel of a consumer paused meanwhile. */
+  async #subscribe(): Promise<void> {
     const channel = this.#channels.consume;
     if (!channel) throw new Error('The consume channel closed');
     const reply = await channel.consume(
@@ -345,6 +363,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       },
     );
     this.#consumerTag = reply.consumerTag;
+    if (this.#state === 'paused') await this.#cancel();
   }
 
   async #cancel(): Promise<void> {
@@ -392,6 +411,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 
   async #resumeWhenStoreAnswers(): Promise<void> {
     if (!(await this.#gate.waitUntilOpen(this.#stopping.signal))) return;
+    // A basic.consume still in flight (a reconnect's) ends first, its consumer cancelled as paused: the
+    // one registered below is then the only one.
+    await this.#consuming;
     await this.#cancelling;
     if (this.#state !== 'paused') return; // stopping, or reconnecting (it consumes when done)
     this.#state = 'running';

@@ -414,3 +414,104 @@ describe('IdempotentConsumer failure paths', () => {
     await consumer.stop();
   });
 });
+
+describe('IdempotentConsumer pausing while basic.consume is in flight', () => {
+  /**
+   * A consumer whose first delivery's claim hangs (Redis does not answer) until `failClaim()`, and whose
+   * reconnect's `basic.consume` is held until `answerConsume()`: the store outage lands between the
+   * reconnect's `basic.consume` and its `consume-ok`.
+   */
+  async function pausedDuringConsume() {
+    const fixture = await setup(() => 'ok', {
+      reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+    });
+    const { channel, connection, store } = fixture;
+    let failClaim: (() => void) | undefined;
+    jest.spyOn(store, 'claim').mockImplementationOnce(
+      () =>
+        new Promise((_, reject) => {
+          failClaim = () => reject(new StoreUnavailableError('the claim timed out'));
+        }),
+    );
+    let answerConsume: () => void = () => {};
+    const consumeAnswered = new Promise<void>((resolve) => (answerConsume = resolve));
+    let consumeAsked = false;
+    const original = connection.createChannel.bind(connection);
+    let fresh: FakeChannel | undefined;
+    connection.createChannel = async () => {
+      const next = (await original()) as unknown as FakeChannel;
+      if (next.journal !== channel.journal || fresh) return next as never; // a topology scratch channel
+      fresh = next;
+      const consume = next.consume.bind(next);
+      next.consume = async (...args) => {
+        consumeAsked = true;
+        await consumeAnswered;
+        return consume(...args);
+      };
+      return next as never;
+    };
+    channel.deliver('{}', { messageId: 'claim-hangs' });
+    await until('the claim to be sent', () => failClaim !== undefined);
+    const reconnected = new Promise((resolve) => fixture.consumer.once('reconnected', resolve));
+    channel.emit('close');
+    await until('the reconnect to send basic.consume', () => consumeAsked);
+    return { ...fixture, fresh: () => fresh!, failClaim: failClaim!, answerConsume, reconnected };
+  }
+
+  it('a store outage while the reconnect consumes leaves no consumer on the broker until the store answers, then exactly one', async () => {
+    const f = await pausedDuringConsume();
+    const recovered = new Promise((resolve) => f.consumer.once('storeRecovered', resolve));
+    f.store.down = true; // the probes fail until the test says otherwise
+    f.failClaim();
+    await until('paused', () => f.consumer.state === 'paused');
+    f.answerConsume();
+    await f.reconnected;
+    const fresh = f.fresh();
+    // Paused: the consumer the reconnect registered is cancelled (else every delivery is nacked and
+    // redelivered at once, a hot loop, for as long as the store is down).
+    expect(fresh.consumes).toBe(1);
+    expect(fresh.cancels).toBe(1);
+    expect(f.consumer.state).toBe('paused');
+    f.store.down = false;
+    await recovered;
+    await until('running', () => f.consumer.state === 'running');
+    await until('consuming again', () => fresh.consumes === 2);
+    expect(fresh.consumes - fresh.cancels).toBe(1);
+    fresh.deliver('{}', { messageId: 'after' });
+    await until('ack', () => fresh.acked.length === 1);
+    await f.consumer.stop();
+    expect(fresh.consumes - fresh.cancels).toBe(0);
+  });
+
+  it('a store that answers again before the paused basic.consume does leaves exactly one consumer', async () => {
+    const f = await pausedDuringConsume();
+    const recovered = new Promise((resolve) => f.consumer.once('storeRecovered', resolve));
+    f.failClaim();
+    await recovered; // the probe answered while basic.consume is still in flight
+    f.answerConsume();
+    await f.reconnected;
+    const fresh = f.fresh();
+    // The resume consumes again once the reconnect's basic.consume is answered (and cancelled, as the
+    // consumer was paused then): one consumer, not two.
+    await until('the resume to consume', () => fresh.consumes === 2);
+    expect(f.consumer.state).toBe('running');
+    expect(fresh.consumes - fresh.cancels).toBe(1);
+    await f.consumer.stop();
+    expect(fresh.consumes - fresh.cancels).toBe(0);
+  });
+
+  it('stop() while the reconnect consumes cancels that consumer before it waits for the deliveries in flight', async () => {
+    const f = await pausedDuringConsume();
+    // The delivery whose claim hangs keeps stop() waiting; meanwhile the reconnect's consumer must not
+    // stay registered (each of its deliveries would be nacked and redelivered at once until stop() ends).
+    const stopped = f.consumer.stop();
+    expect(f.consumer.state).toBe('stopping');
+    f.answerConsume();
+    const fresh = f.fresh();
+    await until('the consumer cancelled while stop() waits', () => fresh.cancels === 1);
+    expect(f.consumer.inFlight).toBe(1);
+    f.failClaim();
+    await stopped;
+    expect(fresh.consumes - fresh.cancels).toBe(0);
+  });
+});
