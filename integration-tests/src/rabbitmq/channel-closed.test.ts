@@ -1,9 +1,9 @@
-import { createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
-import { connect } from 'amqplib';
+import { type AmqpConnection, createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
+import { type Channel, connect } from 'amqplib';
 import { waitFor } from '../../support/net';
 import { forceCloseConnection, rabbitmqctlUnavailable } from '../../support/rabbitmqctl';
 import { describeWithServices } from '../../support/service';
-import { RabbitFixture, recordEvents, uniqueName } from './fixture';
+import { FAST, RabbitFixture, recordEvents, uniqueName } from './fixture';
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a channel closed by the broker', (urls) => {
   jest.setTimeout(60_000);
@@ -43,4 +43,52 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a channel closed 
       await consumer.stop();
     },
   );
+
+  it('with connection: the connection closing while it reconnects after a consume channel closed makes it closed for good', async () => {
+    const connection = await connect(urls.rabbitmq);
+    connection.on('error', () => {});
+    const channels: Channel[] = [];
+    let reopen: Promise<void> | undefined;
+    // The connection as the consumer sees it: the test gets its channels, and can hold the reconnect's
+    // first channel until the connection has closed (so it closes while the consumer reconnects).
+    const seen: AmqpConnection = {
+      createChannel: async () => {
+        await reopen;
+        const channel = await connection.createChannel();
+        channels.push(channel);
+        return channel;
+      },
+      createConfirmChannel: () => connection.createConfirmChannel(),
+      on: (event, listener) => connection.on(event, listener),
+      off: (event, listener) => connection.off(event, listener),
+    };
+    const warnings: string[] = [];
+    const consumer = createIdempotentConsumer(
+      {
+        idempotency: fx.idempotency(),
+        connection: seen,
+        logger: { warn: (message) => warnings.push(message), error: () => {} },
+      },
+      { ...FAST, queue: fx.queue, reconnectBackoff: { baseMs: 50, maxMs: 100, jitter: 'none' } },
+      async () => 'ok',
+    );
+    fx.consumers.push(consumer);
+    const events = recordEvents(consumer);
+    await consumer.start();
+    // channels[0] was the topology check's scratch channel; channels[1] is the consume channel.
+    let release: () => void = () => {};
+    reopen = new Promise((resolve) => (release = resolve));
+    // A channel error closes the consume channel alone (as a consumer_timeout does): the consumer reconnects.
+    await channels[1]!.checkQueue(uniqueName('missing')).catch(() => {});
+    await waitFor('the consume channel reported closed', () =>
+      events.channelClosed.some((e) => e.channel === 'consume'),
+    );
+    expect(consumer.state).toBe('reconnecting');
+    await connection.close();
+    release();
+    await waitFor('the consumer closed for good', () => consumer.state === 'closed', 10_000);
+    expect(consumer.reconnecting).toBe(false);
+    expect(warnings.some((w) => w.includes('consumption stopped for good'))).toBe(true);
+    await consumer.stop();
+  });
 });

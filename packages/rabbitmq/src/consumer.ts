@@ -443,18 +443,23 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       ? `${event.reason.replyCode} ${event.reason.replyText}`
       : String(event.error ?? 'closed by the client');
     if (event.connectionClosed && !this.#dependencies.connect) {
-      this.#state = 'closed';
-      this.#stopping.abort();
-      this.#release();
-      this.#warn(
-        `the connection of the consumer of queue ${this.#options.queue} closed (${why}); consumption stopped for good. Pass connect instead of connection to reconnect.`,
-      );
+      this.#closeForGood(why);
       return;
     }
     this.#warn(
       `the consume channel of queue ${this.#options.queue} closed (${why}); the broker requeues its unacked messages and the consumer reconnects`,
     );
     this.#reconnect();
+  }
+
+  /** The given connection closed: no channel can be opened on it again, so the consumer is `closed`. */
+  #closeForGood(why: string): void {
+    this.#state = 'closed';
+    this.#stopping.abort();
+    this.#release();
+    this.#warn(
+      `the connection of the consumer of queue ${this.#options.queue} closed (${why}); consumption stopped for good. Pass connect instead of connection to reconnect.`,
+    );
   }
 
   /** Logs a warning a person must not miss; a logger that throws changes nothing. */
@@ -484,6 +489,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     for (let attempt = 1; ; attempt++) {
       const delayMs = computeBackoffMs(attempt, this.#options.reconnectBackoff);
       if (!(await sleep(delayMs, this.#stopping.signal)) || this.#state !== 'reconnecting') return;
+      if (!this.#dependencies.connect && this.#channels.connectionClosed) {
+        // The consume channel closed alone, then the given connection closed too (its channels' closes
+        // were reported while reconnecting, or the attempt failed on it): retrying on it would fail forever.
+        this.#closeForGood('while the consumer reconnected');
+        return;
+      }
       try {
         await this.#channels.close();
         await this.#open();
