@@ -110,4 +110,29 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connections i
     expect(connections.open.length).toBe(0);
     expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
   });
+
+  it('stop() during a reconnect waits for the attempt under way and closes what it opened; nothing is consumed', async () => {
+    const c = consumer('assert');
+    const events = recordEvents(c);
+    await c.start();
+    let release!: () => void;
+    connections.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    await connections.opened[0]!.close();
+    // The reconnect loop is past its backoff and waits in `connect`.
+    await waitFor('the reconnect to call connect', () => connections.calls === 2);
+    expect(c.state).toBe('reconnecting');
+    const stopping = c.stop();
+    release();
+    await stopping;
+    expect(c.state).toBe('stopped');
+    expect(events.stopped).toHaveLength(1);
+    // Once stop() resolved, the consumer opens nothing more: the connection of the attempt under way was
+    // opened, and closed, before it.
+    expect(connections.opened.length).toBe(2);
+    expect(connections.open.length).toBe(0);
+    expect(events.reconnected).toEqual([]);
+    expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
+  });
 });

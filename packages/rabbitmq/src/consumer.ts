@@ -275,8 +275,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /**
    * Stops consuming (`basic.cancel`), requeues deliveries not started yet, waits for the deliveries in
    * flight to finish and be settled, then closes the channels it opened (the broker requeues anything
-   * left unacked) and the connection it opened with `connect`. Called during `start()`, it waits for the
-   * step under way, then closes what that step opened. Safe to call more than once.
+   * left unacked) and the connection it opened with `connect`. Called during `start()` or a reconnect, it
+   * waits for the step under way, then closes what that step opened. Safe to call more than once.
    */
   async stop(): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') {
@@ -289,6 +289,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     this.#gate.dispose();
     // A start() under way takes no further step; what it opened is closed below.
     await starting?.catch(ignore);
+    // Nor does a reconnect: its attempt under way ends (closing what it opened) before stop() goes on, so
+    // nothing is opened or declared after stop() resolved.
+    await this.#reconnecting;
     // A basic.consume in flight (a reconnect's, a resume's) has no consumer tag yet to cancel: wait for it.
     await this.#consuming;
     await this.#cancel();
