@@ -135,4 +135,25 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connections i
     expect(events.reconnected).toEqual([]);
     expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
   });
+
+  it('a second stop() resolves only once the consumer is stopped, as the first does', async () => {
+    const c = consumer('assert');
+    const events = recordEvents(c);
+    await c.start();
+    let release!: () => void;
+    connections.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    await connections.opened[0]!.close();
+    await waitFor('the reconnect to call connect', () => connections.calls === 2);
+    const first = c.stop();
+    const second = c.stop(); // a shutdown hook that runs twice (SIGTERM, then beforeExit)
+    release();
+    await second;
+    expect(c.state).toBe('stopped');
+    expect(events.stopped).toHaveLength(1);
+    expect(connections.opened.length).toBe(2);
+    expect(connections.open.length).toBe(0);
+    await first;
+  });
 });

@@ -103,6 +103,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   #cancelling: Promise<unknown> | undefined;
   /** The last `basic.consume` (settled: never rejects), for a resume or `stop()` to await. */
   #consuming: Promise<void> | undefined;
+  /** The first `stop()`, which every later call returns. */
+  #stopped: Promise<void> | undefined;
   /** The `start()` under way, for `stop()` to await. */
   #starting: Promise<void> | undefined;
 
@@ -276,10 +278,20 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * Stops consuming (`basic.cancel`), requeues deliveries not started yet, waits for the deliveries in
    * flight to finish and be settled, then closes the channels it opened (the broker requeues anything
    * left unacked) and the connection it opened with `connect`. Called during `start()` or a reconnect, it
-   * waits for the step under way, then closes what that step opened. Safe to call more than once.
+   * waits for the step under way, then closes what that step opened. Safe to call more than once: every
+   * call resolves when the first one does, once the consumer is stopped.
    */
-  async stop(): Promise<void> {
-    if (this.#state === 'stopped' || this.#state === 'stopping') {
+  stop(): Promise<void> {
+    // One stop for all callers: a second call that resolved on its own (once nothing was in flight) could
+    // resolve while the first still waited for a reconnect, a cancel or the channels to close.
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  /** {@link IdempotentConsumer.stop}'s steps, run once. */
+  async #stop(): Promise<void> {
+    if (this.#state === 'stopped') {
+      // A start() that failed closed what it opened already.
       while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
       return;
     }
