@@ -514,4 +514,38 @@ describe('IdempotentConsumer pausing while basic.consume is in flight', () => {
     await stopped;
     expect(fresh.consumes - fresh.cancels).toBe(0);
   });
+
+  it('stop() while the resume after an outage consumes cancels that consumer before it waits for the deliveries in flight', async () => {
+    let release: () => void = () => {};
+    let runs = 0;
+    const { channel, store, consumer } = await setup(() => {
+      runs += 1;
+      return new Promise<void>((r) => (release = r));
+    });
+    channel.deliver('{}', { messageId: 'slow' }); // in flight until release(): keeps stop() waiting
+    await until('the handler to start', () => runs === 1);
+    // The resume's basic.consume is held until the test answers it.
+    let answerConsume: () => void = () => {};
+    const consumeAnswered = new Promise<void>((resolve) => (answerConsume = resolve));
+    let consumeAsked = false;
+    const consume = channel.consume.bind(channel);
+    channel.consume = async (...args) => {
+      consumeAsked = true;
+      await consumeAnswered;
+      return consume(...args);
+    };
+    jest.spyOn(store, 'claim').mockRejectedValueOnce(new StoreUnavailableError('store is down'));
+    channel.deliver('{}', { messageId: 'outage' });
+    // Paused (a cancel), then the probe answered: the resume sends basic.consume.
+    await until('the resume to send basic.consume', () => consumeAsked);
+    expect(channel.cancels).toBe(1);
+    expect(consumer.state).toBe('running');
+    const stopped = consumer.stop();
+    answerConsume();
+    await until('the consumer cancelled while stop() waits', () => channel.cancels === 2);
+    expect(consumer.inFlight).toBe(1);
+    release();
+    await stopped;
+    expect(channel.consumes - channel.cancels).toBe(0);
+  });
 });
