@@ -25,18 +25,19 @@ export type DeadLetterRoute =
  * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`, not retryable) when `target` is
  * `'redrive-policy'` and the queue has no usable `RedrivePolicy` (a FAILED message would then come back
  * for ever), or when a queue it names does not exist.
- * @throws {@link SqsOperationError} (retryable) when SQS did not answer.
+ * @throws {@link SqsOperationError} (retryable) when SQS did not answer, or `signal` aborted the request.
  */
 export async function resolveDeadLetterRoute(
   sqs: SqsClientLike,
   queueUrl: string,
   target: DeadLetterTarget,
+  signal?: AbortSignal,
 ): Promise<DeadLetterRoute> {
   if (target !== 'redrive-policy') {
-    await queueAttributes(sqs, target.queueUrl, 'QueueArn');
+    await queueAttributes(sqs, target.queueUrl, 'QueueArn', signal);
     return { kind: 'queue', queueUrl: target.queueUrl };
   }
-  const raw = await queueAttributes(sqs, queueUrl, 'RedrivePolicy');
+  const raw = await queueAttributes(sqs, queueUrl, 'RedrivePolicy', signal);
   let policy: { deadLetterTargetArn?: unknown; maxReceiveCount?: unknown } | undefined;
   try {
     policy = raw ? JSON.parse(raw) : undefined;
@@ -60,9 +61,13 @@ async function queueAttributes(
   sqs: SqsClientLike,
   queueUrl: string,
   name: 'QueueArn' | 'RedrivePolicy',
+  signal: AbortSignal | undefined,
 ): Promise<string | undefined> {
   try {
-    const out = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: [name] }));
+    const out = await sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: [name] }),
+      signal ? { abortSignal: signal } : {},
+    );
     return out.Attributes?.[name];
   } catch (error) {
     const code = (error as { name?: unknown }).name;

@@ -115,13 +115,16 @@ export class SqsMessageProcessor<T> {
   /**
    * Checks once that the dead-letter mode can work ({@link resolveDeadLetterRoute}) and remembers the
    * route; a failed check is not remembered, so the next call asks SQS again.
-   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when it cannot work; {@link SqsOperationError} when SQS did not answer.
+   * @param signal - aborts the check's request (the poller's `stop()` during `start()`); only the first
+   *   caller's signal counts, so pass one only where nothing else checks at the same time.
+   * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when it cannot work; {@link SqsOperationError} when SQS did not answer or the check was aborted.
    */
-  verifyDeadLetter(): Promise<DeadLetterRoute> {
+  verifyDeadLetter(signal?: AbortSignal): Promise<DeadLetterRoute> {
     this.#route ??= resolveDeadLetterRoute(
       this.#deps.sqs,
       this.#options.queueUrl,
       this.#options.deadLetter,
+      signal,
     ).catch((error: unknown) => {
       this.#route = undefined;
       throw error;

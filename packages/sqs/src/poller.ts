@@ -144,7 +144,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * ({@link IdempotentSqsPoller.checkStore}; under the runner's `storeFailureMode: 'open'` a store that does
    * not answer is only logged), then, once, that the dead-letter mode can work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
    * `RedrivePolicy`, with `{ queueUrl }` that queue must exist. Resolves with the poller once polling has
-   * started.
+   * started, or once a `stop()` called meanwhile ended the start (nothing is polled then).
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} (`TOPOLOGY_MISMATCH`) when the dead-letter mode cannot work: the
    * poller does not start. {@link SqsOperationError} when SQS did not answer the check (retryable).
    * {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer and the runner
@@ -166,24 +166,39 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     return checkStoreAnswers(this.#deps.idempotency.store, this.#log.where);
   }
 
+  /**
+   * {@link IdempotentSqsPoller.start}'s steps. The abort signal of this run is made first: a `stop()`
+   * meanwhile aborts it, which aborts the dead-letter check in flight (an SQS endpoint that never answers
+   * must not hold `stop()`, nor keep its socket open), and the start then ends without polling.
+   */
   async #start(): Promise<this> {
     if (this.#loop) return this;
+    this.#stopping = false;
+    this.#abort = new AbortController();
+    const { signal } = this.#abort;
     // From here to stop(): the runner's warnings reach this poller's logger, the Redis client is watched.
     this.#log.open();
     this.#unwatchRedis ??= watchRedisErrors(this.#deps.idempotency.store, this.#log);
-    try {
-      await checkStoreAtStart(this.#deps.idempotency, this.#log);
-      await this.#processor.verifyDeadLetter();
-    } catch (error) {
+    const release = () => {
       this.#unwatchRedis?.();
       this.#unwatchRedis = undefined;
       this.#log.close();
+    };
+    try {
+      await checkStoreAtStart(this.#deps.idempotency, this.#log);
+      if (!signal.aborted) await this.#processor.verifyDeadLetter(signal);
+    } catch (error) {
+      release();
+      // stop() was called meanwhile: the check it aborted failed because of it, no error of start().
+      if (signal.aborted) return this;
       throw error;
+    }
+    if (signal.aborted) {
+      release();
+      return this;
     }
     if (this.#loop) return this;
     const queueUrl = this.#options.queueUrl;
-    this.#stopping = false;
-    this.#abort = new AbortController();
     this.#gate = new StoreGate(
       this.#deps.idempotency.store,
       { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
@@ -207,10 +222,16 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * a delete or visibility change not answered by then is not waited for, and its message simply becomes
    * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted
    * without running). So `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
-   * Emits `stopped` and resolves with the number abandoned.
+   * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's
+   * dead-letter check (`GetQueueAttributes`) and waits for the start to end (bounded by the store's command
+   * timeout); if polling had not started, it resolves with `{ abandoned: 0 }` and emits nothing.
    */
   async stop(): Promise<{ abandoned: number }> {
-    await this.#starting?.catch(() => {});
+    if (this.#starting) {
+      // A start() under way takes no further step and its dead-letter check is aborted (see #start).
+      this.#abort.abort();
+      await this.#starting.catch(() => {});
+    }
     const loop = this.#loop;
     if (!loop) return { abandoned: 0 };
     this.#stopping = true;

@@ -25,6 +25,14 @@ export class FakeSqs {
   receives = 0;
   /** When true, `DeleteMessageBatch` is never answered (a black-holed endpoint). */
   hangDeletes = false;
+  /**
+   * When true, `GetQueueAttributes` (the dead-letter check at start) is not answered until its request is
+   * aborted (a black-holed endpoint); `attributeRequests` counts the requests, `attributeAborts` the
+   * aborted ones.
+   */
+  hangQueueAttributes = false;
+  attributeRequests = 0;
+  attributeAborts = 0;
   /** How many of the next `SendMessage` calls (dead-letter copies) fail. */
   failSends = 0;
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
@@ -66,6 +74,16 @@ export class FakeSqs {
       return {};
     }
     if (command instanceof GetQueueAttributesCommand) {
+      this.attributeRequests += 1;
+      if (this.hangQueueAttributes) {
+        await new Promise<void>((resolve) => {
+          const signal = options?.abortSignal;
+          if (signal?.aborted) resolve();
+          signal?.addEventListener('abort', () => resolve(), { once: true });
+        });
+        this.attributeAborts += 1;
+        throw Object.assign(new Error('Request aborted'), { name: 'AbortError' });
+      }
       const url = command.input.QueueUrl!;
       return {
         Attributes: {

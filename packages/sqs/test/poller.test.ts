@@ -376,6 +376,30 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
   }, 20_000);
 
+  it('stop() during a start() whose dead-letter check SQS never answers ends the start and resolves', async () => {
+    const { sqs, idempotency } = setup();
+    sqs.hangQueueAttributes = true;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, stopTimeoutMs: 100 },
+      () => 1,
+    );
+    let started = false;
+    poller.on('started', () => {
+      started = true;
+    });
+    const starting = poller.start();
+    await until('the dead-letter check sent', () => sqs.attributeRequests === 1);
+    // Without the abort, stop() waits for that start for ever (SIGTERM never ends the process) and the
+    // test times out.
+    await expect(poller.stop()).resolves.toEqual({ abandoned: 0 });
+    await expect(starting).resolves.toBe(poller);
+    expect(sqs.attributeAborts).toBe(1); // the request was aborted, not left holding a socket
+    expect(started).toBe(false);
+    expect(poller.running).toBe(false);
+    expect(sqs.receives).toBe(0);
+  }, 10_000);
+
   it('attaches its logger to the runner from start() to stop(), once however many pollers share them', async () => {
     const { sqs, idempotency } = setup(); // the runner logs nowhere (logger: false)
     const lines: string[] = [];
