@@ -249,6 +249,50 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     expect(seen).toEqual({ g1: ['1', '2', '3', '4', '5'], g2: ['1', '2', '3', '4', '5'] });
   });
 
+  it('a CONFLICT wait that ends ACQUIRED extends the visibility before the handler: no redelivery while it runs', async () => {
+    const q = await fx.queue('wait-acquired');
+    const counter = fx.counter('wait-acquired');
+    // Lease 30 s: the first heartbeat (and visibility extension) comes 10 s after the handler starts.
+    const idempotency = fx.idempotency({ leaseMs: 30_000 });
+    const request = { scope: 'wait-acquired', key: 'k' };
+    const held = await idempotency.claim(request); // another worker holds the key
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    let releaseHandler!: () => void;
+    const handlerGate = new Promise<void>((r) => {
+      releaseHandler = r;
+    });
+    let inHandler = false;
+    const poller = track(
+      new IdempotentSqsPoller(
+        { idempotency, sqs: fx.sqs },
+        // The wait sets the visibility to conflictWaitMs + 1 s = 3 s.
+        { queueUrl: q.url, scope: 'wait-acquired', waitTimeSeconds: 1, conflictWaitMs: 2000 },
+        async ({ key }) => {
+          inHandler = true;
+          await handlerGate;
+          await fx.effect(counter, key!);
+        },
+      ),
+    );
+    await sendMessage(fx.sqs, q.url, 'pay', { key: 'k' });
+    poller.start();
+    await waitFor('the poller waits for the holder', () => wait.mock.calls.length === 1);
+    // The holder gives the key back (its handler threw): the wait ends with the claim, the handler runs.
+    expect(held.outcome).toBe('ACQUIRED');
+    await idempotency.release(request, held as Parameters<typeof idempotency.release>[1]);
+    await waitFor('in the handler', () => inHandler);
+    // The handler runs far longer than the wait's 3 s visibility and less than the lease: SQS must not hand
+    // the message out again meanwhile. (Before the fix it did, about 3 s after the wait began.)
+    try {
+      const again = await receiveAll(fx.sqs, q.url, 6);
+      expect(again.map((m) => m.Body)).toEqual([]);
+    } finally {
+      releaseHandler();
+    }
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
+    expect(await fx.effects(counter)).toEqual({ k: 1 });
+  });
+
   it('stop() drains: it waits for the running handler and its delete', async () => {
     const q = await fx.queue('drain');
     const idempotency = fx.idempotency({ leaseMs: 3000 });

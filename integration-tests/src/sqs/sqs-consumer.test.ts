@@ -112,6 +112,49 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     expect(conflict.decision).toMatchObject({ action: 'change-visibility', reason: 'conflict' });
   });
 
+  it('handleMessage: a CONFLICT wait that ends ACQUIRED extends the visibility before the handler: no redelivery while it runs', async () => {
+    const q = await fx.queue('c-wait-acquired');
+    const counter = fx.counter('c-wait-acquired');
+    // Lease 30 s: the first heartbeat (and visibility extension) comes 10 s after the handler starts.
+    const idempotency = fx.idempotency({ leaseMs: 30_000 });
+    const request = { scope: 'c-wait-acquired', key: 'k' };
+    const held = await idempotency.claim(request); // another worker holds the key
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    let releaseHandler!: () => void;
+    const handlerGate = new Promise<void>((r) => {
+      releaseHandler = r;
+    });
+    let inHandler = false;
+    const wiring = createSqsConsumerWiring(
+      { idempotency, sqs: fx.sqs },
+      // The wait sets the visibility to conflictWaitMs + 1 s = 3 s.
+      { queueUrl: q.url, scope: 'c-wait-acquired', conflictWaitMs: 2000 },
+      async ({ key }) => {
+        inHandler = true;
+        await handlerGate;
+        await fx.effect(counter, key!);
+      },
+    );
+    await sendMessage(fx.sqs, q.url, 'pay', { key: 'k' });
+    // The Consumer's own visibility timeout (30 s) would cover the handler, and it sends no heartbeat.
+    consumer({ ...wiring, queueUrl: q.url, visibilityTimeout: 30 }).start();
+    await waitFor('the wiring waits for the holder', () => wait.mock.calls.length === 1);
+    // The holder gives the key back (its handler threw): the wait ends with the claim, the handler runs.
+    expect(held.outcome).toBe('ACQUIRED');
+    await idempotency.release(request, held as Parameters<typeof idempotency.release>[1]);
+    await waitFor('in the handler', () => inHandler);
+    try {
+      // The handler runs far longer than the wait's 3 s visibility: SQS must not hand the message out again.
+      const again = await receiveAll(fx.sqs, q.url, 6);
+      expect(again.map((m) => m.Body)).toEqual([]);
+    } finally {
+      releaseHandler();
+    }
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0, 20_000, 200);
+    expect(await fx.effects(counter)).toEqual({ k: 1 });
+    wiring.close();
+  });
+
   it('handleMessage: handler errors are retried with a visibility backoff, then dead-lettered', async () => {
     const dlq = await fx.queue('c-dlq');
     const q = await fx.queue('c-retry');

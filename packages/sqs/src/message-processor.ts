@@ -307,6 +307,12 @@ export class SqsMessageProcessor<T> {
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
       // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
       reply = await this.#waitForHolder(message, request, reply, claimed !== undefined);
+      if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
+        // The wait set the visibility timeout to only conflictWaitMs + 1 s, and the first heartbeat comes
+        // a third of the lease after the handler starts: without this, SQS hands the message out again
+        // while its handler runs.
+        await this.#hooks.changeVisibility(message, Math.max(1, toVisibilitySeconds(this.leaseMs)));
+      }
     }
     if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') {
       return { kind: 'run', result: this.#idempotency.settle<T>(reply), receiveCount: rc };
@@ -382,8 +388,9 @@ export class SqsMessageProcessor<T> {
 
   /**
    * Waits up to `conflictWaitMs` for the holder of a CONFLICT to reach its outcome (the runner's bounded
-   * wait), after extending the message's visibility timeout to cover the wait. Resolves with the reply it
-   * ended with; the CONFLICT itself when the store stopped answering meanwhile.
+   * wait), after setting the message's visibility timeout to cover the wait (which may shorten it: the
+   * caller sets it to the lease when the wait ends with the claim). Resolves with the reply it ended with;
+   * the CONFLICT itself when the store stopped answering meanwhile.
    */
   async #waitForHolder(
     message: Message,
