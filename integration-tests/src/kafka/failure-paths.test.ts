@@ -9,7 +9,14 @@ import { idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
-import { connectProducer, kafkaClient, startConsumer, uniqueName } from '../../support/kafka-fixture';
+import {
+  connectProducer,
+  type GroupMember,
+  kafkaClient,
+  startConsumer,
+  startMember,
+  uniqueName,
+} from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { type RecordedEvent, recordEvents } from './recorded-events';
@@ -139,5 +146,88 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     ]);
     expect(runs).toEqual(['lost', 'after']);
     expect(logger.lines.filter((l) => l.includes('lease lost'))).toHaveLength(1);
+  });
+  it('eachMessage: a rebalance while a completion write waits for Redis passes the rebalance error to KafkaJS, not a storeError and a pause', async () => {
+    let down = true;
+    /** The handler's claim is answered; its COMPLETED write and the store gate's pings are not, until `down` clears. */
+    class DownStore extends RedisIdempotencyStore {
+      override async complete(
+        id: RecordId,
+        token: number,
+        options: Parameters<RedisIdempotencyStore['complete']>[2],
+      ) {
+        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
+        return super.complete(id, token, options);
+      }
+      override async ping() {
+        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
+        return super.ping();
+      }
+    }
+    const store = new DownStore({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000, writeAttempts: 1 });
+    const topic = uniqueName('write-rebalance');
+    const groupId = uniqueName('g');
+    const events: RecordedEvent[] = [];
+    /** What the first consumer's eachMessage threw to KafkaJS. */
+    const thrown: unknown[] = [];
+    await producer.send({
+      topic,
+      messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'written-late' } }],
+    });
+    const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+      const wrapped = recordEvents(
+        idempotentEachMessage(
+          { idempotency, consumer: c, producer, logger: false },
+          {
+            groupId,
+            deadLetterTopic: false,
+            brokerHeartbeatIntervalMs: 100,
+            storeProbeBackoff: { baseMs: 50, maxMs: 100 },
+          },
+          () => 'done',
+        ),
+        events,
+      );
+      closers.push(() => wrapped.close());
+      return {
+        eachMessage: async (payload) => {
+          try {
+            await wrapped(payload);
+          } catch (error) {
+            thrown.push(error);
+            throw error;
+          }
+        },
+      };
+    });
+    consumers.push(consumer);
+    let second: GroupMember | undefined;
+    try {
+      await waitFor('the completion write to wait for Redis', () =>
+        events.some((e) => e.type === 'storeUnavailable'),
+      );
+      // A second member joins: the group rebalances, and the waiting write's heartbeat is refused.
+      second = await startMember(
+        kafka,
+        groupId,
+        topic,
+        () => ({ eachMessage: async () => {} }),
+        {},
+        {
+          what: 'kafka write rebalance',
+        },
+      );
+      await waitFor('the first eachMessage to end', () => thrown.length > 0, 20_000);
+      expect(events.filter((e) => e.type === 'storeError' && e.operation === 'process')).toEqual([]);
+      expect(thrown[0]).not.toMatchObject({ code: 'PARTITION_PAUSED' });
+      expect(thrown[0]).toMatchObject({
+        type: expect.stringMatching(/^(REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID)$/),
+      });
+    } finally {
+      down = false;
+      await second?.stop();
+      store.close();
+    }
   });
 });

@@ -317,6 +317,8 @@ export class MessageProcessor<T> {
    * {@link writeCompletion} for a run the runner completed without recording it. An error that is not an
    * outage ends the tries: the offset stays unresolved (the partition pauses one backoff step and the
    * message is fetched again), with a `storeError` event and an error in the log.
+   * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects while the write waits for the
+   *   store (a rebalance), as in every other inline wait.
    */
   async #writeCompletion(
     delivery: Delivery,
@@ -331,7 +333,16 @@ export class MessageProcessor<T> {
       this.idempotency,
       idOf(request),
       run,
-      { ...delivery, source: subject.source },
+      {
+        ...delivery,
+        // Marked as the broker's, so the wrappers pass a rebalance through to KafkaJS instead of taking
+        // it for a store error (a `storeError` event and a partition pause).
+        heartbeat: () =>
+          delivery.heartbeat().catch((error: unknown) => {
+            throw new BrokerHeartbeatFailure(error);
+          }),
+        source: subject.source,
+      },
       this.gate,
       this.stopping,
       this.options,

@@ -117,4 +117,43 @@ describe('idempotentEachBatch waits', () => {
     expect(payload.resolved).toEqual(['0']);
     eachBatch.close();
   });
+  it('a rebalance while a completion write waits for the store rejects eachBatch with the rebalance error; nothing resolves or pauses', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, writeAttempts: 1 });
+    jest.spyOn(store, 'complete').mockRejectedValue(new StoreUnavailableError('down'));
+    jest.spyOn(store, 'ping').mockRejectedValue(new StoreUnavailableError('down'));
+    const consumer = new FakeConsumer();
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer, producer: new FakeProducer(), logger: false },
+      {
+        groupId: 'g',
+        brokerHeartbeatIntervalMs: 1,
+        storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+      },
+      () => 'done',
+    );
+    const storeErrors: unknown[] = [];
+    eachBatch.events.on('storeError', (e) => storeErrors.push(e.operation));
+    let rebalancing = false;
+    eachBatch.events.once('storeUnavailable', () => {
+      rebalancing = true; // the group rebalances while the write waits
+    });
+    const rebalance = Object.assign(new Error('The group is rebalancing, so a rejoin is needed'), {
+      name: 'KafkaJSProtocolError',
+      type: 'REBALANCE_IN_PROGRESS',
+      retriable: true,
+    });
+    const payload = {
+      ...batchPayload('pay', 0, [keyed(0, 'a')]),
+      heartbeat: async () => {
+        if (rebalancing) throw rebalance;
+      },
+    };
+    await expect(eachBatch(payload)).rejects.toBe(rebalance);
+    expect(payload.resolved).toEqual([]);
+    expect(consumer.calls).toEqual([]);
+    expect(storeErrors).not.toContain('process');
+    eachBatch.close();
+  });
 });
