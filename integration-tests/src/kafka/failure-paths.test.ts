@@ -230,4 +230,69 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       store.close();
     }
   });
+  it('eachMessage: a partition paused for a backoff while its topic waits for Redis leaves the whole topic paused', async () => {
+    await withClosedRedis(async ({ redis: closed }) => {
+      const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 500 });
+      const idempotency = new Idempotency({ store, logger: false });
+      const topic = uniqueName('topic-pause');
+      const groupId = uniqueName('g');
+      let consumer: Consumer | undefined;
+      /** The partitions of `topic` the consumer has paused. */
+      const paused = () => consumer?.paused().find((t) => t.topic === topic)?.partitions ?? [];
+      /**
+       * A dead-letter producer whose broker does not answer: its send fails, once the wrapper paused the
+       * topic because Redis does not answer (partition 0's message, handled at the same time).
+       */
+      const unreachable = {
+        send: async () => {
+          await waitFor('the topic paused for Redis', () => paused().includes(0), 20_000);
+          throw new Error('dead-letter broker unreachable (injected)');
+        },
+      };
+      /** What `paused()` was right after each eachMessage of partition 1 threw (it paused for a backoff). */
+      const pausedAfterBackoff: number[][] = [];
+      // Both messages are there before the consumer starts: one fetch, handled by two workers at once.
+      await producer.send({
+        topic,
+        messages: [
+          { partition: 0, value: 'a', headers: { 'idempotency-key': 'k0' } },
+          { partition: 1, value: 'b' }, // no key: dead-lettered without the store
+        ],
+      });
+      consumer = await startConsumer(
+        kafka,
+        groupId,
+        topic,
+        (c) => {
+          const wrapped = idempotentEachMessage(
+            { idempotency, consumer: c, producer: unreachable, logger: false },
+            {
+              groupId,
+              idempotencyKey: (m) => m.headers?.['idempotency-key']?.toString(),
+              maxInlineDelayMs: 200,
+              retryBackoff: { baseMs: 60_000, jitter: 'none' },
+            },
+            () => {},
+          );
+          closers.push(() => wrapped.close());
+          return {
+            eachMessage: async (payload) => {
+              try {
+                await wrapped(payload);
+              } catch (error) {
+                if (payload.partition === 1) pausedAfterBackoff.push(paused());
+                throw error;
+              }
+            },
+          };
+        },
+        { partitionsConsumedConcurrently: 2 },
+      );
+      consumers.push(consumer);
+      await waitFor('partition 1 to pause for its backoff', () => pausedAfterBackoff.length > 0, 20_000);
+      // Still fail closed: partition 0 (and every other partition of the topic) stays paused until a ping
+      // answers, not only partition 1.
+      expect(pausedAfterBackoff[0]).toEqual(expect.arrayContaining([0, 1]));
+    });
+  });
 });

@@ -18,11 +18,18 @@ export class PartitionPauser {
     private readonly events: KafkaEventEmitter,
   ) {}
 
-  /** Pauses one partition and resumes it after `delayMs` milliseconds. */
+  /**
+   * Pauses one partition and resumes it after `delayMs` milliseconds. While its topic is paused until the
+   * store answers, the partition is paused with it already: only its timer is set, and
+   * {@link PartitionPauser.resumeStoreTopics} keeps it paused while the timer runs.
+   */
   pauseFor(topic: string, partition: number, delayMs: number): void {
     const id = `${partition}:${topic}`;
     clearTimeout(this.#timers.get(id)?.timer);
-    this.#call('pause', [{ topic, partitions: [partition] }]);
+    // KafkaJS turns a topic's pause into that of the partitions named when some are paused
+    // (`SubscriptionState.pause` clears `pauseAll`): pausing this one would resume every other partition
+    // of the topic while the store still does not answer.
+    if (!this.#storeWaitTopics.has(topic)) this.#call('pause', [{ topic, partitions: [partition] }]);
     const timer = setTimeout(() => {
       this.#timers.delete(id);
       if (this.#storeWaitTopics.has(topic)) return; // the store watcher resumes the whole topic
