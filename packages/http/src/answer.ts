@@ -4,7 +4,7 @@ import type { HttpAnswer } from './problem';
 export interface HeaderTarget {
   getHeaderNames(): string[];
   removeHeader(name: string): void;
-  setHeader(name: string, value: string): unknown;
+  setHeader(name: string, value: string | readonly string[]): unknown;
 }
 
 /** Replaces every header already set on a response with the answer's headers. */

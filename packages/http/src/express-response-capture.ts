@@ -16,6 +16,10 @@ type Chunk = string | Buffer | Uint8Array;
  * written and the exchange finishes (without a stored response) when the handler ends the response; with
  * `fail` the exchange finishes at once, its 500 answer is sent, and the rest of the handler's writes are
  * dropped.
+ *
+ * An end with another status than the buffered chunks were written under is an error handler answering
+ * after the handler failed mid-response (`res.headersSent` is false while buffering): the handler's part
+ * is dropped and the error answer alone is recorded and sent.
  */
 export function captureExpressResponse(res: ServerResponse, exchange: Exchange): void {
   const { maxResponseBytes, onResponseTooLarge } = exchange.options;
@@ -26,12 +30,15 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
   };
   const chunks: Buffer[] = [];
   let bytes = 0;
+  // The status the buffered chunks were written under (the handler's `writeHead` or first `write`).
+  let bodyStatus: number | undefined;
   // buffer: capturing; through: streaming the handler's writes (pass-through); dropped: the handler's
   // writes are discarded (fail); sent: our own answer went out, later writes are discarded.
   let mode: 'buffer' | 'through' | 'dropped' | 'sent' = 'buffer';
 
   const add = (chunk: Chunk | undefined, encoding: BufferEncoding | undefined) => {
     if (chunk === undefined || chunk === null) return;
+    bodyStatus ??= res.statusCode;
     const buffer = typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : Buffer.from(chunk);
     chunks.push(buffer);
     bytes += buffer.length;
@@ -66,6 +73,7 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
     if (mode !== 'buffer') return res;
     // Keep status and headers on `res` until the record is written; Node sends them with the body.
     res.statusCode = status;
+    bodyStatus ??= status;
     if (typeof rest[0] === 'string') res.statusMessage = rest[0];
     const last = rest[rest.length - 1];
     if (Array.isArray(last)) {
@@ -103,6 +111,14 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
     if (mode !== 'buffer') {
       if (callback) process.nextTick(callback);
       return this;
+    }
+    if (bodyStatus !== undefined && res.statusCode !== bodyStatus) {
+      // The handler started a response, then something answered anew with another status: an error
+      // handler (Express' finalhandler, or a custom one), which saw `headersSent` false because nothing
+      // was sent yet. Without this middleware the handler's part would have gone out under its status;
+      // sent before the error answer, under the error's Content-Length, it would corrupt the connection.
+      chunks.length = 0;
+      bytes = 0;
     }
     add(chunk, encoding);
     if (bytes > maxResponseBytes && onResponseTooLarge === 'fail' && res.statusCode < 500) {

@@ -5,7 +5,6 @@
 import type { HandlerContext, Idempotency } from '@idempotent-consumer/core';
 import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { replaceHeaders } from './answer';
 import { HttpIdempotency } from './exchange';
 import { captureExpressResponse } from './express-response-capture';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
@@ -92,9 +91,14 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
   next();
 }
 
+/**
+ * Sends an answer given before the handler ran (a replay or a problem). Headers set by middleware before
+ * this one (CORS, security headers, a request id) stay, as on Fastify: a browser retrying cross-origin
+ * must be able to read its replay. The answer's own headers replace any of the same name.
+ */
 function sendAnswer(res: Response, answer: HttpAnswer): void {
   res.statusCode = answer.status;
-  replaceHeaders(res, answer);
+  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   res.end(answer.body);
 }
 

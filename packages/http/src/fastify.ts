@@ -9,7 +9,7 @@ import fp from 'fastify-plugin';
 import { type Exchange, type FinishedResponse, HttpIdempotency } from './exchange';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
 import type { HttpAnswer } from './problem';
-import { bufferStream } from './stream-buffer';
+import { type BufferedStream, bufferStream } from './stream-buffer';
 
 /** Per-route setting, in the route's `config.idempotency`. */
 export interface RouteIdempotencyConfig {
@@ -110,7 +110,16 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     const status = reply.statusCode;
     const base = { status, headers: reply.getHeaders(), error: state.error };
     if (isReadable(payload)) {
-      const buffered = await bufferStream(payload, http.options.maxResponseBytes);
+      let buffered: BufferedStream;
+      try {
+        buffered = await bufferStream(payload, http.options.maxResponseBytes);
+      } catch (error) {
+        // The stream failed: Fastify answers the error (onError, the error handler, then onSend again),
+        // and that answer finishes the exchange (a 5xx releases the key). Without it the claim would be
+        // held, and heartbeated, for as long as the process lives.
+        inFlight.set(request, state);
+        throw error;
+      }
       if (buffered.complete)
         return finish(
           reply,
@@ -151,12 +160,19 @@ async function finish(
   const answer = await exchange.finish(finished);
   if (!answer) return payload;
   for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-  reply.code(answer.status).headers(answer.headers);
+  setAnswerHeaders(reply.code(answer.status), answer);
   return answer.body;
 }
 
 function send(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
-  return reply.code(answer.status).headers(answer.headers).send(answer.body);
+  return setAnswerHeaders(reply.code(answer.status), answer).send(answer.body);
+}
+
+/** Sets an answer's headers on the reply; a multi-valued one (`Set-Cookie`) goes out as several lines. */
+function setAnswerHeaders(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
+  for (const [name, value] of Object.entries(answer.headers))
+    reply.header(name, typeof value === 'string' ? value : [...value]);
+  return reply;
 }
 
 function isReadable(payload: unknown): payload is Readable {

@@ -61,8 +61,11 @@ export interface ProblemDetails {
 /** A complete answer the adapters send as is: status, headers and body bytes. */
 export interface HttpAnswer {
   readonly status: number;
-  /** Header names in lower case, values as sent. */
-  readonly headers: Readonly<Record<string, string>>;
+  /**
+   * Header names in lower case, values as sent. An array is sent as one header line per value, as
+   * `Set-Cookie` must be (its values cannot be joined with commas).
+   */
+  readonly headers: Readonly<Record<string, string | readonly string[]>>;
   readonly body: Buffer;
 }
 

@@ -31,7 +31,10 @@ export type OutgoingHeaders = Readonly<Record<string, number | string | readonly
 
 /**
  * Builds the stored form of a response. Only headers named in `replayHeaders` are kept (names compared in
- * lower case); `set-cookie`, hop-by-hop and framing headers are never stored unless listed.
+ * lower case); `set-cookie`, hop-by-hop and framing headers are never stored unless listed. The one
+ * exception is `content-encoding`, always kept when present: the stored bytes are in that coding (a body
+ * the handler gzipped, or one a compression hook before this one encoded), and replayed without it they
+ * would not be readable.
  */
 export function storeResponse(
   status: number,
@@ -42,7 +45,7 @@ export function storeResponse(
   const kept: Record<string, string | readonly string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (value === undefined || !replayHeaders.has(lower)) continue;
+    if (value === undefined || (!replayHeaders.has(lower) && lower !== 'content-encoding')) continue;
     kept[lower] = typeof value === 'number' ? String(value) : value;
   }
   const text = body.toString('utf8');
@@ -58,13 +61,13 @@ export function storeResponse(
 
 /**
  * The answer that replays a stored response: its status, headers and body bytes, plus `replayedHeader:
- * true`. `undefined` when `value` is not a {@link StoredResponse} (nothing was stored for the key).
+ * true`. A multi-valued header is replayed as it was sent, one line per value (joining `Set-Cookie`
+ * values with commas would make one broken cookie of them). `undefined` when `value` is not a
+ * {@link StoredResponse} (nothing was stored for the key).
  */
 export function replayAnswer(value: unknown, replayedHeader: string): HttpAnswer | undefined {
   if (!isStoredResponse(value)) return undefined;
-  const headers: Record<string, string> = {};
-  for (const [name, v] of Object.entries(value.headers))
-    headers[name] = typeof v === 'string' ? v : v.join(', ');
+  const headers: Record<string, string | readonly string[]> = { ...value.headers };
   headers[replayedHeader.toLowerCase()] = 'true';
   return { status: value.status, headers, body: Buffer.from(value.body, value.encoding) };
 }

@@ -1,0 +1,231 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
+import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
+import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
+import express from 'express';
+import Fastify from 'fastify';
+import Redis from 'ioredis';
+import { describeWithServices } from '../../support/service';
+import { freshKey, post } from './client';
+
+/** A route's handler, written once for both frameworks: what it answers on its `n`th call. */
+interface Answer {
+  readonly status: number;
+  readonly headers?: Record<string, string | string[]>;
+  /** The body; a `Readable` is piped (Express) or sent as the payload (Fastify). */
+  readonly body: Buffer | string | Readable;
+}
+
+interface EdgeServer {
+  readonly url: string;
+  /** Handler runs so far. */
+  runs(): number;
+  close(): Promise<void>;
+}
+
+type StartEdge = (
+  idempotency: Idempotency,
+  answer: (n: number) => Answer,
+  options?: HttpIdempotencyOptions,
+) => Promise<EdgeServer>;
+
+/**
+ * Express: `POST /edge` behind an upstream middleware that sets `access-control-allow-origin: *` (as
+ * `cors()` does), then `express.json()` and the idempotency middleware (key required).
+ */
+const startExpress: StartEdge = async (idempotency, answer, options = {}) => {
+  let n = 0;
+  const app = express();
+  app.use((_req, res, next) => {
+    res.setHeader('access-control-allow-origin', '*');
+    next();
+  });
+  const idempotent = createIdempotencyMiddleware({ idempotency }, { ...options, required: true });
+  app.post('/edge', express.json(), idempotent, (_req, res, next) => {
+    const a = answer(++n);
+    res.status(a.status);
+    for (const [name, value] of Object.entries(a.headers ?? {})) res.setHeader(name, value);
+    if (a.body instanceof Readable) {
+      a.body.once('error', next);
+      a.body.pipe(res);
+    } else res.end(a.body);
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    runs: () => n,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+};
+
+/** Fastify: the same route, with an `onRequest` hook that sets `access-control-allow-origin: *`. */
+const startFastify: StartEdge = async (idempotency, answer, options = {}) => {
+  let n = 0;
+  const app = Fastify();
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('access-control-allow-origin', '*');
+  });
+  await app.register(fastifyIdempotency, { idempotency, ...options, required: true });
+  app.post('/edge', async (_request, reply) => {
+    const a = answer(++n);
+    reply.code(a.status);
+    for (const [name, value] of Object.entries(a.headers ?? {})) reply.header(name, value);
+    return reply.send(a.body);
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+    runs: () => n,
+    close: () => app.close(),
+  };
+};
+
+const EDGE_FRAMEWORKS: readonly [string, StartEdge][] = [
+  ['express', startExpress],
+  ['fastify', startFastify],
+];
+
+describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ redis: redisUrl }) => {
+  let redis: Redis;
+  let store: RedisIdempotencyStore;
+  let idempotency: Idempotency;
+  beforeAll(() => {
+    redis = new Redis(redisUrl);
+    store = new RedisIdempotencyStore({ redis }, { keyPrefix: `http-edges-${randomUUID()}` });
+    idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5 });
+  });
+  afterAll(() => {
+    store.close();
+    return redis.quit();
+  });
+
+  /** Starts a server, runs `body` against it, and closes it. */
+  async function withServer<T>(
+    start: StartEdge,
+    answer: (n: number) => Answer,
+    options: HttpIdempotencyOptions,
+    body: (server: EdgeServer) => Promise<T>,
+  ): Promise<T> {
+    const server = await start(idempotency, answer, options);
+    try {
+      return await body(server);
+    } finally {
+      await server.close();
+    }
+  }
+
+  describe.each(EDGE_FRAMEWORKS)('%s', (_name, start) => {
+    it('replays two Set-Cookie headers as two header lines when set-cookie is a replay header', async () => {
+      const cookies = ['session=abc; Path=/; HttpOnly', 'theme=dark; Path=/'];
+      const answer = (): Answer => ({ status: 201, headers: { 'set-cookie': cookies }, body: 'ok' });
+      const options = { replayHeaders: ['set-cookie', 'content-type'] };
+      await withServer(start, answer, options, async (server) => {
+        const key = freshKey();
+        const first = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(first.headers.getSetCookie()).toEqual(cookies);
+        const again = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.headers.getSetCookie()).toEqual(cookies);
+        expect(server.runs()).toBe(1);
+      });
+    });
+
+    it('replays a body the handler content-encoded with its Content-Encoding, so the client can decode it', async () => {
+      const json = JSON.stringify({ id: 'order-1', amount: 100 });
+      const answer = (): Answer => ({
+        status: 201,
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        body: gzipSync(json),
+      });
+      await withServer(start, answer, {}, async (server) => {
+        const key = freshKey();
+        const first = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(first.bytes.toString()).toBe(json); // fetch decodes the gzip body
+        const again = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.headers.get('content-encoding')).toBe('gzip');
+        expect(again.bytes.toString()).toBe(json);
+        expect(server.runs()).toBe(1);
+      });
+    });
+
+    it('keeps the headers set before the middleware (CORS) on a replay and on a problem answer', async () => {
+      const answer = (): Answer => ({ status: 201, headers: { 'content-type': 'text/plain' }, body: 'ok' });
+      await withServer(start, answer, {}, async (server) => {
+        const key = freshKey();
+        const first = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(first.headers.get('access-control-allow-origin')).toBe('*');
+        const again = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.headers.get('access-control-allow-origin')).toBe('*');
+        const reused = await post(server.url, '/edge', { key, body: { a: 2 } });
+        expect(reused.status).toBe(422);
+        expect(reused.headers.get('access-control-allow-origin')).toBe('*');
+      });
+    });
+
+    it('a streamed body that fails is a 500 that releases the key: a retry runs again instead of 409 for the lease', async () => {
+      const answer = (n: number): Answer => {
+        if (n > 1) return { status: 201, headers: { 'content-type': 'text/plain' }, body: 'second' };
+        const failing = new Readable({
+          read() {
+            this.push('partial ');
+            this.destroy(new Error('the source failed'));
+          },
+        });
+        return { status: 201, headers: { 'content-type': 'text/plain' }, body: failing };
+      };
+      await withServer(start, answer, { conflictWaitMs: 0 }, async (server) => {
+        const key = freshKey();
+        const first = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(first.status).toBe(500);
+        const retry = await post(server.url, '/edge', { key, body: { a: 1 } });
+        expect(retry.status).toBe(201);
+        expect(retry.bytes.toString()).toBe('second');
+        expect(server.runs()).toBe(2);
+      });
+    });
+  });
+
+  it('express: a handler that fails after writing part of its body gets a clean 500 (the error answer alone) and releases the key', async () => {
+    let n = 0;
+    const app = express();
+    const idempotent = createIdempotencyMiddleware({ idempotency }, { required: true });
+    app.post('/partial', express.json(), idempotent, (_req, res, next) => {
+      n += 1;
+      if (n > 1) return void res.status(201).type('text/plain').send('second');
+      res.status(201).type('text/plain');
+      res.write('partial ');
+      next(new Error('failed after writing'));
+    });
+    // Express' default error handler logs errors outside the `test` environment.
+    app.set('env', 'test');
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const key = freshKey();
+      const first = await post(url, '/partial', { key, body: { a: 1 } });
+      expect(first.status).toBe(500);
+      // finalhandler's error page, whole (its Content-Length) and nothing before it.
+      expect(first.bytes.toString()).toMatch(/^<!DOCTYPE html>[\s\S]*failed after writing[\s\S]*<\/html>\n$/);
+      expect(Number(first.headers.get('content-length'))).toBe(first.bytes.length);
+      const retry = await post(url, '/partial', { key, body: { a: 1 } });
+      expect(retry.status).toBe(201);
+      expect(retry.bytes.toString()).toBe('second');
+      expect(n).toBe(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
