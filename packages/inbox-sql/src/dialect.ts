@@ -95,14 +95,19 @@ WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_a
 
 function mysqlStatements(table: string): InboxStatements {
   const t = quoteTable('mysql', table);
-  // Binary collation: idempotency keys compare byte for byte ('A' and 'a' are two keys). Times are UTC.
+  // Scope and key are VARBINARY: they compare byte for byte, trailing spaces included ('A' and 'a', 'k' and
+  // 'k ' are two keys, as in Redis). A utf8mb4_bin VARCHAR would not do: that collation pads with spaces
+  // (PAD SPACE, on MySQL 8 and MariaDB), so its primary key holds 'k' and 'k ' as one key, and the second
+  // message would be reported a duplicate of the first without its effect ever running. The sizes in bytes
+  // hold every value the utf8mb4 columns of 191 and 512 characters held (4 bytes a character); together
+  // 2812 bytes, within InnoDB's 3072-byte key. Times are UTC.
   const expiry = 'TIMESTAMPADD(MICROSECOND, ? * 1000, UTC_TIMESTAMP(3))';
   const raise = 'committed_at IS NULL AND fencing_token < VALUES(fencing_token)';
   return {
     schema: [
       `CREATE TABLE IF NOT EXISTS ${t} (
-  scope VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  idempotency_key VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  scope VARBINARY(764) NOT NULL,
+  idempotency_key VARBINARY(2048) NOT NULL,
   fencing_token BIGINT NOT NULL,
   committed_at DATETIME(3) NULL,
   result MEDIUMTEXT NULL,

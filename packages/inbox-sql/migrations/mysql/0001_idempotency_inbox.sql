@@ -1,7 +1,7 @@
 -- idempotent-consumer transactional inbox (MySQL 8, MariaDB 10.5+). Same DDL as inboxSchemaSql('mysql').
 CREATE TABLE IF NOT EXISTS `idempotency_inbox` (
-  scope VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  idempotency_key VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  scope VARBINARY(764) NOT NULL,
+  idempotency_key VARBINARY(2048) NOT NULL,
   fencing_token BIGINT NOT NULL,
   committed_at DATETIME(3) NULL,
   result MEDIUMTEXT NULL,
