@@ -1,3 +1,5 @@
+import { InvalidKeyError } from '@idempotent-consumer/core';
+import { mysqlClient, type RunInTransaction, TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { describeInbox } from './fixture';
 
 jest.setTimeout(60_000);
@@ -27,5 +29,63 @@ describeInbox('distinct keys stay distinct', (fx) => {
     const ledger = await db.ledger();
     const rows = Object.entries(ledger).filter(([k]) => k.startsWith('trailing-1'));
     expect(rows.reduce((n, [, count]) => n + count, 0)).toBe(keys.length);
+  });
+
+  /** Two keys of 2100 bytes that differ only past byte 2048 (the MySQL key column's size). */
+  const longKeys = (name: string) => [`${'x'.repeat(2090)}-${name}-a`, `${'x'.repeat(2090)}-${name}-b`];
+
+  it('a key longer than its column is refused with InvalidKeyError (PostgreSQL: it fits), before any write', async () => {
+    const { dialect, db, scope } = fx();
+    const inbox = db.inbox();
+    let effects = 0;
+    for (const [i, key] of longKeys('strict').entries()) {
+      const run = inbox.run({ scope, key, fencingToken: i + 1 }, async () => ++effects);
+      if (dialect === 'postgres') await expect(run).resolves.toMatchObject({ status: 'committed' });
+      else await expect(run).rejects.toThrow(InvalidKeyError);
+    }
+    expect(effects).toBe(dialect === 'postgres' ? 2 : 0);
+  });
+
+  it('MySQL without strict mode: a key longer than its column is refused, not truncated into another key', async () => {
+    const { dialect, databaseUrl, db, scope } = fx();
+    if (dialect !== 'mysql') return; // PostgreSQL has no non-strict mode: text is never truncated
+    // One connection whose session truncates over-long values with a warning (sql_mode without
+    // STRICT_*), as on servers configured that way: the inbox must not depend on the server's mode.
+    const mysql = await import('mysql2/promise');
+    const connection = await mysql.createConnection({ uri: databaseUrl });
+    try {
+      await connection.query("SET SESSION sql_mode = ''");
+      const client = mysqlClient(connection);
+      const transaction: RunInTransaction = async (body) => {
+        await connection.beginTransaction();
+        try {
+          const result = await body(client);
+          await connection.commit();
+          return result;
+        } catch (error) {
+          await connection.rollback();
+          throw error;
+        }
+      };
+      const inbox = new TransactionalInbox({
+        dialect,
+        client,
+        transaction,
+        table: `${db.schema}.idempotency_inbox`,
+      });
+      const outcomes: string[] = [];
+      for (const [i, key] of longKeys('lax').entries()) {
+        try {
+          outcomes.push((await inbox.run({ scope, key, fencingToken: i + 1 }, async () => key)).status);
+        } catch (error) {
+          outcomes.push((error as Error).name);
+        }
+      }
+      // Truncated, the fenced row is stored under the first 2048 bytes, and the run's reads and commit,
+      // comparing the whole key, never find it: LeaseLostError ('vanished') on this and every retry.
+      expect(outcomes).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+    } finally {
+      await connection.end();
+    }
   });
 });

@@ -26,6 +26,13 @@ export interface InboxStatements {
   readonly commit: string;
   /** Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. */
   readonly deleteExpired: string;
+  /**
+   * The longest scope and key the table's columns hold, in UTF-8 bytes; `undefined` when unbounded
+   * (PostgreSQL `text`). The inbox refuses longer ones before its first statement: MySQL would refuse them
+   * with a driver error the runner retries (strict mode), or truncate them (without it) into a row that no
+   * later statement of the run finds.
+   */
+  readonly maxBytes: { readonly scope: number; readonly key: number } | undefined;
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -90,6 +97,7 @@ WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_a
     deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
 )`,
+    maxBytes: undefined,
   };
 }
 
@@ -130,6 +138,7 @@ FROM ${t} WHERE scope = ? AND idempotency_key = ?`,
 SET committed_at = UTC_TIMESTAMP(3), result = ?, expires_at = ${expiry}
 WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND committed_at IS NULL`,
     deleteExpired: `DELETE FROM ${t} WHERE expires_at < UTC_TIMESTAMP(3) ORDER BY expires_at LIMIT ?`,
+    maxBytes: { scope: 764, key: 2048 },
   };
 }
 

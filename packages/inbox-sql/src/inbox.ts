@@ -1,5 +1,6 @@
 import {
   type HandlerContext,
+  InvalidKeyError,
   InvalidOptionError,
   LeaseLostError,
   MissingKeyError,
@@ -137,7 +138,8 @@ export class TransactionalInbox {
    * @param effect the side effect; every write must go through `tx` (the transaction), or it is not covered.
    * @returns `committed` with the effect's value, or `duplicate` with the value stored by the run that committed.
    * @throws `LeaseLostError` (retryable) when a later claim of the key fenced this one, or `context.signal`
-   *   aborted before the commit: nothing was committed. `NonRetryableError` when the effect's value cannot
+   *   aborted before the commit: nothing was committed. `InvalidKeyError` when the scope or key does not fit
+   *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
    *   be stored as JSON (rolled back). Whatever `effect` or the database throws (rolled back; the driver's
    *   errors count as retryable for the core runner, so the claim is released and the message retried).
    */
@@ -181,12 +183,15 @@ export class TransactionalInbox {
    * the key with the context's token (autocommit, on `client`).
    * @returns `proceed` (run the transaction, ending with {@link TransactionalInbox.commit}) or `duplicate`.
    * @throws `LeaseLostError` when the row holds a higher token; `MissingKeyError` when the context has no
-   *   key; `InvalidOptionError` when it is not a handler context; the database's errors.
+   *   key; `InvalidOptionError` when it is not a handler context; `InvalidKeyError` (not retryable) when the
+   *   scope or key is longer than the table's column (MySQL: {@link InboxStatements.maxBytes}); the
+   *   database's errors.
    */
   async fence(
     context: InboxContext,
   ): Promise<{ readonly status: 'proceed' } | Extract<InboxRunResult<unknown>, { status: 'duplicate' }>> {
     checkContext(context);
+    checkFits(this.statements, context);
     await this.#client.query(this.statements.fence, [
       context.scope,
       context.key,
@@ -289,6 +294,28 @@ function checkContext(context: InboxContext): asserts context is InboxContext & 
     context.fencingToken < 0
   ) {
     throw new InvalidOptionError('The inbox needs the handler context: { scope, key, fencingToken }');
+  }
+}
+
+/**
+ * Refuses a scope or key longer than the table's column, before any statement: MySQL would fail the fence
+ * with a driver error (retried by the runner, in vain), or, without strict mode, store it truncated, and
+ * the run's reads and commit, comparing the whole key, would then never find the row (`LeaseLostError`
+ * on every retry). Retrying cannot help, so the error is not retryable.
+ */
+function checkFits(statements: InboxStatements, context: InboxContext & { key: string }): void {
+  const max = statements.maxBytes;
+  if (!max) return;
+  for (const [what, value, limit] of [
+    ['scope', context.scope, max.scope],
+    ['idempotency key', context.key, max.key],
+  ] as const) {
+    const bytes = Buffer.byteLength(value, 'utf8');
+    if (bytes > limit) {
+      throw new InvalidKeyError(
+        `The ${what} is ${bytes} bytes long; the inbox table's column holds at most ${limit} bytes`,
+      );
+    }
   }
 }
 
