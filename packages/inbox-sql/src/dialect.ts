@@ -53,9 +53,24 @@ export function quoteTable(dialect: SqlDialect, table: string): string {
   return parts.map((p) => `${q}${p}${q}`).join('.');
 }
 
-/** The name of the expiry index (unqualified, derived from the table's own name). */
+/** The longest identifier PostgreSQL keeps whole (it truncates longer ones); MySQL's limit is 64. */
+const MAX_IDENTIFIER_LENGTH = 63;
+
+/**
+ * The name of the expiry index (unqualified, derived from the table's own name).
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when it is longer than 63 characters (a table
+ *   name over 52): PostgreSQL would truncate it, to the table's own name for a 63-character one, so
+ *   `CREATE INDEX IF NOT EXISTS` finds that relation and creates no index, without an error; MySQL refuses
+ *   it at `createSchema`.
+ */
 function indexName(table: string): string {
-  return `${table.split('.').pop()}_expires_at`;
+  const name = `${table.split('.').pop()}_expires_at`;
+  if (name.length > MAX_IDENTIFIER_LENGTH) {
+    throw new InvalidOptionError(
+      `table name too long: its expiry index ${JSON.stringify(name)} would exceed ${MAX_IDENTIFIER_LENGTH} characters (at most ${MAX_IDENTIFIER_LENGTH - '_expires_at'.length} for the table name)`,
+    );
+  }
+  return name;
 }
 
 /**

@@ -61,7 +61,10 @@ export interface TransactionalInboxOptions {
   readonly client: SqlClient;
   /** Runs a body in one transaction: `pgTransaction(pool)`, `mysqlTransaction(pool)`, or the ORM's. */
   readonly transaction: RunInTransaction;
-  /** Table name, optionally `schema.table`. Default `idempotency_inbox`. */
+  /**
+   * Table name, optionally `schema.table`. Default `idempotency_inbox`. The table's own name is at most 52
+   * characters, so its expiry index's name (`<table>_expires_at`) fits the databases' 63.
+   */
   readonly table?: string;
   /**
    * How long a row is kept after its last write, in milliseconds, before {@link TransactionalInbox.deleteExpired}
