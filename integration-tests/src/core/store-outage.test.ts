@@ -1,5 +1,7 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import { usePrivateRedis } from '../../support/redis-server';
+import Redis from 'ioredis';
+import { waitFor } from '../../support/net';
+import { RedisServer, usePrivateRedis } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 
 // Outages on a private redis-server this suite starts (so pausing or killing it disturbs no other suite).
@@ -87,5 +89,37 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     });
     expect(result).toMatchObject({ status: 'lease-lost', handlerCompleted: true, result: 'done' });
     expect(await store.get(id)).toBeNull();
+  });
+  it('a CONFLICT wait ends by conflictWaitMs while the subscriber connection cannot connect', async () => {
+    // A server of its own: it is made to refuse every new connection (maxclients reached), so the
+    // subscriber the first wait duplicates from the client keeps reconnecting and its SSUBSCRIBE is not
+    // confirmed until the store gives up on it (subscribeTimeoutMs: 1000 ms). The wait's claims go through
+    // the client, which is connected: the wait must end by its own bound (100 ms) plus one claim.
+    const server = await RedisServer.start();
+    const client = new Redis(server.url);
+    const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'outage-sub' });
+    const idempotency = new Idempotency({ store }, { leaseMs: 60_000, conflictWaitMs: 100 });
+    try {
+      const id = { scope: 'o', key: 'subscriber-down' };
+      expect(await idempotency.claim(id)).toMatchObject({ outcome: 'ACQUIRED' });
+      await client.config('SET', 'maxclients', '1');
+      const handler = jest.fn();
+      const started = performance.now();
+      expect(await idempotency.run(id, handler)).toMatchObject({ outcome: 'CONFLICT' });
+      // Before the fix the wait lasted until the subscription timed out: never less than 1000 ms.
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(handler).not.toHaveBeenCalled();
+      // Let the subscriber connect before the store closes it: ioredis keeps a 2 s timer when it is
+      // disconnected between two connection attempts (AbstractConnector.disconnect on a closed socket).
+      await client.config('SET', 'maxclients', '10000');
+      await waitFor('the subscriber to connect', async () => {
+        const clients = (await client.client('LIST')) as string;
+        return clients.trim().split('\n').length >= 2;
+      });
+    } finally {
+      store.close();
+      client.disconnect();
+      await server.dispose();
+    }
   });
 });

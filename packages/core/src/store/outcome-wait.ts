@@ -24,7 +24,9 @@ export const POLL_WITHOUT_NOTIFICATIONS: PollIntervals = { firstMs: 2, capMs: 20
  * The wait of {@link IdempotencyStore.waitForOutcome}, shared by the stores: subscribe, then claim again
  * whenever a notification arrives, at polling intervals (doubling), and when the holder's lease ends,
  * until a reply is not CONFLICT or the bound passes. The subscription comes before the first claim, so
- * an outcome written in between is never missed.
+ * an outcome written in between is never missed. A subscription not confirmed by the bound (or before
+ * the signal aborts) is not waited for any longer: the wait claims once and ends (see `subscribe`), so
+ * it never lasts past `timeoutMs` plus one claim.
  *
  * @throws {@link InvalidOptionError} when `timeoutMs` is not an integer >= 0.
  */
@@ -43,12 +45,7 @@ export async function waitForOutcome(
     notifications++;
     wakeUp?.();
   };
-  let unsubscribe: (() => void) | undefined;
-  try {
-    unsubscribe = await listen(wake);
-  } catch {
-    unsubscribe = undefined;
-  }
+  const unsubscribe = await subscribe(listen, wake, deadline, wait.signal);
   const polls = unsubscribe ? POLL_WITH_NOTIFICATIONS : POLL_WITHOUT_NOTIFICATIONS;
   try {
     for (let i = 0; ; i++) {
@@ -79,5 +76,48 @@ export async function waitForOutcome(
     }
   } finally {
     unsubscribe?.();
+  }
+}
+
+/** Node's longest timer delay (2^31 - 1 ms); a longer one would fire after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `listen(wake)`, awaited until `deadline` or `signal` at most. Resolves with the function that
+ * unsubscribes, or `undefined` when there is no subscription to count on: it failed, or it was not
+ * confirmed in time. Why bounded: a subscriber connection that is still connecting or reconnecting
+ * confirms only when it is back, and the store gives up on it only after its own `subscribeTimeoutMs`
+ * (up to a second); awaited unbounded, that held a wait of a shorter `conflictWaitMs`, or one whose
+ * signal aborted, until then. A subscription confirmed after the wait gave up on it is ended at once.
+ */
+async function subscribe(
+  listen: OutcomeListen,
+  wake: () => void,
+  deadline: number,
+  signal: AbortSignal | undefined,
+): Promise<(() => void) | undefined> {
+  // Through an async function, so that a listen that throws synchronously is a rejection too.
+  const listening = (async () => listen(wake))();
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const gaveUp = new Promise<undefined>((resolve) => {
+    if (signal?.aborted) return resolve(undefined);
+    onAbort = () => resolve(undefined);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const left = Math.max(0, Math.ceil(deadline - performance.now()));
+    timer = setTimeout(onAbort, Math.min(left, MAX_TIMER_MS));
+  });
+  try {
+    const unsubscribe = await Promise.race([listening.catch(() => undefined), gaveUp]);
+    if (unsubscribe === undefined) {
+      listening.then(
+        (stop) => stop(),
+        () => {},
+      );
+    }
+    return unsubscribe;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }
