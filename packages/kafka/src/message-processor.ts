@@ -135,18 +135,34 @@ export class MessageProcessor<T> {
     return { kind: 'keyed', request };
   }
 
-  /** Per-call options of the runner for one delivery: overrides, and the broker heartbeat with each lease extension. */
+  /**
+   * Per-call options of the runner for one delivery: overrides, and the broker heartbeat with each lease
+   * extension. The heartbeat is sent, not awaited (one at a time): the runner awaits `onHeartbeat` before
+   * its next lease extension and before the write after the handler, and KafkaJS's heartbeat waits on the
+   * group coordinator (up to its `requestTimeout` when the broker hangs). Awaited, a broker that did not
+   * answer stopped the extensions: the lease lapsed under a running handler, and the message's end waited
+   * for the broker.
+   */
   runOptions(delivery: Delivery): RunOptions {
+    let beating = false;
     const options: {
       leaseMs?: number;
       maxAttempts?: number;
       handlerTimeoutMs?: number;
-      onHeartbeat: () => Promise<void>;
+      onHeartbeat: () => void;
     } = {
-      onHeartbeat: () =>
-        delivery.heartbeat().catch((error: unknown) => {
-          this.events.emit('brokerError', { operation: 'heartbeat', error, source: sourceOf(delivery) });
-        }),
+      onHeartbeat: () => {
+        if (beating) return;
+        beating = true;
+        delivery
+          .heartbeat()
+          .catch((error: unknown) => {
+            this.events.emit('brokerError', { operation: 'heartbeat', error, source: sourceOf(delivery) });
+          })
+          .finally(() => {
+            beating = false;
+          });
+      },
     };
     if (this.options.leaseMs !== undefined) options.leaseMs = this.options.leaseMs;
     if (this.options.maxAttempts !== undefined) options.maxAttempts = this.options.maxAttempts;

@@ -295,3 +295,48 @@ describe('Kafka leaseLost at the start of a batch reservation', () => {
     eachBatch.close();
   });
 });
+
+describe('Kafka broker heartbeat during a lease extension', () => {
+  it('a broker heartbeat that does not answer does not hold the lease extensions: the lease is kept and the run completes', async () => {
+    const store = new MemoryIdempotencyStore();
+    let extensions = 0;
+    let extended: (() => void) | undefined;
+    const extend = store.extend.bind(store);
+    store.extend = async (...args: Parameters<typeof store.extend>) => {
+      const reply = await extend(...args);
+      extensions++;
+      extended?.();
+      return reply;
+    };
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 300, heartbeatIntervalMs: 50, maxAttempts: 3 },
+    );
+    const eachMessage = idempotentEachMessage(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', conflictWaitMs: 0, maxInlineDelayMs: 0 },
+      async ({ signal }) => {
+        // Runs until the lease was extended four times (four heartbeat intervals, about a lease in
+        // all), or until the claim is reported lost.
+        await new Promise<void>((resolve) => {
+          extended = () => {
+            if (extensions >= 4) resolve();
+          };
+          signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+        return signal.aborted ? 'lost' : 'kept';
+      },
+    );
+    const lost: unknown[] = [];
+    eachMessage.events.on('leaseLost', (e) => lost.push(e.during));
+    const settled: unknown[] = [];
+    eachMessage.events.on('settled', (e) => settled.push(e.decision.action));
+    // KafkaJS's heartbeat waits on the group coordinator (up to its requestTimeout when the broker hangs).
+    const hanging = { ...keyed(0, 'k'), heartbeat: () => new Promise<void>(() => {}) };
+    await eachMessage(hanging);
+    expect(lost).toEqual([]);
+    expect(extensions).toBeGreaterThanOrEqual(4);
+    expect(settled).toEqual(['resolve']);
+    eachMessage.close();
+  }, 10_000);
+});

@@ -61,7 +61,8 @@ export interface RunOptions extends RunOverrides {
   /**
    * Called after every successful lease extension, so an adapter can extend the broker's timer with it
    * (SQS visibility, Kafka heartbeat). Errors it throws are emitted as `storeError` (operation
-   * `onHeartbeat`) and otherwise ignored.
+   * `onHeartbeat`) and otherwise ignored. A promise it returns is awaited before the next extension and
+   * before the write after the handler: start a broker call that may hang without returning its promise.
    */
   readonly onHeartbeat?: (info: { leaseExpiresAtMs: number; serverTimeMs: number }) => void | Promise<void>;
   /**
