@@ -14,19 +14,25 @@
   ARGV[1]  expectedToken   integer >= 0: the fencing token the operator saw (inspect); 0 = any. When the
                            record's token differs, it changed since it was inspected: nothing is changed
   ARGV[2]  retentionMs     integer > 0, TTL of the released record
+  ARGV[3]  expectedState   the one-letter state the operator saw (P or F), or '' (or absent) for any. A
+                           holder's fail, and a claim that exhausts maxAttempts, turn P into F with the
+                           token unchanged: the token alone does not show that the record was written
 
   Replies:
     {'OK', previousState, token, nowMs}
     {'NOT_FOUND'}
     {'NOT_RELEASABLE', state, token}   COMPLETED or RELEASED: nothing to release; nothing changed
-    {'TOKEN_CHANGED', token, state}    the record was claimed or written since; nothing changed
+    {'TOKEN_CHANGED', token, state}    the record was claimed or written since (another token, or another
+                                       state than ARGV[3]); nothing changed
 ]]
 --- @include "includes/clock"
 local rcall = redis.call
 local key = KEYS[1]
 local expectedToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
-if not expectedToken or expectedToken < 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0 then
+local expectedState = ARGV[3] or ''
+if not expectedToken or expectedToken < 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0
+  or not string.match(expectedState, '^[PF]?$') then
   return redis.error_reply('ERR idempotency admin-release: bad arguments')
 end
 
@@ -36,7 +42,7 @@ local token = tonumber(rec[2] or '0')
 if not state then
   return {'NOT_FOUND'}
 end
-if expectedToken > 0 and token ~= expectedToken then
+if (expectedToken > 0 and token ~= expectedToken) or (expectedState ~= '' and state ~= expectedState) then
   return {'TOKEN_CHANGED', token, state}
 end
 if state ~= 'P' and state ~= 'F' then

@@ -8,8 +8,8 @@ import { viewFields } from './inspect';
 /**
  * `release SCOPE KEY`: makes a stuck IN_PROGRESS record, or a FAILED one, claimable again
  * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it and asking. The
- * script is given the fencing token shown, so a record claimed or written meanwhile is left alone
- * (`TOKEN_CHANGED`, exit status 3).
+ * script is given the fencing token and the state shown, so a record claimed or written meanwhile is left
+ * alone (`TOKEN_CHANGED`, exit status 3).
  */
 export async function release(
   ctx: CommandContext,
@@ -44,6 +44,9 @@ export async function release(
   const reply = await ctx.admin.release(id, {
     retentionMs: options.retentionMs,
     expectedFencingToken: record.fencingToken,
+    // The token alone misses a write by the holder: its fail turns IN_PROGRESS into FAILED with the same
+    // token, and releasing that would undo a decision the operator was never shown.
+    expectedState: record.state,
   });
   ctx.out.result({ scope, key, ...reply }, () =>
     reply.outcome === 'OK'

@@ -149,23 +149,37 @@ export class RedisIdempotencyAdmin {
   /**
    * Makes an IN_PROGRESS or FAILED record claimable again (RELEASED, token kept, attempts reset to 0;
    * lua/admin-release.lua). With `expectedFencingToken`, nothing changes when the record's token differs
-   * (it was claimed or written since the operator looked at it): `TOKEN_CHANGED`.
+   * (it was claimed since the operator looked at it), and with `expectedState` when its state differs (it
+   * was written since: a holder's fail, or a claim exhausting `maxAttempts`, keeps the token):
+   * `TOKEN_CHANGED`.
    * @param options.retentionMs - TTL of the released record, in ms (a released record is forgotten after it).
+   * @param options.expectedState - the state the operator saw, IN_PROGRESS or FAILED; absent: any.
    */
   async release(
     id: RecordId,
-    options: { retentionMs: number; expectedFencingToken?: number },
+    options: {
+      retentionMs: number;
+      expectedFencingToken?: number;
+      expectedState?: Extract<RecordState, 'IN_PROGRESS' | 'FAILED'>;
+    },
   ): Promise<AdminReleaseReply> {
     const expected = options.expectedFencingToken ?? 0;
     if (!Number.isSafeInteger(expected) || expected < 0) {
       throw new InvalidOptionError(`expectedFencingToken must be an integer >= 0, got ${expected}`);
+    }
+    const expectedState = options.expectedState;
+    if (expectedState !== undefined && expectedState !== 'IN_PROGRESS' && expectedState !== 'FAILED') {
+      throw new InvalidOptionError(
+        `expectedState must be IN_PROGRESS or FAILED, got ${JSON.stringify(expectedState)}`,
+      );
     }
     if (!Number.isSafeInteger(options.retentionMs) || options.retentionMs <= 0) {
       throw new InvalidOptionError(
         `retentionMs must be a positive integer (milliseconds), got ${options.retentionMs}`,
       );
     }
-    const reply = await this.#call('release', id, [expected, options.retentionMs]);
+    const stateLetter = expectedState === undefined ? '' : STATE_LETTERS[expectedState];
+    const reply = await this.#call('release', id, [expected, options.retentionMs, stateLetter]);
     const [head, a, b, c] = reply;
     switch (head) {
       case 'OK':
