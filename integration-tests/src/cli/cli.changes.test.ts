@@ -1,5 +1,6 @@
 import { RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
+import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 import { deleteByPrefix, uniquePrefix } from '../core/redis-target';
 import { cli } from './run-cli';
@@ -47,6 +48,49 @@ describeWithServices(
       });
       expect(run.status).toBe(3);
       expect(await store.get(id)).toMatchObject({ state: 'FAILED', error: 'card declined', attempt: 1 });
+    });
+
+    describe('on a Redis that refuses some of the deletions', () => {
+      let server: RedisServer;
+      let own: Redis;
+
+      beforeAll(async () => {
+        server = await RedisServer.start();
+        own = new Redis(server.url);
+      });
+
+      afterAll(async () => {
+        own?.disconnect();
+        await server?.dispose();
+      });
+
+      it('purge reports what it deleted before a failure, and exits 1', async () => {
+        const ownStore = new RedisIdempotencyStore({ redis: own }, { keyPrefix: prefix });
+        for (const key of ['a-1', 'a-2', 'a-3', 'b-1', 'b-2']) {
+          const claim = await ownStore.claim({ scope, key }, { leaseMs: LEASE_MS, retentionMs: 60_000 });
+          await ownStore.complete({ scope, key }, claim.fencingToken, { retentionMs: 60_000 });
+        }
+        // An operator account that may read every key but change only the a-* records: the b-* purges fail
+        // (NOPERM) after the a-* ones were deleted, as a failover or a timeout would fail them.
+        await own.call(
+          'ACL',
+          'SETUSER',
+          'operator',
+          'on',
+          '>pw',
+          '+@all',
+          '%R~*',
+          `~${prefix}:${scope.length}:${scope}:a-*`,
+        );
+        const operatorUrl = `redis://operator:pw@127.0.0.1:${server.port}`;
+        const run = await cli(operatorUrl, ['--prefix', prefix, '--json', '--yes', 'purge', scope]);
+        expect(run.status).toBe(1);
+        expect(run.stderr).toMatch(/NOPERM/);
+        expect(run.json()).toMatchObject({ scope, deleted: 3, failed: 2 });
+        expect((await own.keys(`${prefix}:*`)).sort()).toEqual(
+          ['b-1', 'b-2'].map((key) => `${prefix}:${scope.length}:${scope}:${key}`),
+        );
+      });
     });
   },
 );

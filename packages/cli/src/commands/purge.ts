@@ -9,7 +9,9 @@ import { countScope } from './stats';
  * `purge SCOPE [--state …]`: deletes the records of a scope (optionally only those in some states), one
  * Lua script per key (lua/admin-purge.lua through `RedisIdempotencyAdmin.purge`), never a blind DEL and
  * never a record whose lease a worker holds. Counts first and asks. Records written while it runs may or
- * may not be deleted.
+ * may not be deleted. When Redis fails part-way (a purge refused or timed out, a node lost mid-scan) it
+ * stops, still prints what it deleted and how many purges failed (`failed`: not known to be deleted), and
+ * then fails with the error (exit status 1).
  */
 export async function purge(
   ctx: CommandContext,
@@ -32,18 +34,41 @@ export async function purge(
     ctx.yes,
   );
   let deleted = 0;
+  let failed = 0;
+  let error: unknown;
   const skipped: Record<string, number> = {};
-  for await (const ids of ctx.admin.scan(scope)) {
-    const replies = await Promise.all(ids.map((id) => ctx.admin.purge(id, { states: options.states })));
-    for (const reply of replies) {
-      if (reply.outcome === 'DELETED') deleted++;
-      else skipped[reply.outcome] = (skipped[reply.outcome] ?? 0) + 1;
+  try {
+    for await (const ids of ctx.admin.scan(scope)) {
+      // allSettled, not all: the purges of a batch that did succeed are deletions to report.
+      const replies = await Promise.allSettled(
+        ids.map((id) => ctx.admin.purge(id, { states: options.states })),
+      );
+      for (const reply of replies) {
+        if (reply.status === 'rejected') {
+          failed++;
+          error ??= reply.reason;
+        } else if (reply.value.outcome === 'DELETED') deleted++;
+        else skipped[reply.value.outcome] = (skipped[reply.value.outcome] ?? 0) + 1;
+      }
+      // No further deletions on a Redis that is failing: the operator sees the count and runs it again.
+      if (error !== undefined) break;
     }
+  } catch (scanError) {
+    error = scanError; // the SCAN failed: the deletions before it still happened
   }
-  ctx.out.result({ scope, deleted, skipped }, () => {
+  const result =
+    error === undefined
+      ? { scope, deleted, skipped }
+      : { scope, deleted, skipped, failed, error: error instanceof Error ? error.message : String(error) };
+  ctx.out.result(result, () => {
     const rows: (string | number)[][] = [['deleted', deleted]];
     for (const [why, n] of Object.entries(skipped)) rows.push([`kept: ${why}`, n]);
-    return table(['records', 'count'], rows);
+    if (error !== undefined) rows.push(['failed (not known to be deleted)', failed]);
+    const stopped =
+      error === undefined ? '' : '\nStopped by a Redis failure: the rest of the scope was not purged';
+    return `${table(['records', 'count'], rows)}${stopped}`;
   });
+  // The caller prints the error and exits with status 1 (program.ts).
+  if (error !== undefined) throw error;
   return EXIT.ok;
 }
