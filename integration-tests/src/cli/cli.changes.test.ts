@@ -50,6 +50,19 @@ describeWithServices(
       expect(await store.get(id)).toMatchObject({ state: 'FAILED', error: 'card declined', attempt: 1 });
     });
 
+    it('a URL whose database Redis refuses is an error, not a purge of database 0', async () => {
+      const id = { scope, key: 'in-db-0' };
+      const claim = await store.claim(id, { leaseMs: LEASE_MS, retentionMs: 60_000 });
+      await store.complete(id, claim.fencingToken, { retentionMs: 60_000 });
+      const otherDb = new URL(url);
+      otherDb.pathname = '/99999'; // out of range on any usual server (`databases`, default 16)
+      const run = await cli(otherDb.toString(), ['--prefix', prefix, '--json', '--yes', 'purge', scope]);
+      expect(run.stderr).toMatch(/DB index is out of range/);
+      expect(run.status).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(await store.get(id)).toMatchObject({ state: 'COMPLETED' });
+    });
+
     describe('on a Redis that refuses some of the deletions', () => {
       let server: RedisServer;
       let own: Redis;

@@ -13,7 +13,8 @@ export interface ConnectOptions {
 /**
  * Connects to Redis standalone or Cluster (ioredis). Without `cluster`, connects standalone first and
  * switches to a `Cluster` client when `INFO cluster` reports `cluster_enabled:1`. The client does not
- * retry a refused connection: an operator's command fails fast with the error.
+ * retry a refused connection: an operator's command fails fast with the error. A database in the URL
+ * (`/db`, `?db=`) that the server refuses (out of range, or any but 0 on a Cluster) is an error too.
  */
 export async function connect(options: ConnectOptions): Promise<Redis | Cluster> {
   const common = { commandTimeout: options.commandTimeoutMs, maxRetriesPerRequest: 1, lazyConnect: true };
@@ -24,6 +25,11 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
   });
   try {
     await standalone.connect();
+    // ioredis only emits an 'error' when the SELECT of the URL's database fails, and its commands then
+    // run on database 0: a purge would delete records the operator did not select. Selecting it again
+    // here makes the refusal this command's error.
+    const db = standalone.options.db;
+    if (db !== undefined && String(db) !== '0') await standalone.select(db);
     const isCluster = options.cluster ?? /^cluster_enabled:1/m.test(await standalone.info('cluster'));
     if (!isCluster) return standalone;
   } catch (error) {
