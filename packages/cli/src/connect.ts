@@ -52,11 +52,15 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
   return cluster;
 }
 
-/** The URL without its password, for messages. */
+/**
+ * The URL without its password, for messages: the one before the host and a `password` parameter, which
+ * ioredis also reads (`redis://host:6379?password=…`).
+ */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
     return parsed.toString();
   } catch {
     return '(an unparsable URL)';

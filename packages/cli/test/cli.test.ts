@@ -49,6 +49,20 @@ describe('idempotent-consumer CLI (no Redis)', () => {
     expect(err).not.toContain('secret');
   });
 
+  it('a password given as a URL parameter (?password=, which ioredis reads) is hidden too', async () => {
+    const { status, err } = await run([
+      '--url',
+      'redis://127.0.0.1:1/0?password=secret&family=4',
+      'stats',
+      's',
+    ]);
+    expect(status).toBe(1);
+    expect(err).toMatch(
+      /^idempotent-consumer: Cannot reach Redis at redis:\/\/127\.0\.0\.1:1\/0\?password=\*\*\*&family=4/,
+    );
+    expect(err).not.toContain('secret');
+  });
+
   it('an unreachable Redis leaves no timer behind: the process can exit as soon as the CLI returns', async () => {
     // ioredis' disconnect() on a client whose connection is already closed waits up to 2 s for a `close`
     // event that never comes (a ref'd timer): `idempotent-consumer` lingered 2 s before exiting with 1.
