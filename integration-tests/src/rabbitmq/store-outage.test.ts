@@ -68,4 +68,30 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     expect(await fx.depth()).toBe(0);
     expect(events.deadLettered).toHaveLength(0);
   }, 30_000);
+
+  it('a work queue deleted while paused ends like one deleted while running: closed, one cancelled event, no reconnect loop', async () => {
+    const store = new RedisIdempotencyStore(
+      { redis: storeRedis },
+      { keyPrefix: fx.prefix, commandTimeoutMs: 300 },
+    );
+    const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
+    const { consumer, events } = await fx.consumer(idempotency, {}, async () => {});
+    await server.stop();
+    fx.publish({ amount: 1 }, { messageId: 'p-deleted' });
+    await waitFor('the consumer to pause', () => events.storeUnavailable.length >= 1);
+    await waitFor('the delivery to be requeued', () => requeues(events).length >= 1);
+    expect(consumer.state).toBe('paused');
+    await fx.channel.deleteQueue(fx.queue);
+    await server.restart();
+
+    // The resume's basic.consume meets the missing queue (404): the consumer is closed, as when the broker
+    // cancels a running consumer, instead of retrying the topology check until stop().
+    await waitFor('the cancelled event', () => events.cancelled.length === 1, 10_000);
+    expect(consumer.state).toBe('closed');
+    expect(consumer.reconnecting).toBe(false);
+    expect(events.brokerError.filter((e) => e.operation === 'connect')).toEqual([]);
+    expect(events.reconnected).toEqual([]);
+    await consumer.stop();
+    expect(events.cancelled).toHaveLength(1);
+  }, 30_000);
 });

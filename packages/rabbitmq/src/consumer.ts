@@ -398,10 +398,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       // basic.cancel from the broker: the queue was deleted or its node went away.
       if (channel !== this.#channels.consume) return;
       this.#consumerTag = undefined;
-      if (this.#state === 'running') {
-        this.#state = 'closed';
-        this.emit('cancelled', { queue: this.#options.queue });
-      }
+      // Paused too: the broker cancelled before our own basic.cancel reached it (the queue went away).
+      if (this.#state === 'running' || this.#state === 'paused') this.#cancelledByBroker();
       return;
     }
     this.emit('delivery', {
@@ -454,6 +452,13 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     // While starting, start() fails with the channel's error; while closed or reconnecting, nothing to do.
     if (this.#state === 'starting' || this.#state === 'closed' || this.#state === 'reconnecting') return;
     this.#consumerTag = undefined;
+    if (event.reason?.closed === 'channel' && event.reason.replyCode === NOT_FOUND) {
+      // Only basic.consume can answer 404 on the consume channel: the work queue is gone (deleted while
+      // the consumer was paused, or between a reconnect's topology check and its consume). A reconnect
+      // would fail its topology check until stop(); the broker's basic.cancel closes the consumer instead.
+      this.#cancelledByBroker();
+      return;
+    }
     const why = event.reason
       ? `${event.reason.replyCode} ${event.reason.replyText}`
       : String(event.error ?? 'closed by the client');
@@ -465,6 +470,16 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       `the consume channel of queue ${this.#options.queue} closed (${why}); the broker requeues its unacked messages and the consumer reconnects`,
     );
     this.#reconnect();
+  }
+
+  /**
+   * The work queue is gone (the broker's `basic.cancel`, or a `basic.consume` answered 404): the consumer
+   * is `closed` with a `cancelled` event, whether it was running or paused for a store outage (a paused
+   * consumer's resume then consumes nothing). Deliveries in flight still settle on their channel.
+   */
+  #cancelledByBroker(): void {
+    this.#state = 'closed';
+    this.emit('cancelled', { queue: this.#options.queue });
   }
 
   /** The given connection closed: no channel can be opened on it again, so the consumer is `closed`. */
@@ -546,6 +561,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 }
 
 const ignore = (): void => {};
+
+/** AMQP 0-9-1 reply code 404 NOT_FOUND (§1.2.2): a `basic.consume` on a queue that does not exist. */
+const NOT_FOUND = 404;
 
 /** amqplib's connections close; {@link AmqpConnection} leaves `close` out, as the consumer closes only its own. */
 type ClosableConnection = AmqpConnection & { close?(): Promise<void> };

@@ -118,7 +118,11 @@ export interface IdempotentConsumerEvents {
   ];
   /** After a lost connection or channel, the consumer consumes again on a new one; `attempts` tries it took. */
   reconnected: [{ queue: string; attempts: number; downMs: number }];
-  /** RabbitMQ cancelled the consumer (the queue was deleted, or a node failed); the consumer is closed. */
+  /**
+   * RabbitMQ cancelled the consumer (the queue was deleted, or a node failed), while running or paused for
+   * a store outage (then the broker's `basic.cancel`, or the resume's `basic.consume` answered 404): the
+   * consumer is `closed`, once.
+   */
   cancelled: [{ queue: string }];
 }
 

@@ -169,6 +169,27 @@ describe('IdempotentConsumer with a fake channel', () => {
     await consumer.stop();
   });
 
+  it("the broker's basic.cancel while paused closes the consumer with a cancelled event, as while running; the resume consumes nothing", async () => {
+    const { channel, store, consumer } = await setup(() => 'ok');
+    const cancelled: unknown[] = [];
+    consumer.on('cancelled', (e) => cancelled.push(e));
+    // The broker's basic.cancel reaches the callback registered at basic.consume, whatever our own cancel did.
+    const brokerCancels = channel.onMessage!;
+    store.down = true;
+    channel.deliver('{}', { messageId: 'a' });
+    await until('requeued', () => channel.nacked.length === 1);
+    expect(consumer.state).toBe('paused');
+    brokerCancels(null);
+    expect(cancelled).toEqual([{ queue: 'work' }]);
+    expect(consumer.state).toBe('closed');
+    const recovered = new Promise((resolve) => consumer.once('storeRecovered', resolve));
+    store.down = false;
+    await recovered;
+    await consumer.stop();
+    expect(channel.consumes).toBe(1);
+    expect(cancelled).toHaveLength(1);
+  });
+
   it('settles each delivery once even if a listener throws', async () => {
     const { channel, consumer } = await setup(() => 'ok');
     consumer.on('settled', () => {
