@@ -39,6 +39,11 @@ export interface ProcessorHooks {
   beforeExecute?(message: Message, leaseMs: number): Promise<void>;
   /** An SQS or unexpected error that does not stop processing. */
   onError(operation: string, error: unknown, message: Message): void;
+  /**
+   * Whether `stop()` gave up on the message (the poller's `stopTimeoutMs`): its dead-letter decision is
+   * then not carried out, as nothing more may be sent to SQS for it. @defaultValue never
+   */
+  abandoned?(message: Message): boolean;
   /** A store call the processor absorbed failed (`markDeadLettered`). */
   onStoreError?(operation: string, error: unknown, message: Message): void;
   /** Where the first message without a key, or with an invalid one, is reported. @defaultValue none */
@@ -414,7 +419,8 @@ export class SqsMessageProcessor<T> {
 
   /**
    * Decides (or takes the `held` decision), carries out a dead-letter decision (then marks a FAILED record
-   * dead-lettered, so it is copied once), and describes the message.
+   * dead-lettered, so it is copied once) unless the message was abandoned (`leave`/`abandoned` then), and
+   * describes the message.
    */
   async #finish(
     keyed: KeyedMessage,
@@ -431,12 +437,19 @@ export class SqsMessageProcessor<T> {
       this.#warnKey('missing-key', undefined);
     }
     if (decision.action !== 'dead-letter') return { ...base, decision };
+    const unprotected = described.outcome === 'UNPROTECTED' && message.MessageId !== undefined;
+    if (this.#hooks.abandoned?.(message)) {
+      // stop() reported it settled and promised nothing more goes to SQS for it: no copy, and the record
+      // stays as the runner wrote it (FAILED, not dead-lettered), so its redelivery after the visibility
+      // timeout is dead-lettered then. An unprotected run's decision is held, as for a failed copy.
+      if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);
+      return { ...base, decision: { action: 'leave', reason: 'abandoned' } };
+    }
     const step = await carryOutDeadLetter(this.#deps.sqs, () => this.verifyDeadLetter(), message, decision, {
       outcome: described.outcome,
       key,
       scope: this.#options.scope,
     });
-    const unprotected = described.outcome === 'UNPROTECTED' && message.MessageId !== undefined;
     if (!step.ok) {
       this.#hooks.onError('dead-letter', step.error, message);
       if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);

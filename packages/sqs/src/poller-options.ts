@@ -29,8 +29,9 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
   /**
    * How long `stop()` waits for in-flight messages (handlers and their deletes), in milliseconds. Messages
    * still running then are abandoned: nothing more is sent to SQS for them (no delete, no visibility
-   * extension), so they come back when their visibility timeout lapses, where their record decides (a
-   * handler that completed meanwhile makes them a DUPLICATE). The pending deletes and visibility changes
+   * extension, no dead-letter copy), so they come back when their visibility timeout lapses, where their
+   * record decides (a handler that completed meanwhile makes them a DUPLICATE, one that failed for good
+   * has them dead-lettered then). The pending deletes and visibility changes
    * are then sent and waited for what is left of it, at least 1 s; one SQS has not answered by then is not
    * waited for (its message becomes visible again). `stop()` then resolves with the count abandoned.
    * @defaultValue 30000

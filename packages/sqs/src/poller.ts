@@ -111,6 +111,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         await this.#changeVisibility(message, seconds);
       },
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
+      abandoned: (message) => this.#abandoned.has(message),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
       onStoreError: (operation, error, message) =>
         this.emit('storeError', {
@@ -216,8 +217,9 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * Stops gracefully: no new receive (a long poll in flight is aborted; messages SQS handed to an aborted
    * request come back when their visibility timeout lapses), then waits up to `stopTimeoutMs` for every
    * in-flight message to finish (handlers included). Messages still running then are abandoned: each is
-   * reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS for it (its handler may still
-   * finish and record its outcome), and it comes back after its visibility timeout. Last, the pending
+   * reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS for it, not even a dead-letter
+   * copy (its handler may still finish and record its outcome, which its redelivery then meets), and it
+   * comes back after its visibility timeout. Last, the pending
    * deletes and visibility changes are sent, waited for what is left of `stopTimeoutMs` but at least 1 s:
    * a delete or visibility change not answered by then is not waited for, and its message simply becomes
    * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted

@@ -17,6 +17,7 @@ import {
 
 type Settled = SqsEvents['settled'][0];
 
+import { SqsMessageProcessor } from '../src/message-processor';
 import { FakeSqs, message } from './fake-sqs';
 
 const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
@@ -331,6 +332,47 @@ describe('IdempotentSqsPoller failure paths', () => {
     await poller.stop();
     expect(sqs.sent).toHaveLength(1);
     expect(settled).toEqual(['dead-letter:non-retryable', 'delete:dead-lettered-before']);
+  });
+
+  it('a message abandoned by stop() whose handler then fails sends nothing to SQS: no dead-letter copy, its record left FAILED for the redelivery', async () => {
+    const { sqs, idempotency } = setup();
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    // process() resolves once the message's decision is carried out: the point after which nothing more is sent.
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    let fail: (() => void) | undefined;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, stopTimeoutMs: 50, deadLetter: { queueUrl: DLQ } },
+      () =>
+        new Promise((_, reject) => {
+          fail = () => reject(new NonRetryableError('declined'));
+        }),
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    await poller.start();
+    await until('the handler to run', () => fail !== undefined);
+    await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
+    const visibilityChanges = sqs.visibility.length;
+    fail!();
+    await process.mock.results[0]!.value;
+    process.mockRestore();
+    expect(sqs.sent).toEqual([]);
+    expect(sqs.deleted).toEqual([]);
+    expect(sqs.visibility).toHaveLength(visibilityChanges);
+    expect(settled).toEqual(['leave:abandoned']);
+    const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
+    expect(record).toMatchObject({ state: 'FAILED' });
+    expect(record?.deadLettered).toBeFalsy();
+
+    // Nothing is lost: back after its visibility timeout, the FAILED record dead-letters it then.
+    sqs.batches.push([{ ...m, ReceiptHandle: 'r-back', Attributes: { ApproximateReceiveCount: '2' } }]);
+    await poller.start();
+    await until('the delete', () => sqs.deleted.length === 1);
+    await poller.stop();
+    expect(sqs.sent).toHaveLength(1);
+    expect(sqs.deleted).toEqual(['r-back']);
   });
 
   it('a CONFLICT in a batch waits for the holder with reserve: true', async () => {
