@@ -16,7 +16,7 @@ import { sqsRequestOf } from './report';
  *
  * When the store does not answer the batch claim, nothing runs and every message is left invisible
  * (`store-unavailable`, with the store's error). Resolves with the processed messages in the order received (none for a message `abandoned` says
- * `stop()` gave up on before it started).
+ * `stop()` gave up on before it started; its reservation from the batch claim, if any, is released).
  */
 export async function processBatch<T>(
   processor: SqsMessageProcessor<T>,
@@ -47,7 +47,12 @@ export async function processBatch<T>(
     chains.map(async (chain) => {
       let blocked = false;
       for (const [i, k] of chain.entries()) {
-        if (abandoned(k.message)) return; // `stop()` gave up on it: nothing more starts
+        if (abandoned(k.message)) {
+          // `stop()` gave up on it: nothing more starts, and the reservation the batch claim made for it
+          // (the first of its chain) is given back, or its redelivery would meet a CONFLICT until the lease lapsed.
+          if (i === 0 && claims instanceof Map) await processor.giveBack(k, claims.get(k.message));
+          return;
+        }
         let processed: ProcessedMessage<T>;
         if (claims && !(claims instanceof Map))
           processed = await processor.notRun(k, claims.storeUnavailable);

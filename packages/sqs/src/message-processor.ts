@@ -44,7 +44,7 @@ export interface ProcessorHooks {
    * then not carried out, as nothing more may be sent to SQS for it. @defaultValue never
    */
   abandoned?(message: Message): boolean;
-  /** A store call the processor absorbed failed (`markDeadLettered`). */
+  /** A store call the processor absorbed failed (`markDeadLettered`, `release`). */
   onStoreError?(operation: string, error: unknown, message: Message): void;
   /** Where the first message without a key, or with an invalid one, is reported. @defaultValue none */
   readonly log?: AdapterLog;
@@ -204,6 +204,22 @@ export class SqsMessageProcessor<T> {
     });
   }
 
+  /**
+   * Gives back a claim whose handler will not run (`Idempotency.release`, the runner's contract for an
+   * interrupted batch): a reservation from the batch claim, or a claim a CONFLICT wait ended with, of a
+   * message `stop()` abandoned. The record is RELEASED at once (a reservation costs no attempt), so the
+   * redelivery runs instead of meeting a CONFLICT until the lease lapses. Anything but an acquired claim is
+   * ignored. Never rejects: a store that does not answer is a `storeError` (`release`), and the lease lapses.
+   */
+  async giveBack(keyed: KeyedMessage, reply: ClaimReply | undefined): Promise<void> {
+    if (!keyed.request || (reply?.outcome !== 'ACQUIRED' && reply?.outcome !== 'ACQUIRED_STALE')) return;
+    try {
+      await this.#idempotency.release(keyed.request, reply);
+    } catch (error) {
+      this.#hooks.onStoreError?.('release', error, keyed.message);
+    }
+  }
+
   /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
   notRun(keyed: KeyedMessage, storeError?: unknown): Promise<ProcessedMessage<T>> {
     const rc = receiveCount(keyed.message);
@@ -310,8 +326,18 @@ export class SqsMessageProcessor<T> {
       }
     }
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
+      const conflict = reply;
       // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
       reply = await this.#waitForHolder(message, request, reply, claimed !== undefined);
+      if (
+        (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') &&
+        this.#hooks.abandoned?.(message)
+      ) {
+        // stop() gave up on it during the wait (and may have resolved): no handler starts now, and the
+        // claim is given back, or the redelivery would meet a CONFLICT until its lease lapsed.
+        await this.giveBack(keyed, reply);
+        return { kind: 'run', result: this.#idempotency.settle<T>(conflict), receiveCount: rc };
+      }
       if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
         // The wait set the visibility timeout to only conflictWaitMs + 1 s, and the first heartbeat comes
         // a third of the lease after the handler starts: without this, SQS hands the message out again

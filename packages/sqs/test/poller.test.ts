@@ -375,6 +375,79 @@ describe('IdempotentSqsPoller failure paths', () => {
     expect(sqs.deleted).toEqual(['r-back']);
   });
 
+  it('the reservations of a batch claim answered after stop() abandoned the batch are released: the redelivery runs at once', async () => {
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
+    let answerClaim!: () => void;
+    const claimHeld = new Promise<void>((resolve) => (answerClaim = resolve));
+    const claimMany = store.claimMany.bind(store);
+    jest.spyOn(store, 'claimMany').mockImplementationOnce(async (...args) => {
+      await claimHeld;
+      return claimMany(...args);
+    });
+    const released: string[] = [];
+    const release = store.release.bind(store);
+    jest.spyOn(store, 'release').mockImplementation(async (id, ...rest) => {
+      const reply = await release(id, ...rest);
+      if (reply.ok) released.push(id.key);
+      return reply;
+    });
+    const ran: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, stopTimeoutMs: 50 },
+      ({ key }) => {
+        ran.push(key!);
+      },
+    );
+    const [a, b] = [message('a', { key: 'a' }), message('b', { key: 'b' })];
+    sqs.batches.push([a, b]);
+    await poller.start();
+    await until('the batch claim to be sent', () => (store.claimMany as jest.Mock).mock.calls.length === 1);
+    await expect(poller.stop()).resolves.toEqual({ abandoned: 2 });
+    answerClaim();
+    await until('both reservations released', () => released.length === 2);
+    expect(released.sort()).toEqual(['a', 'b']);
+    expect(ran).toEqual([]);
+    expect(await store.get({ scope: 'orders', key: 'a' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+
+    // Back after their visibility timeout, well within the reservations' lease: run at once, no CONFLICT.
+    const again = [a, b].map((m) => ({ ...m, ReceiptHandle: `${m.ReceiptHandle}-again` }));
+    sqs.batches.push(again);
+    await poller.start();
+    await until('both deleted', () => sqs.deleted.length === 2);
+    await poller.stop();
+    expect(ran.sort()).toEqual(['a', 'b']);
+  });
+
+  it('a claim a CONFLICT wait ends with after stop() abandoned the message is released, and no handler starts', async () => {
+    const { sqs, idempotency } = setup();
+    const held = await idempotency.claim({ scope: 'orders', key: 'k' });
+    if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 10_000, stopTimeoutMs: 50 },
+      () => {
+        runs += 1;
+      },
+    );
+    sqs.batches.push([message('x', { key: 'k' })]);
+    await poller.start();
+    await until('the wait', () => wait.mock.calls.length === 1);
+    await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
+    await idempotency.release({ scope: 'orders', key: 'k' }, held); // the holder gives up: the wait acquires
+    await process.mock.results[0]!.value;
+    process.mockRestore();
+    expect(runs).toBe(0);
+    const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
+    expect(record).toMatchObject({ state: 'RELEASED' });
+    expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(sqs.deleted).toEqual([]);
+  });
+
   it('a CONFLICT in a batch waits for the holder with reserve: true', async () => {
     const { sqs, idempotency } = setup();
     const held = await idempotency.claim({ scope: 'orders', key: 'k' });
