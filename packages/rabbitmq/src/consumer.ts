@@ -452,10 +452,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     // While starting, start() fails with the channel's error; while closed or reconnecting, nothing to do.
     if (this.#state === 'starting' || this.#state === 'closed' || this.#state === 'reconnecting') return;
     this.#consumerTag = undefined;
-    if (event.reason?.closed === 'channel' && event.reason.replyCode === NOT_FOUND) {
-      // Only basic.consume can answer 404 on the consume channel: the work queue is gone (deleted while
-      // the consumer was paused, or between a reconnect's topology check and its consume). A reconnect
-      // would fail its topology check until stop(); the broker's basic.cancel closes the consumer instead.
+    if (isConsumeNotFound(event.error)) {
+      // The work queue is gone (deleted while the consumer was paused, or between a reconnect's topology
+      // check and its consume): a reconnect would fail its topology check until stop(), so it ends as the
+      // broker's basic.cancel of a running consumer does.
       this.#cancelledByBroker();
       return;
     }
@@ -562,8 +562,15 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 
 const ignore = (): void => {};
 
-/** AMQP 0-9-1 reply code 404 NOT_FOUND (§1.2.2): a `basic.consume` on a queue that does not exist. */
-const NOT_FOUND = 404;
+/**
+ * Whether a channel's close error is RabbitMQ's 404 NOT_FOUND answer to `basic.consume` (class 60, method
+ * 20): the queue does not exist. amqplib copies the close frame's reply code, class and method ids onto it.
+ */
+function isConsumeNotFound(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, classId, methodId } = error as { code?: unknown; classId?: unknown; methodId?: unknown };
+  return code === 404 && classId === 60 && methodId === 20;
+}
 
 /** amqplib's connections close; {@link AmqpConnection} leaves `close` out, as the consumer closes only its own. */
 type ClosableConnection = AmqpConnection & { close?(): Promise<void> };
