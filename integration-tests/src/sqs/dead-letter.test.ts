@@ -2,6 +2,7 @@ import type { Message } from '@aws-sdk/client-sqs';
 import { isIdempotencyError, NonRetryableError, TopologyMismatchError } from '@idempotent-consumer/core';
 import {
   createSqsConsumerWiring,
+  DeadLetterRefusedError,
   IdempotentSqsPoller,
   type SqsEvents,
   type SqsHandlerContext,
@@ -184,5 +185,49 @@ describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulato
       expect(dead[0]!.message.Attributes?.ApproximateReceiveCount).toBe('3');
       expect(await queueDepth(fx.sqs, q.url)).toBe(0);
     });
+  });
+
+  it('a dead-letter copy SQS refuses for good (over the DLQ size limit) is a DeadLetterRefusedError naming the cause, logged once; the message stays on its queue', async () => {
+    const dlq = await fx.queue('refused-dlq', { MaximumMessageSize: '1024' }, false, { redrive: false });
+    const q = await fx.queue('refused');
+    // The body fits the source queue; its copy, with the added x-idempotency-* attributes, not the DLQ.
+    await sendMessage(fx.sqs, q.url, 'x'.repeat(1000), { key: 'too-big' });
+    const warnings: string[] = [];
+    const errors: unknown[] = [];
+    let runs = 0;
+    const p = poller(
+      {
+        idempotency: fx.idempotency({ leaseMs: 3000 }),
+        sqs: fx.sqs,
+        logger: { warn: (message) => warnings.push(message), error: () => {} },
+      },
+      { queueUrl: q.url, deadLetter: { queueUrl: dlq.url }, waitTimeSeconds: 1, visibilityTimeoutSeconds: 1 },
+      async () => {
+        runs += 1;
+        throw new NonRetryableError('declined');
+      },
+    );
+    p.on('brokerError', (e) => {
+      if (e.operation === 'dead-letter') errors.push(e.error);
+    });
+    await p.start();
+    // Back after its visibility timeout, the FAILED record sends the copy again, refused again.
+    await waitFor('the copy refused on two receives', () => errors.length >= 2, 20_000);
+    await p.stop();
+    expect(errors[0]).toBeInstanceOf(DeadLetterRefusedError);
+    expect(errors[0]).toMatchObject({
+      code: 'DEAD_LETTER_REFUSED',
+      retryable: false,
+      // The emulator answers the query-compatible code AWS.SimpleQueueService.InvalidParameterValue.
+      sqsCode: expect.stringContaining('InvalidParameterValue'),
+      tooLarge: true,
+    });
+    expect((errors[0] as Error).message).toContain(dlq.url);
+    expect((errors[0] as Error).message).toContain('MaximumMessageSize');
+    expect(warnings.filter((w) => w.includes('refused the dead-letter copy'))).toHaveLength(1);
+    expect(runs).toBe(1);
+    // Nothing lost: not deleted, since no copy was confirmed.
+    expect(await queueDepth(fx.sqs, q.url)).toBe(1);
+    expect(await queueDepth(fx.sqs, dlq.url)).toBe(0);
   });
 });

@@ -7,7 +7,7 @@
  */
 export { DEAD_LETTER_ATTRIBUTES } from './dead-letter';
 export type { DeadLetterReason, Decision } from './decide';
-export { type SqsErrorCode, SqsOperationError } from './errors';
+export { DeadLetterRefusedError, type SqsErrorCode, SqsOperationError } from './errors';
 export type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
 export type { SqsHandler, SqsHandlerContext } from './handler';
 export { IDEMPOTENCY_KEY_ATTRIBUTE } from './message-attributes';

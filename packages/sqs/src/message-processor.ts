@@ -24,6 +24,7 @@ import {
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, decide, type MessageResult } from './decide';
+import { DeadLetterRefusedError } from './errors';
 import type { SqsHandler, SqsHandlerContext } from './handler';
 import { receiveCount, toVisibilitySeconds } from './message-attributes';
 import type { ResolvedSqsIdempotencyOptions } from './options';
@@ -478,6 +479,14 @@ export class SqsMessageProcessor<T> {
     });
     if (!step.ok) {
       this.#hooks.onError('dead-letter', step.error, message);
+      if (step.error instanceof DeadLetterRefusedError) {
+        // It comes back every visibility timeout, refused each time: a person must learn why, once.
+        this.#log.warnOnce(
+          'dead-letter-refused',
+          `${step.error.message}. Further refusals are reported only by the brokerError event (operation dead-letter).`,
+          { sqsCode: step.error.sqsCode, tooLarge: step.error.tooLarge },
+        );
+      }
       if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);
       decision = { action: 'leave', reason: 'dead-letter-failed' };
       return { ...base, error: step.error, decision };
