@@ -5,7 +5,7 @@ import {
   RedisIdempotencyStore,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
@@ -227,6 +227,94 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     } finally {
       down = false;
       await second?.stop();
+      store.close();
+    }
+  });
+  it("eachBatch: a reservation's start that Redis does not answer runs no handler, closes the store gate and pauses the topic until a ping answers; the message is fetched again and runs once", async () => {
+    let down = true;
+    /** The batch's claimMany is answered; the start of a reservation and the gate's pings are not, until `down` clears. */
+    class StartlessStore extends RedisIdempotencyStore {
+      override async start(
+        id: RecordId,
+        token: number,
+        options: Parameters<RedisIdempotencyStore['start']>[2],
+      ) {
+        if (down) throw new StoreUnavailableError('Redis did not answer the start (injected)');
+        return super.start(id, token, options);
+      }
+      override async ping() {
+        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
+        return super.ping();
+      }
+    }
+    const store = new StartlessStore({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000 });
+    const topic = uniqueName('start-outage');
+    const groupId = uniqueName('g');
+    const events: RecordedEvent[] = [];
+    const runs: string[] = [];
+    /** The wrapper's pause and resume calls, in order. */
+    const calls: { method: 'pause' | 'resume'; topics: { topic: string; partitions?: number[] }[] }[] = [];
+    await producer.send({
+      topic,
+      messages: ['a', 'b', 'c'].map((k) => ({ partition: 0, value: k, headers: { 'idempotency-key': k } })),
+    });
+    const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+      const recording = {
+        pause: (topics: { topic: string; partitions?: number[] }[]) => {
+          calls.push({ method: 'pause', topics });
+          c.pause(topics);
+        },
+        resume: (topics: { topic: string; partitions?: number[] }[]) => {
+          calls.push({ method: 'resume', topics });
+          c.resume(topics);
+        },
+      };
+      const eachBatch = recordEvents(
+        idempotentEachBatch(
+          { idempotency, consumer: recording, producer, logger: false },
+          {
+            groupId,
+            deadLetterTopic: false,
+            maxInlineDelayMs: 200,
+            // Long enough that a one-partition backoff pause (the wrong path) cannot end within the test.
+            retryBackoff: { baseMs: 60_000, jitter: 'none' },
+            storeProbeBackoff: { baseMs: 50, maxMs: 100 },
+          },
+          ({ key, attempt }) => {
+            runs.push(`${key}#${attempt}`);
+          },
+        ),
+        events,
+      );
+      closers.push(() => eachBatch.close());
+      return { eachBatch };
+    });
+    consumers.push(consumer);
+    try {
+      // The wrapper gives up on the first message: either by pausing (the topic, or one partition).
+      await waitFor('the batch to pause', () => calls.some((c) => c.method === 'pause'), 20_000);
+      expect(runs).toEqual([]);
+      expect(events.filter((e) => e.type === 'storeError' && e.operation === 'process')).toEqual([]);
+      expect(events.filter((e) => e.type === 'storeUnavailable')).toEqual([
+        expect.objectContaining({ topic, partition: 0, error: expect.any(StoreUnavailableError) }),
+      ]);
+      // Fail closed: every partition of the topic, until a ping answers.
+      expect(calls).toEqual([{ method: 'pause', topics: [{ topic }] }]);
+      down = false;
+      await waitFor('the store to recover', () => events.some((e) => e.type === 'storeRecovered'), 20_000);
+      await waitFor(
+        'the three messages to settle',
+        () => events.filter((e) => e.type === 'settled').length === 3,
+        20_000,
+      );
+      // a was fetched again (its offset never resolved) and ran once; the start that was not answered
+      // counted no attempt.
+      expect(runs).toEqual(['a#1', 'b#1', 'c#1']);
+      expect(events.filter((e) => e.type === 'storeUnavailable')).toHaveLength(1);
+      expect(calls[1]).toEqual({ method: 'resume', topics: [{ topic }] });
+    } finally {
+      down = false;
       store.close();
     }
   });

@@ -174,7 +174,8 @@ export class MessageProcessor<T> {
    * Handles one message to the end or to a pause. `firstReply` is the message's claim when the caller
    * already made it (a batch claim); otherwise it claims. `onHandlerReturned` is called when a run of the
    * handler returned (before its outcome is written): a batch may start the next message's handler then,
-   * while this one's completion is being written (each-batch.ts).
+   * while this one's completion is being written (each-batch.ts). A claim whose start the store does not
+   * answer runs nothing and ends like an unanswered claim: the topic paused until the store answers.
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects during an inline wait.
    */
   async process(
@@ -289,20 +290,75 @@ export class MessageProcessor<T> {
       }
       let result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>;
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
-        result = await this.idempotency.execute(
-          request,
-          current,
-          (context) =>
-            span.timeHandler(() => this.handler(extendHandlerContext(context, this.#brokerFields(delivery)))),
-          // The runner says when the handler returned in time (not a late return after a timeout).
-          onHandlerReturned ? { ...runOptions, onHandlerReturned } : runOptions,
-        );
+        try {
+          result = await this.idempotency.execute(
+            request,
+            current,
+            (context) =>
+              span.timeHandler(() =>
+                this.handler(extendHandlerContext(context, this.#brokerFields(delivery))),
+              ),
+            // The runner says when the handler returned in time (not a late return after a timeout).
+            onHandlerReturned ? { ...runOptions, onHandlerReturned } : runOptions,
+          );
+        } catch (error) {
+          if (!isStoreUnavailable(error)) throw error;
+          const end = await this.#startUnanswered(delivery, request, current, error);
+          if (end !== 'again') return end;
+          reply = current; // the same claim, started again
+          continue;
+        }
       } else {
         result = this.idempotency.settle<T>(current);
       }
       const end = await this.#afterRun(delivery, request, result);
       if (end !== 'again') return end;
     }
+  }
+
+  /**
+   * The store did not answer the start of `claim` (a reservation's `start`, or the one `extend` of a claim
+   * whose lease ran out before its handler): no handler ran, and none may run until the store confirms the
+   * start, whatever `storeFailureMode` (the claim may still be held; Redis may have applied the start and
+   * only its reply was lost). Fails closed like an unanswered claim ({@link MessageProcessor.awaitStore}:
+   * the gate closes, `storeUnavailable` once per outage, an inline wait up to `maxInlineDelayMs`).
+   * @returns `again` when the store answers within it: the claim is started again, which counts its
+   *   attempt once even when the first start was applied (lua/start.lua); else the end to return (`pause`
+   *   of the topic until the store answers, or `stop`), the claim given back once the store answers
+   *   (`#giveBackOnceOpen`).
+   * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects (a rebalance); the claim is
+   *   given back once the store answers.
+   */
+  async #startUnanswered(
+    delivery: Delivery,
+    request: RunRequest,
+    claim: ClaimReply,
+    error: unknown,
+  ): Promise<ProcessEnd | 'again'> {
+    let answered: 'up' | 'down' | 'stop';
+    try {
+      answered = await this.awaitStore(delivery, error);
+    } catch (heartbeatFailure) {
+      this.#giveBackOnceOpen(delivery, request, claim);
+      throw heartbeatFailure;
+    }
+    if (answered === 'up') return 'again';
+    this.#giveBackOnceOpen(delivery, request, claim);
+    if (answered === 'stop') return { action: 'stop' };
+    return { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error };
+  }
+
+  /**
+   * Gives back, once the store answers again, a claim whose handler never started: the message's re-fetch
+   * then claims it at once, instead of meeting its own claim as a CONFLICT until the lease lapses. Not
+   * awaited (the wrapper pauses meanwhile; a re-fetch that claims first waits for this release as for any
+   * holder). A wrapper closed while the store still does not answer releases nothing (the lease lapses);
+   * the release is fenced by the claim's token, so a claim taken over since is left alone.
+   */
+  #giveBackOnceOpen(delivery: Delivery, request: RunRequest, claim: ClaimReply): void {
+    void this.gate.waitUntilOpen(this.stopping).then((open) => {
+      if (open) return this.#giveBack(delivery, request, claim);
+    });
   }
 
   /**

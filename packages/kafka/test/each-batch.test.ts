@@ -70,6 +70,73 @@ describe('idempotentEachBatch', () => {
     expect(payload.resolved.length).toBeLessThan(2);
   });
 
+  it("a reservation's start the store does not answer runs nothing, emits storeUnavailable once and pauses the topic until a ping answers; the reservation is given back then", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const t = setup({ maxInlineDelayMs: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });
+    let down = true;
+    const start = t.store.start.bind(t.store);
+    jest
+      .spyOn(t.store, 'start')
+      .mockImplementation((...a) => (down ? Promise.reject(new StoreUnavailableError('down')) : start(...a)));
+    jest.spyOn(t.store, 'ping').mockImplementation(async () => {
+      if (down) throw new StoreUnavailableError('down');
+    });
+    const kinds: string[] = [];
+    for (const type of ['storeUnavailable', 'storeRecovered', 'storeError'] as const) {
+      t.eachBatch.events.on(type, (e: object) =>
+        kinds.push('operation' in e ? `${type} ${String(e.operation)}` : type),
+      );
+    }
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(payload);
+    expect(t.runs).toEqual([]);
+    expect(payload.resolved).toEqual([]);
+    expect(kinds).toEqual(['storeUnavailable']);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay' }] }]);
+
+    // The store answers: the topic resumes, and a's reservation (whose start may have been applied) is
+    // given back, so its re-fetch claims it at once.
+    const release = t.store.release.bind(t.store);
+    const givenBack = new Promise<void>((resolve) => {
+      jest.spyOn(t.store, 'release').mockImplementation(async (...a) => {
+        const reply = await release(...a);
+        if (a[0].key === 'a') resolve();
+        return reply;
+      });
+    });
+    const recovered = new Promise((resolve) => t.eachBatch.events.once('storeRecovered', resolve));
+    down = false;
+    await recovered;
+    await givenBack;
+    expect(t.consumer.calls[1]).toEqual({ method: 'resume', topics: [{ topic: 'pay' }] });
+    expect(await t.store.get({ scope: 'g/pay', key: 'a' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    const again = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(again);
+    expect(t.runs).toEqual(['a#1', 'b#1']);
+    expect(again.resolved).toEqual(['0', '1']);
+    t.eachBatch.close();
+  });
+
+  it("a reservation's start the store answers within maxInlineDelayMs runs the handler once, as attempt 1, without a pause", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const t = setup({ maxInlineDelayMs: 5000, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });
+    const start = t.store.start.bind(t.store);
+    // Redis applied the first start and only its reply was lost: the retried start counts it once.
+    jest.spyOn(t.store, 'start').mockImplementationOnce(async (...a) => {
+      await start(...a);
+      throw new StoreUnavailableError('reply lost');
+    });
+    const unavailable: unknown[] = [];
+    t.eachBatch.events.on('storeUnavailable', (e) => unavailable.push(e));
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(payload);
+    expect(t.runs).toEqual(['a#1', 'b#1']);
+    expect(payload.resolved).toEqual(['0', '1']);
+    expect(unavailable).toHaveLength(1);
+    expect(t.consumer.calls).toEqual([]);
+    t.eachBatch.close();
+  });
+
   it("fails open under the runner's storeFailureMode 'open': each message runs UNPROTECTED with its key", async () => {
     const store = new MemoryIdempotencyStore();
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');

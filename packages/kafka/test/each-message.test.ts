@@ -181,6 +181,40 @@ describe('idempotentEachMessage', () => {
     expect(t.events).toContainEqual(expect.objectContaining({ type: 'storeRecovered', topics: ['pay'] }));
   });
 
+  it('an extension the store does not answer before the handler (its lease ran out) runs nothing and pauses the topic until a ping answers', async () => {
+    const t = setup({ maxInlineDelayMs: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    let down = true;
+    const claim = t.store.claim.bind(t.store);
+    // The claim's lease has run out by the time the handler would start: execute extends it first.
+    jest.spyOn(t.store, 'claim').mockImplementation(async (...a) => {
+      const reply = await claim(...a);
+      return reply.outcome === 'ACQUIRED' ? { ...reply, leaseExpiresAtMs: reply.serverTimeMs } : reply;
+    });
+    const extend = t.store.extend.bind(t.store);
+    jest
+      .spyOn(t.store, 'extend')
+      .mockImplementation((...a) =>
+        down ? Promise.reject(new StoreUnavailableError('down')) : extend(...a),
+      );
+    jest.spyOn(t.store, 'ping').mockImplementation(async () => {
+      if (down) throw new StoreUnavailableError('down');
+    });
+    const storeErrors: string[] = [];
+    t.eachMessage.events.on('storeError', (e) => storeErrors.push(e.operation));
+    const error = await t.eachMessage(messagePayload('pay', 1, message(0, 'v'))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartitionPausedError);
+    expect(t.runs).toEqual([]);
+    expect(storeErrors).toEqual([]);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay' }] }]);
+    expect(t.events.filter((e) => e.type === 'storeUnavailable')).toHaveLength(1);
+    const recovered = new Promise((resolve) => t.eachMessage.events.once('storeRecovered', resolve));
+    down = false;
+    await recovered;
+    expect(t.consumer.calls[1]).toEqual({ method: 'resume', topics: [{ topic: 'pay' }] });
+    t.eachMessage.close();
+  });
+
   it('counts each ping against maxInlineDelayMs: a hanging ping does not stretch the inline wait', async () => {
     const t = setup({ maxInlineDelayMs: 200, storeProbeBackoff: { baseMs: 10, maxMs: 10 } });
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
