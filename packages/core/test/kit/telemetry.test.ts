@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
@@ -235,5 +236,50 @@ describe('kit telemetry: MessageTelemetry on the OpenTelemetry SDK', () => {
       'UNPROTECTED',
     ]);
     expect(points('idempotency.in_flight').map((p) => p.value)).toEqual([0]);
+  });
+
+  it('a handler that outlives its run (handlerTimeoutMs) is timed from its own start; its late return leaves the next round alone', async () => {
+    const { meterProvider, metrics } = sdk();
+    const telemetry = new MessageTelemetry(binding, { meterProvider });
+    let now = 1_000;
+    const clock = jest.spyOn(performance, 'now').mockImplementation(() => now);
+    try {
+      const span = telemetry.start({ id: 'm5' }, 'orders');
+      let finish!: () => void;
+      const late = span.timeHandler(() => new Promise<void>((resolve) => (finish = resolve)));
+      // The runner gave up on it after handlerTimeoutMs (1.5 s) and released the claim: the result comes
+      // before the handler returns.
+      now = 2_500;
+      span.result({
+        outcome: 'ACQUIRED',
+        fencingToken: 1,
+        attempt: 1,
+        status: 'released',
+        error: new Error('ran longer than handlerTimeoutMs'),
+        recorded: true,
+      });
+      // An inline retry (Kafka) claims again: the holder is still on it.
+      span.claiming();
+      now = 4_000; // the first handler returns, 3 s after it started
+      finish();
+      await late;
+      now = 4_250;
+      span.result({ outcome: 'CONFLICT', retryAfterMs: 500, fencingToken: 1, attempt: 1 });
+      span.end();
+    } finally {
+      clock.mockRestore();
+    }
+    const points = await metrics();
+    const handler = points('idempotency.handler.duration').map(
+      (p) => p.value as { count: number; sum: number },
+    );
+    expect(handler).toEqual([expect.objectContaining({ count: 1, sum: 3 })]);
+    // Claim round trips: 0 s before the handler, 1.75 s for the CONFLICT (2.5 s to 4.25 s); no write (the
+    // late return is not the end of a handler of the CONFLICT round).
+    const store = points('idempotency.store.duration').map((p) => [
+      p.attributes['idempotency.store.operation'],
+      (p.value as { sum: number }).sum,
+    ]);
+    expect(store).toEqual([['claim', 1.75]]);
   });
 });

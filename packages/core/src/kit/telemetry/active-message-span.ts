@@ -40,6 +40,8 @@ export class ActiveMessageSpan implements MessageSpan {
   #claimSeconds: number | undefined;
   #handlerStartedAt: number | undefined;
   #handlerEndedAt: number | undefined;
+  /** Counts handler runs and results: a run's end counts as the handler's end only while it is unchanged. */
+  #round = 0;
   /** Whether this message counts in `idempotency.in_flight` now. */
   #holding = false;
   /** The error of the last result's handler, or of the adapter; `failed` says whether there is one. */
@@ -59,6 +61,7 @@ export class ActiveMessageSpan implements MessageSpan {
     const startedAt = performance.now();
     this.#handlerStartedAt = startedAt;
     this.#handlerEndedAt = undefined;
+    const round = ++this.#round;
     const { instruments, destination } = this.#parts;
     if (instruments) {
       this.#claimSeconds = (startedAt - this.#claimStartedAt) / 1000;
@@ -67,17 +70,24 @@ export class ActiveMessageSpan implements MessageSpan {
       });
       this.#holding = true;
     }
-    return this.#timed(fn);
+    return this.#timed(fn, startedAt, round);
   }
 
-  async #timed<R>(fn: () => R | Promise<R>): Promise<R> {
+  /**
+   * Runs the handler started at `startedAt` in `round` and records its run time when it settles. The
+   * start is this run's own, not `#handlerStartedAt`: a handler past `handlerTimeoutMs` returns after the
+   * runner's result (which clears the field), or while the handler of an inline retry runs (which
+   * replaced it). Its end is the end of the current run only while no result or other run came in
+   * between; otherwise the next `result()` would take it for the end of its own handler (a `write`
+   * sample from it).
+   */
+  async #timed<R>(fn: () => R | Promise<R>, startedAt: number, round: number): Promise<R> {
     try {
       return await fn();
     } finally {
       const endedAt = performance.now();
-      this.#handlerEndedAt = endedAt;
+      if (this.#round === round) this.#handlerEndedAt = endedAt;
       const { instruments, destination } = this.#parts;
-      const startedAt = this.#handlerStartedAt ?? endedAt;
       if (instruments) {
         safely(() => instruments.handlerDuration.record((endedAt - startedAt) / 1000, destination.base));
       }
@@ -120,6 +130,7 @@ export class ActiveMessageSpan implements MessageSpan {
       }
     });
     this.#holding = false;
+    this.#round++;
     this.#claimSeconds = undefined;
     this.#handlerStartedAt = undefined;
     this.#handlerEndedAt = undefined;
