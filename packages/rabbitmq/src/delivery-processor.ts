@@ -225,7 +225,8 @@ export class DeliveryProcessor<T> {
    * Decides and settles an unprotected run (`result`; `undefined`: its attempts are exhausted and it was
    * not run again). When the decision cannot be carried out (a republish failed, the channel closed), the
    * run is remembered: a redelivery counts it into its attempt, and a decision that ends the message (ack
-   * of a completed run, dead letter) is carried out again without running the handler.
+   * of a completed run, dead letter) is carried out again without running the handler. The run goes to the
+   * span with the delivery's key, which a run failing open (`storeFailureMode: 'open'`) has.
    */
   async #settleUnprotected(delivery: Delivery, result: RunResult<T> | undefined): Promise<void> {
     const { message } = delivery;
@@ -241,7 +242,8 @@ export class DeliveryProcessor<T> {
           failedFencingToken: undefined,
         };
     const subject = { ...delivery.subject, outcome: 'UNPROTECTED' as const, attempt };
-    if (result) delivery.span.result(result);
+    // A run failing open has its key (`undefined` only without one): `idempotency.key` as elsewhere.
+    if (result) delivery.span.result(result, subject.key);
     if (await this.context.settler.apply({ ...delivery, subject }, decision)) {
       this.#unprotectedRuns.forget(id);
       return;
