@@ -198,6 +198,20 @@ describe('kit telemetry: MessageTelemetry on the OpenTelemetry SDK', () => {
     expect(finished!.parentSpanContext).toBeUndefined(); // no traceparent: a root span (no active context)
   });
 
+  it('a span started when describing the message throws is ended, not left open', () => {
+    const { exporter, tracerProvider } = sdk();
+    const failing: MessageTelemetryBinding<TestMessage, HeaderCarrier> = {
+      ...binding,
+      describe: () => {
+        throw new Error('an SDK or binding bug');
+      },
+    };
+    const telemetry = new MessageTelemetry(failing, { tracerProvider });
+    expect(telemetry.start({ id: 'm6' }, 'orders')).toBe(NOOP_MESSAGE_SPAN);
+    // The SDK started one span: it must end (an open span is never exported and its memory is kept).
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['process orders']);
+  });
+
   it('a DUPLICATE settles without a handler run: outcome counted, no handler duration', async () => {
     const { exporter, tracerProvider, meterProvider, metrics } = sdk();
     const telemetry = new MessageTelemetry(binding, { tracerProvider, meterProvider });

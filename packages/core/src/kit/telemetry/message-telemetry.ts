@@ -1,4 +1,4 @@
-import type { Tracer } from '@opentelemetry/api';
+import type { Span, Tracer } from '@opentelemetry/api';
 import { ActiveMessageSpan } from './active-message-span';
 import { ATTR_IDEMPOTENCY_SCOPE } from './attributes';
 import type { CarrierGetter } from './carrier-getter';
@@ -93,11 +93,13 @@ export class MessageTelemetry<M, C> {
   /**
    * Starts the telemetry of one message: its span (see the class description), `idempotency.scope` on
    * it. Returns {@link NOOP_MESSAGE_SPAN} when telemetry is off or nothing would record (no SDK, no
-   * propagated trace). Never throws.
+   * propagated trace). Never throws: when it fails after the span started (a binding's or SDK's bug), the
+   * span is ended and the message gets {@link NOOP_MESSAGE_SPAN}.
    */
   start(message: M, scope: string): MessageSpan {
     const api = this.#api;
     if (api === undefined) return NOOP_MESSAGE_SPAN;
+    let span: Span | undefined;
     try {
       if (this.#instruments === undefined) this.#instruments = this.#createInstruments(api);
       const instruments = this.#instruments ?? undefined;
@@ -106,7 +108,7 @@ export class MessageTelemetry<M, C> {
       const active = api.context.active();
       const parent =
         carrier === undefined ? active : api.propagation.extract(active, carrier, this.#binding.getter);
-      const span = this.#tracer!.startSpan(destination.spanName, destination.spanOptions, parent);
+      span = this.#tracer!.startSpan(destination.spanName, destination.spanOptions, parent);
       const recording = span.isRecording();
       if (!recording && instruments === undefined && !api.trace.isSpanContextValid(span.spanContext())) {
         return NOOP_MESSAGE_SPAN;
@@ -125,7 +127,13 @@ export class MessageTelemetry<M, C> {
         includeIdempotencyKey: this.#includeIdempotencyKey,
       });
     } catch {
-      return NOOP_MESSAGE_SPAN; // telemetry never stops a message
+      // Telemetry never stops a message; a span already started still ends, or it would stay open.
+      try {
+        span?.end();
+      } catch {
+        // The span's own bug: nothing more to do for it.
+      }
+      return NOOP_MESSAGE_SPAN;
     }
   }
 
