@@ -17,11 +17,19 @@ type Chunk = string | Buffer | Uint8Array;
  * `fail` the exchange finishes at once, its 500 answer is sent, and the rest of the handler's writes are
  * dropped.
  *
- * An end with another status than the buffered chunks were written under is an error handler answering
- * after the handler failed mid-response (`res.headersSent` is false while buffering): the handler's part
- * is dropped and the error answer alone is recorded and sent.
+ * An error handler answering after the handler failed mid-response sees `res.headersSent` false while
+ * buffering and answers anew: the handler's part is dropped and the error answer alone is recorded and
+ * sent. That is known for sure when the returned `failed` is called (`recordIdempotencyError`), and
+ * otherwise guessed from the end: another status than the buffered chunks were written under.
+ *
+ * @returns `failed(error)`, to call when the handler failed (Express passed `error` to the error
+ *   handlers): while buffering, the handler's part is dropped and `error` is recorded with the error answer
+ *   (so a `NonRetryableError` marks the key FAILED).
  */
-export function captureExpressResponse(res: ServerResponse, exchange: Exchange): void {
+export function captureExpressResponse(
+  res: ServerResponse,
+  exchange: Exchange,
+): { failed(error: unknown): void } {
   const { maxResponseBytes, onResponseTooLarge } = exchange.options;
   const original = {
     writeHead: res.writeHead,
@@ -35,6 +43,8 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
   // buffer: capturing; through: streaming the handler's writes (pass-through); dropped: the handler's
   // writes are discarded (fail); sent: our own answer went out, later writes are discarded.
   let mode: 'buffer' | 'through' | 'dropped' | 'sent' = 'buffer';
+  // The error the handler failed with, when `failed` was told (recorded with a 5xx error answer).
+  let failure: { error: unknown } | undefined;
 
   const add = (chunk: Chunk | undefined, encoding: BufferEncoding | undefined) => {
     if (chunk === undefined || chunk === null) return;
@@ -42,6 +52,12 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
     const buffer = typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : Buffer.from(chunk);
     chunks.push(buffer);
     bytes += buffer.length;
+  };
+  // Forgets what the handler wrote: an error answer replaces it.
+  const dropHandlerPart = () => {
+    chunks.length = 0;
+    bytes = 0;
+    bodyStatus = undefined;
   };
   const send = (answer: HttpAnswer | undefined, body: Buffer, callback?: WriteCallback) => {
     mode = 'sent';
@@ -117,8 +133,7 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
       // handler (Express' finalhandler, or a custom one), which saw `headersSent` false because nothing
       // was sent yet. Without this middleware the handler's part would have gone out under its status;
       // sent before the error answer, under the error's Content-Length, it would corrupt the connection.
-      chunks.length = 0;
-      bytes = 0;
+      dropHandlerPart();
     }
     add(chunk, encoding);
     if (bytes > maxResponseBytes && onResponseTooLarge === 'fail' && res.statusCode < 500) {
@@ -128,10 +143,21 @@ export function captureExpressResponse(res: ServerResponse, exchange: Exchange):
     mode = 'dropped';
     const body = Buffer.concat(chunks);
     void exchange
-      .finish({ status: res.statusCode, headers: res.getHeaders(), body, bytes })
+      .finish({ status: res.statusCode, headers: res.getHeaders(), body, bytes, error: failure?.error })
       .then((answer) => send(answer, body, callback));
     return this;
   } as ServerResponse['end'];
+
+  return {
+    failed(error) {
+      if (mode === 'buffer') {
+        // The error handlers answer next (`headersSent` is false): their answer alone is recorded and sent.
+        failure = { error };
+        dropHandlerPart();
+      }
+      // Otherwise the response is streaming or the exchange is finishing already.
+    },
+  };
 }
 
 function writeArgs(rest: unknown[]): {

@@ -4,7 +4,7 @@
  */
 import type { HandlerContext, Idempotency } from '@idempotent-consumer/core';
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpIdempotency } from './exchange';
 import { captureExpressResponse } from './express-response-capture';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
@@ -23,6 +23,9 @@ declare global {
     }
   }
 }
+
+/** Per claimed response: tells its capture that the handler failed (see {@link recordIdempotencyError}). */
+const failures = new WeakMap<Response, (error: unknown) => void>();
 
 /** What the middleware needs: the runner whose store keeps the records. */
 export interface ExpressIdempotencyDependencies {
@@ -87,9 +90,29 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
   if (admission.kind === 'pass') return next();
   if (admission.kind === 'answer') return sendAnswer(res, admission.answer);
   req.idempotency = admission.exchange.context;
-  captureExpressResponse(res, admission.exchange);
+  failures.set(res, captureExpressResponse(res, admission.exchange).failed);
   next();
 }
+
+/**
+ * Express error-handling middleware that tells the idempotency middleware how a claimed request's handler
+ * failed, then passes the error on (`next(err)`) to the app's own error handlers, which answer as usual.
+ * Mount it after the routes and before your error handlers: `app.use(recordIdempotencyError)` (or last
+ * on a route, after its handler).
+ *
+ * Express hands a thrown error, `next(err)` or (Express 5) a rejected async handler to the error
+ * handlers, never to the middleware, which then only sees the 500 answered for it. With this mounted:
+ * - an error whose `retryable` is `false` (the core's `NonRetryableError`) records the key FAILED when the
+ *   answer is a 5xx, so retries get 409 `idempotency-key-failed` instead of running the handler again
+ *   (an error handler that answers 4xx for it completes the key with that answer, replayed);
+ * - whatever the handler wrote before it failed is dropped, and the error answer alone is recorded and sent.
+ *
+ * Requests the middleware did not claim pass through untouched.
+ */
+export const recordIdempotencyError: ErrorRequestHandler = (err, _req, res, next) => {
+  failures.get(res)?.(err);
+  next(err);
+};
 
 /**
  * Sends an answer given before the handler ran (a replay or a problem). Headers set by middleware before

@@ -1,6 +1,6 @@
 // The Express example of packages/http/README.md, verbatim: typechecked with the package's tests.
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
+import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
 import express from 'express';
 import { Redis } from 'ioredis';
 
@@ -17,4 +17,6 @@ app.post('/orders', express.json(), idempotent, async (req, res) => {
   const order = { id: crypto.randomUUID(), ...req.body, fencingToken: req.idempotency?.fencingToken };
   res.status(201).location(`/orders/${order.id}`).json(order);
 });
+// After the routes, before your error handlers: tells the middleware how a handler failed.
+app.use(recordIdempotencyError);
 app.listen(3000);

@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
+import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
+import express from 'express';
+import Redis from 'ioredis';
+import { describeWithServices } from '../../support/service';
+import { freshKey, post } from './client';
+
+interface Running {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * An Express app on 127.0.0.1 with `POST /fail`: `express.json()`, the idempotency middleware (key
+ * required) and `handler`, then `recordIdempotencyError` when `record` is true, then Express' own error
+ * handler (finalhandler, quiet in the `test` environment).
+ */
+async function startExpress(
+  idempotency: Idempotency,
+  handler: express.RequestHandler,
+  options: HttpIdempotencyOptions<express.Request> & { record: boolean },
+): Promise<Running> {
+  const { record, ...httpOptions } = options;
+  const app = express();
+  app.set('env', 'test');
+  const idempotent = createIdempotencyMiddleware({ idempotency }, { ...httpOptions, required: true });
+  app.post('/fail', express.json(), idempotent, handler);
+  if (record) app.use(recordIdempotencyError);
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describeWithServices(
+  ['redis'],
+  'HTTP handlers that fail or answer past the capture',
+  ({ redis: redisUrl }) => {
+    let redis: Redis;
+    let store: RedisIdempotencyStore;
+    let idempotency: Idempotency;
+    beforeAll(() => {
+      redis = new Redis(redisUrl);
+      store = new RedisIdempotencyStore({ redis }, { keyPrefix: `http-failures-${randomUUID()}` });
+      idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5 });
+    });
+    afterAll(() => {
+      store.close();
+      return redis.quit();
+    });
+
+    /** Runs `body` against a started server, then closes it. */
+    async function using<T>(started: Promise<Running>, body: (url: string) => Promise<T>): Promise<T> {
+      const server = await started;
+      try {
+        return await body(server.url);
+      } finally {
+        await server.close();
+      }
+    }
+
+    describe('express, recordIdempotencyError', () => {
+      const failures: [string, (error: Error) => express.RequestHandler][] = [
+        [
+          'a synchronous throw',
+          (error) => () => {
+            throw error;
+          },
+        ],
+        ['next(error)', (error) => (_req, _res, next) => next(error)],
+        [
+          'an async handler that rejects',
+          (error) => async () => {
+            await Promise.resolve();
+            throw error;
+          },
+        ],
+      ];
+
+      it.each(failures)(
+        'a NonRetryableError from %s records the key FAILED: a retry gets 409 idempotency-key-failed and does not run',
+        async (_how, fail) => {
+          let runs = 0;
+          const handler = fail(new NonRetryableError('card declined for good'));
+          const counted: express.RequestHandler = (req, res, next) => {
+            runs += 1;
+            return handler(req, res, next);
+          };
+          await using(startExpress(idempotency, counted, { record: true }), async (url) => {
+            const key = freshKey();
+            const first = await post(url, '/fail', { key, body: { a: 1 } });
+            expect(first.status).toBe(500);
+            const retry = await post(url, '/fail', { key, body: { a: 1 } });
+            expect(retry.status).toBe(409);
+            expect(retry.json).toMatchObject({
+              type: 'urn:idempotent-consumer:problem:idempotency-key-failed',
+            });
+            expect(runs).toBe(1);
+          });
+        },
+      );
+
+      it('a retryable error still releases the key: a retry runs again', async () => {
+        let runs = 0;
+        const handler: express.RequestHandler = (_req, res, next) => {
+          runs += 1;
+          if (runs === 1) return next(new Error('the database was busy'));
+          res.status(201).type('text/plain').send('second');
+        };
+        await using(startExpress(idempotency, handler, { record: true }), async (url) => {
+          const key = freshKey();
+          expect((await post(url, '/fail', { key, body: { a: 1 } })).status).toBe(500);
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(201);
+          expect(retry.bytes.toString()).toBe('second');
+          expect(runs).toBe(2);
+        });
+      });
+    });
+  },
+);
