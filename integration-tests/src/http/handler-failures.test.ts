@@ -125,6 +125,33 @@ describeWithServices(
           expect(runs).toBe(2);
         });
       });
+
+      it('pass-through: a handler that fails after its body passed the cap and started streaming releases the key (was held while the process lives)', async () => {
+        let runs = 0;
+        const handler: express.RequestHandler = (_req, res, next) => {
+          runs += 1;
+          res.status(200).type('text/plain');
+          if (runs > 1) return void res.send('second');
+          for (let i = 0; i < 10; i++) res.write(Buffer.alloc(1024, 'x'));
+          next(new Error('failed while streaming'));
+        };
+        const options = {
+          record: true,
+          maxResponseBytes: 4096,
+          onResponseTooLarge: 'pass-through' as const,
+          conflictWaitMs: 10_000,
+        };
+        await using(startExpress(idempotency, handler, options), async (url) => {
+          const key = freshKey();
+          // Express cannot answer an error once the body went out: it destroys the connection.
+          await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
+          // The retry waits for the first request's outcome (conflictWaitMs): released, it runs.
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(200);
+          expect(retry.bytes.toString()).toBe('second');
+          expect(runs).toBe(2);
+        });
+      });
     });
   },
 );

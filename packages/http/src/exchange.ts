@@ -54,6 +54,12 @@ export interface FinishedResponse {
   readonly bytes: number;
   /** The error the handler threw, when the framework reported one (used for 5xx answers). */
   readonly error?: unknown;
+  /**
+   * The handler failed after its response started going out, so no error answer could replace it (Express
+   * then destroys the connection): the key is released as for a 5xx answer, or recorded FAILED when
+   * `error` is not retryable.
+   */
+  readonly failed?: boolean;
 }
 
 /** The scope of a request: method, route template and tenant, encoded so that no two collide. */
@@ -205,11 +211,12 @@ export class Exchange {
   ) {}
 
   /**
-   * Records how the handler ended: a 5xx answer releases the key (`ServerErrorResponse`, or the error the
-   * framework reported); any other answer completes it with the stored response; a body above
-   * `maxResponseBytes` follows `onResponseTooLarge`. Resolves once the record is written (or every write
-   * attempt failed), with the answer to send instead of the handler's, or `undefined` to send the
-   * handler's own. Never rejects.
+   * Records how the handler ended: a 5xx answer, or a `failed` response, releases the key
+   * (`ServerErrorResponse`, or the error the framework reported, which the runner's `isRetryable` may
+   * turn into FAILED); any other answer completes it with the stored response; a body above
+   * `maxResponseBytes` follows `onResponseTooLarge`.
+   * Resolves once the record is written (or every write attempt failed), with the answer to send instead
+   * of the handler's, or `undefined` to send the handler's own. Never rejects.
    */
   async finish(finished: FinishedResponse): Promise<HttpAnswer | undefined> {
     if (this.#finished) return undefined;
@@ -217,8 +224,8 @@ export class Exchange {
     const o = this.options;
     const { scope, key } = this.context;
     let replacement: HttpAnswer | undefined;
-    if (finished.status >= 500) {
-      this.response.reject(finished.error ?? new ServerErrorResponse(finished.status));
+    if (finished.status >= 500 || finished.failed) {
+      this.response.reject(finished.error ?? new ServerErrorResponse(Math.max(finished.status, 500)));
     } else if (finished.body === undefined || finished.bytes > o.maxResponseBytes) {
       try {
         o.onResponseNotStored?.({ scope, key, status: finished.status, bytes: finished.bytes });

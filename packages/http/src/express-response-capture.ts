@@ -24,7 +24,9 @@ type Chunk = string | Buffer | Uint8Array;
  *
  * @returns `failed(error)`, to call when the handler failed (Express passed `error` to the error
  *   handlers): while buffering, the handler's part is dropped and `error` is recorded with the error answer
- *   (so a `NonRetryableError` marks the key FAILED).
+ *   (so a `NonRetryableError` marks the key FAILED); once the response is streaming (`pass-through` past the
+ *   cap) no error answer can follow, Express destroys the connection and never ends the response, so the
+ *   exchange finishes at once as a failure (released, or FAILED for a non-retryable `error`).
  */
 export function captureExpressResponse(
   res: ServerResponse,
@@ -154,8 +156,20 @@ export function captureExpressResponse(
         // The error handlers answer next (`headersSent` is false): their answer alone is recorded and sent.
         failure = { error };
         dropHandlerPart();
+      } else if (mode === 'through') {
+        // Part of the body went out: Express cannot answer the error and destroys the connection without
+        // ending the response, so `end` never comes; without this the claim would be held, and
+        // heartbeated, for as long as the process lives. Writes and an `end` still pass through.
+        void exchange.finish({
+          status: res.statusCode,
+          headers: res.getHeaders(),
+          body: undefined,
+          bytes,
+          error,
+          failed: true,
+        });
       }
-      // Otherwise the response is streaming or the exchange is finishing already.
+      // dropped, sent: the exchange is finishing already.
     },
   };
 }

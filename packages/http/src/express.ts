@@ -105,7 +105,10 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
  * - an error whose `retryable` is `false` (the core's `NonRetryableError`) records the key FAILED when the
  *   answer is a 5xx, so retries get 409 `idempotency-key-failed` instead of running the handler again
  *   (an error handler that answers 4xx for it completes the key with that answer, replayed);
- * - whatever the handler wrote before it failed is dropped, and the error answer alone is recorded and sent.
+ * - whatever the handler wrote before it failed is dropped, and the error answer alone is recorded and sent;
+ * - a handler that fails after its response started streaming (`onResponseTooLarge: 'pass-through'`, past
+ *   `maxResponseBytes`), which Express answers by destroying the connection, releases the key at once
+ *   (FAILED for a non-retryable error) instead of holding it while the process lives.
  *
  * Requests the middleware did not claim pass through untouched.
  */
