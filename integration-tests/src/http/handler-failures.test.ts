@@ -153,5 +153,34 @@ describeWithServices(
         });
       });
     });
+
+    describe.each([
+      ['without recordIdempotencyError', false],
+      ['with recordIdempotencyError', true],
+    ])('express, %s', (_name, record) => {
+      it('a handler that set 500, wrote part of its body and failed: the client gets the error answer alone, the key is released', async () => {
+        let runs = 0;
+        const handler: express.RequestHandler = (_req, res, next) => {
+          runs += 1;
+          if (runs > 1) return void res.status(201).type('text/plain').send('second');
+          res.status(500).type('text/plain');
+          res.write('partial ');
+          next(new Error('failed after writing'));
+        };
+        await using(startExpress(idempotency, handler, { record }), async (url) => {
+          const key = freshKey();
+          const first = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(first.status).toBe(500);
+          // finalhandler's error page, whole (its Content-Length) and nothing before it.
+          expect(first.bytes.toString()).toMatch(
+            /^<!DOCTYPE html>[\s\S]*failed after writing[\s\S]*<\/html>\n$/,
+          );
+          expect(Number(first.headers.get('content-length'))).toBe(first.bytes.length);
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(201);
+          expect(runs).toBe(2);
+        });
+      });
+    });
   },
 );

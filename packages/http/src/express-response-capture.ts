@@ -20,7 +20,8 @@ type Chunk = string | Buffer | Uint8Array;
  * An error handler answering after the handler failed mid-response sees `res.headersSent` false while
  * buffering and answers anew: the handler's part is dropped and the error answer alone is recorded and
  * sent. That is known for sure when the returned `failed` is called (`recordIdempotencyError`), and
- * otherwise guessed from the end: another status than the buffered chunks were written under.
+ * otherwise guessed from the end: another status than the buffered chunks were written under, or a
+ * `Content-Length` that the last chunk alone matches while the whole would pass it.
  *
  * @returns `failed(error)`, to call when the handler failed (Express passed `error` to the error
  *   handlers): while buffering, the handler's part is dropped and `error` is recorded with the error answer
@@ -130,11 +131,23 @@ export function captureExpressResponse(
       if (callback) process.nextTick(callback);
       return this;
     }
-    if (bodyStatus !== undefined && res.statusCode !== bodyStatus) {
-      // The handler started a response, then something answered anew with another status: an error
-      // handler (Express' finalhandler, or a custom one), which saw `headersSent` false because nothing
-      // was sent yet. Without this middleware the handler's part would have gone out under its status;
-      // sent before the error answer, under the error's Content-Length, it would corrupt the connection.
+    const last =
+      chunk === undefined || chunk === null
+        ? 0
+        : typeof chunk === 'string'
+          ? Buffer.byteLength(chunk, encoding ?? 'utf8')
+          : chunk.byteLength;
+    const declared = Number(res.getHeader('content-length') ?? Number.NaN);
+    if (
+      (bodyStatus !== undefined && res.statusCode !== bodyStatus) ||
+      (bytes > 0 && last === declared && bytes + last > declared)
+    ) {
+      // The handler started a response, then something answered anew: an error handler (Express'
+      // finalhandler, or a custom one), which saw `headersSent` false because nothing was sent yet. It
+      // shows as another status, or (same status, such as a handler that set 500 itself) as a
+      // Content-Length its answer alone fills. Without this middleware the handler's part would have gone
+      // out under its status; sent before the error answer, past the error's Content-Length, it would
+      // corrupt the connection.
       dropHandlerPart();
     }
     add(chunk, encoding);
