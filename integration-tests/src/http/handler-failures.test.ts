@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
 import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
+import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
 import express from 'express';
+import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
@@ -39,6 +41,19 @@ async function startExpress(
         server.close(() => resolve());
       }),
   };
+}
+
+/** A Fastify app on 127.0.0.1 with the plugin (key required) and `POST /fail` running `handler`. */
+async function startFastify(
+  idempotency: Idempotency,
+  handler: (reply: FastifyReply) => unknown,
+  options: HttpIdempotencyOptions = {},
+): Promise<Running> {
+  const app = Fastify();
+  await app.register(fastifyIdempotency, { idempotency, ...options, required: true });
+  app.post('/fail', async (_request, reply) => handler(reply));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, close: () => app.close() };
 }
 
 describeWithServices(
@@ -178,6 +193,47 @@ describeWithServices(
           expect(Number(first.headers.get('content-length'))).toBe(first.bytes.length);
           const retry = await post(url, '/fail', { key, body: { a: 1 } });
           expect(retry.status).toBe(201);
+          expect(runs).toBe(2);
+        });
+      });
+    });
+
+    describe('fastify, reply.hijack()', () => {
+      it('a handler that answers on the raw response completes the key without a stored response: a retry gets 409 response-not-stored and does not run (was held while the process lives)', async () => {
+        let runs = 0;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.hijack();
+          reply.raw.writeHead(201, { 'content-type': 'text/plain' });
+          reply.raw.end('hijacked');
+        };
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          const first = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(first.status).toBe(201);
+          expect(first.bytes.toString()).toBe('hijacked');
+          // The retry waits for the first request's outcome (conflictWaitMs).
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(409);
+          expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-not-stored' });
+          expect(runs).toBe(1);
+        });
+      });
+
+      it('a hijacked 5xx answer releases the key: a retry runs again', async () => {
+        let runs = 0;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.hijack();
+          reply.raw.writeHead(runs === 1 ? 503 : 201, { 'content-type': 'text/plain' });
+          reply.raw.end(`run ${runs}`);
+        };
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          expect((await post(url, '/fail', { key, body: { a: 1 } })).status).toBe(503);
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(201);
+          expect(retry.bytes.toString()).toBe('run 2');
           expect(runs).toBe(2);
         });
       });

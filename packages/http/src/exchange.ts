@@ -60,6 +60,12 @@ export interface FinishedResponse {
    * `error` is not retryable.
    */
   readonly failed?: boolean;
+  /**
+   * The handler sent the response itself, past the capture (Fastify `reply.hijack()`), so there is nothing
+   * to store: an answer below 500 completes the key without a stored response whatever
+   * `onResponseTooLarge` says (later requests get 409 `response-not-stored`); a 5xx releases it.
+   */
+  readonly uncaptured?: boolean;
 }
 
 /** The scope of a request: method, route template and tenant, encoded so that no two collide. */
@@ -213,8 +219,8 @@ export class Exchange {
   /**
    * Records how the handler ended: a 5xx answer, or a `failed` response, releases the key
    * (`ServerErrorResponse`, or the error the framework reported, which the runner's `isRetryable` may
-   * turn into FAILED); any other answer completes it with the stored response; a body above
-   * `maxResponseBytes` follows `onResponseTooLarge`.
+   * turn into FAILED); an `uncaptured` answer completes it without a stored response; any other answer
+   * completes it with the stored response; a body above `maxResponseBytes` follows `onResponseTooLarge`.
    * Resolves once the record is written (or every write attempt failed), with the answer to send instead
    * of the handler's, or `undefined` to send the handler's own. Never rejects.
    */
@@ -226,6 +232,8 @@ export class Exchange {
     let replacement: HttpAnswer | undefined;
     if (finished.status >= 500 || finished.failed) {
       this.response.reject(finished.error ?? new ServerErrorResponse(Math.max(finished.status, 500)));
+    } else if (finished.uncaptured) {
+      this.response.resolve(undefined);
     } else if (finished.body === undefined || finished.bytes > o.maxResponseBytes) {
       try {
         o.onResponseNotStored?.({ scope, key, status: finished.status, bytes: finished.bytes });

@@ -94,9 +94,40 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     });
     if (admission.kind === 'pass') return;
     if (admission.kind === 'answer') return send(reply, admission.answer);
-    inFlight.set(request, { exchange: admission.exchange });
+    const state: InFlight = { exchange: admission.exchange };
+    inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
+    finishOnHijack(request, reply, state);
   });
+
+  /**
+   * `reply.hijack()` skips onSend: the handler answers on `reply.raw` itself, so nothing is captured or
+   * stored, and without this the claim would be held, and heartbeated, for as long as the process lives.
+   * The exchange finishes when the raw response closes (sent, or the connection gone): below 500 the key
+   * completes without a stored response (the handler ran; releasing would let a retry run it again),
+   * a 5xx releases it.
+   */
+  function finishOnHijack(request: FastifyRequest, reply: FastifyReply, state: InFlight): void {
+    const hijack = reply.hijack;
+    reply.hijack = function hijackAndFinishOnClose(this: FastifyReply) {
+      const raw = reply.raw;
+      const done = () => {
+        if (inFlight.get(request) !== state) return; // onSend ran after all
+        inFlight.delete(request);
+        void state.exchange.finish({
+          status: raw.statusCode,
+          headers: raw.getHeaders(),
+          body: undefined,
+          bytes: 0,
+          error: state.error,
+          uncaptured: true,
+        });
+      };
+      if (raw.closed) queueMicrotask(done);
+      else raw.once('close', done);
+      return hijack.call(this);
+    };
+  }
 
   fastify.addHook('onError', async (request, _reply, error) => {
     const state = inFlight.get(request);
