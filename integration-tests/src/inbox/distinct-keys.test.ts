@@ -1,4 +1,4 @@
-import { InvalidKeyError } from '@idempotent-consumer/core';
+import { defaultIsRetryable, InvalidKeyError } from '@idempotent-consumer/core';
 import { mysqlClient, type RunInTransaction, TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { describeInbox } from './fixture';
 
@@ -87,5 +87,58 @@ describeInbox('distinct keys stay distinct', (fx) => {
     } finally {
       await connection.end();
     }
+  });
+});
+
+describeInbox('keys the database cannot store as they are', (fx) => {
+  it('a key or scope with a NUL character: InvalidKeyError (not retryable) on PostgreSQL, a key of its own on MySQL', async () => {
+    const { dialect, db, scope } = fx();
+    const inbox = db.inbox();
+    let effects = 0;
+    // The core accepts NUL (Redis keys are binary); PostgreSQL text cannot hold it and refuses the fence
+    // with 22021, an error the runner would retry until maxAttempts.
+    const ids = [
+      { scope, key: 'nul-\0-a' },
+      { scope, key: 'nul-\0-b' },
+      { scope: `${scope}\0x`, key: 'nul-scope' },
+    ];
+    for (const [i, id] of ids.entries()) {
+      const run = inbox.run({ ...id, fencingToken: i + 1 }, async (tx) => {
+        await db.writeLedger(tx, id.key, i + 1);
+        return ++effects;
+      });
+      if (dialect === 'postgres') {
+        const error = await run.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(InvalidKeyError);
+        expect(defaultIsRetryable(error)).toBe(false);
+      } else {
+        await expect(run).resolves.toEqual({ status: 'committed', result: i + 1 });
+      }
+    }
+    expect(effects).toBe(dialect === 'postgres' ? 0 : ids.length);
+  });
+
+  it('a key with a lone surrogate is refused on both databases, not stored as U+FFFD under another key', async () => {
+    const { db, scope } = fx();
+    const inbox = db.inbox();
+    let effects = 0;
+    // Both drivers encode a lone surrogate as U+FFFD: '\uD800' and '\uDC00' (and '\uFFFD') would be one row,
+    // and the second message would be reported a duplicate of the first without its effect running.
+    const outcomes: string[] = [];
+    for (const [i, key] of ['lone-\uD800', 'lone-\uDC00'].entries()) {
+      try {
+        outcomes.push((await inbox.run({ scope, key, fencingToken: i + 1 }, async () => ++effects)).status);
+      } catch (error) {
+        outcomes.push((error as Error).name);
+      }
+    }
+    expect(outcomes).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+    await expect(
+      inbox.run({ scope: `${scope}-\uDBFF`, key: 'lone-scope', fencingToken: 1 }, async () => ++effects),
+    ).rejects.toThrow(InvalidKeyError);
+    expect(effects).toBe(0);
   });
 });

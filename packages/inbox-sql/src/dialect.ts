@@ -33,6 +33,12 @@ export interface InboxStatements {
    * later statement of the run finds.
    */
   readonly maxBytes: { readonly scope: number; readonly key: number } | undefined;
+  /**
+   * Whether the scope and key columns hold U+0000 (NUL): true on MySQL (`VARBINARY`), false on PostgreSQL,
+   * whose `text` refuses it with error 22021, a driver error the runner would retry in vain. The inbox
+   * refuses such a scope or key before its first statement.
+   */
+  readonly allowsNul: boolean;
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -113,6 +119,7 @@ WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_a
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
 )`,
     maxBytes: undefined,
+    allowsNul: false,
   };
 }
 
@@ -154,6 +161,7 @@ SET committed_at = UTC_TIMESTAMP(3), result = ?, expires_at = ${expiry}
 WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND committed_at IS NULL`,
     deleteExpired: `DELETE FROM ${t} WHERE expires_at < UTC_TIMESTAMP(3) ORDER BY expires_at LIMIT ?`,
     maxBytes: { scope: 764, key: 2048 },
+    allowsNul: true,
   };
 }
 

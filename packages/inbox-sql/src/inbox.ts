@@ -187,14 +187,15 @@ export class TransactionalInbox {
    * @returns `proceed` (run the transaction, ending with {@link TransactionalInbox.commit}) or `duplicate`.
    * @throws `LeaseLostError` when the row holds a higher token; `MissingKeyError` when the context has no
    *   key; `InvalidOptionError` when it is not a handler context; `InvalidKeyError` (not retryable) when the
-   *   scope or key is longer than the table's column (MySQL: {@link InboxStatements.maxBytes}); the
+   *   scope or key is longer than the table's column (MySQL: {@link InboxStatements.maxBytes}), holds a NUL
+   *   character the column cannot ({@link InboxStatements.allowsNul}: PostgreSQL) or a lone surrogate; the
    *   database's errors.
    */
   async fence(
     context: InboxContext,
   ): Promise<{ readonly status: 'proceed' } | Extract<InboxRunResult<unknown>, { status: 'duplicate' }>> {
     checkContext(context);
-    checkFits(this.statements, context);
+    checkStorable(this.statements, context);
     await this.#client.query(this.statements.fence, [
       context.scope,
       context.key,
@@ -300,19 +301,36 @@ function checkContext(context: InboxContext): asserts context is InboxContext & 
   }
 }
 
+/** `String.prototype.isWellFormed` (ES2024, Node 20+), absent from the ES2023 library this package uses. */
+type WellFormedCheck = string & { isWellFormed(): boolean };
+
 /**
- * Refuses a scope or key longer than the table's column, before any statement: MySQL would fail the fence
- * with a driver error (retried by the runner, in vain), or, without strict mode, store it truncated, and
- * the run's reads and commit, comparing the whole key, would then never find the row (`LeaseLostError`
- * on every retry). Retrying cannot help, so the error is not retryable.
+ * Refuses, before any statement, a scope or key the table cannot store as it is; retrying cannot help,
+ * so the error is not retryable:
+ * - not well-formed UTF-16 (a lone surrogate): both drivers send it as U+FFFD, so two different keys would
+ *   share one row and the second message would be reported a duplicate without its effect running (the
+ *   core's runner refuses these too; this covers contexts built by hand);
+ * - holding NUL where the column cannot ({@link InboxStatements.allowsNul}: PostgreSQL `text` fails the
+ *   fence with 22021, a driver error the runner would retry until `maxAttempts`);
+ * - longer than the column: MySQL would fail the fence with a driver error (retried by the runner, in
+ *   vain), or, without strict mode, store it truncated, and the run's reads and commit, comparing the whole
+ *   key, would then never find the row (`LeaseLostError` on every retry).
  */
-function checkFits(statements: InboxStatements, context: InboxContext & { key: string }): void {
+function checkStorable(statements: InboxStatements, context: InboxContext & { key: string }): void {
   const max = statements.maxBytes;
-  if (!max) return;
   for (const [what, value, limit] of [
-    ['scope', context.scope, max.scope],
-    ['idempotency key', context.key, max.key],
+    ['scope', context.scope, max?.scope],
+    ['idempotency key', context.key, max?.key],
   ] as const) {
+    if (!(value as WellFormedCheck).isWellFormed()) {
+      throw new InvalidKeyError(`The ${what} is not well-formed UTF-16 (it contains a lone surrogate)`);
+    }
+    if (!statements.allowsNul && value.includes('\0')) {
+      throw new InvalidKeyError(
+        `The ${what} contains a NUL character, which the inbox table's column cannot hold`,
+      );
+    }
+    if (limit === undefined) continue;
     const bytes = Buffer.byteLength(value, 'utf8');
     if (bytes > limit) {
       throw new InvalidKeyError(
