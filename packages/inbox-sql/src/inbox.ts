@@ -7,6 +7,7 @@ import {
   NonRetryableError,
 } from '@idempotent-consumer/core';
 import { DEFAULT_INBOX_TABLE, type InboxStatements, inboxStatements, type SqlDialect } from './dialect';
+import { TransactionLostError } from './errors';
 import type { RunInTransaction, SqlClient } from './sql-client';
 
 /**
@@ -105,6 +106,7 @@ export class TransactionalInbox {
   readonly statements: InboxStatements;
   /** The resolved retention, in milliseconds. */
   readonly retentionMs: number;
+  readonly #dialect: SqlDialect;
   readonly #client: SqlClient;
   readonly #transaction: RunInTransaction;
 
@@ -123,6 +125,7 @@ export class TransactionalInbox {
       throw new InvalidOptionError(`retentionMs must be an integer >= 1, got ${retentionMs}`);
     }
     this.retentionMs = retentionMs;
+    this.#dialect = options.dialect;
     this.#client = options.client;
     this.#transaction = options.transaction;
   }
@@ -143,7 +146,9 @@ export class TransactionalInbox {
    * @throws `LeaseLostError` (retryable) when a later claim of the key fenced this one, or `context.signal`
    *   aborted before the commit: nothing was committed. `InvalidKeyError` when the scope or key does not fit
    *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
-   *   be stored as JSON (rolled back). Whatever `effect` or the database throws (rolled back; the driver's
+   *   be stored as JSON (rolled back). `TransactionLostError` (retryable; MySQL/MariaDB) when a statement the
+   *   effect ran through `tx` failed with a deadlock (or a lock wait timeout that rolled back) and the effect
+   *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the database throws (rolled back; the driver's
    *   errors count as retryable for the core runner, so the claim is released and the message retried).
    */
   async run<T>(context: InboxContext, effect: (tx: SqlClient) => Promise<T>): Promise<InboxRunResult<T>> {
@@ -152,7 +157,14 @@ export class TransactionalInbox {
     if (fenced.status === 'duplicate') return fenced as InboxRunResult<T>;
     try {
       const result = await this.#transaction(async (tx) => {
-        const value = await effect(tx);
+        if (this.#dialect !== 'mysql') {
+          const value = await effect(tx);
+          if (!(await this.commit(tx, context, value))) throw new CommitRefused();
+          return value;
+        }
+        const watched = new TransactionWatch(tx);
+        const value = await effect(watched.client);
+        await watched.assertAlive(context);
         if (!(await this.commit(tx, context, value))) throw new CommitRefused();
         return value;
       });
@@ -213,6 +225,9 @@ export class TransactionalInbox {
    * committed with `value` (stored as JSON) if it is still uncommitted and holds the context's token.
    * @returns true when marked (commit the transaction); false when refused: roll back, then
    *   {@link TransactionalInbox.read} tells whether the key committed elsewhere or was fenced.
+   *   On MySQL/MariaDB, call it only if no statement of the transaction failed with a deadlock (InnoDB
+   *   rolled the transaction back, so this statement would autocommit the row without the earlier writes):
+   *   unlike {@link TransactionalInbox.run}, it cannot see the effect's statements.
    * @throws `LeaseLostError` when `context.signal` is aborted; `NonRetryableError` when `value` is not JSON.
    */
   async commit(tx: SqlClient, context: InboxContext, value: unknown): Promise<boolean> {
@@ -274,6 +289,72 @@ export class TransactionalInbox {
     const row = await this.read(context);
     if (row?.committedAtMs !== undefined) return duplicateOf(row);
     throw fencedOut(context, row?.fencingToken);
+  }
+}
+
+/** MySQL/MariaDB error numbers after which InnoDB may have rolled back the whole transaction. */
+const ER_LOCK_WAIT_TIMEOUT = 1205;
+const ER_LOCK_DEADLOCK = 1213;
+
+/**
+ * The error number of a deadlock or lock wait timeout (`errno`, or mysql2's `code` name), also when an
+ * ORM wrapped the driver's error (as `cause`); `undefined` for any other error.
+ */
+function lockErrorOf(error: unknown): number | undefined {
+  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { errno, code } = e as { errno?: unknown; code?: unknown };
+    if (errno === ER_LOCK_DEADLOCK || code === 'ER_LOCK_DEADLOCK') return ER_LOCK_DEADLOCK;
+    if (errno === ER_LOCK_WAIT_TIMEOUT || code === 'ER_LOCK_WAIT_TIMEOUT') return ER_LOCK_WAIT_TIMEOUT;
+  }
+  return undefined;
+}
+
+/**
+ * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers a deadlock by
+ * rolling back the whole transaction (a lock wait timeout too, with `innodb_rollback_on_timeout` on), not
+ * only the failed statement; a session that carries on is then in autocommit, so an effect that catches
+ * the error and continues would have the inbox's commit statement autocommit a committed row while the
+ * writes before the error are gone. PostgreSQL needs no watch: it refuses every statement of a failed
+ * transaction, the commit statement included. Statements the effect runs on another object (an ORM's own
+ * transaction handle) are not seen.
+ */
+class TransactionWatch {
+  /** The first deadlock or lock wait timeout a statement through {@link TransactionWatch.client} raised. */
+  #lockError: { readonly errno: number; readonly error: unknown } | undefined;
+  readonly client: SqlClient;
+
+  constructor(private readonly tx: SqlClient) {
+    this.client = {
+      query: async (sql, params) => {
+        try {
+          return await tx.query(sql, params);
+        } catch (error) {
+          const errno = lockErrorOf(error);
+          if (errno !== undefined) this.#lockError ??= { errno, error };
+          throw error;
+        }
+      },
+    };
+  }
+
+  /**
+   * Before the commit statement: throws `TransactionLostError` when a deadlock was raised (always rolled
+   * back), or a lock wait timeout on a server that rolls back the transaction for it (asked only then:
+   * by default InnoDB rolls back only the statement and the transaction stays whole).
+   */
+  async assertAlive(context: InboxContext): Promise<void> {
+    const lost = this.#lockError;
+    if (!lost) return;
+    if (lost.errno === ER_LOCK_WAIT_TIMEOUT) {
+      const { rows } = await this.tx.query('SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout', []);
+      if (Number(rows[0]?.rollback_on_timeout) !== 1) return;
+    }
+    throw new TransactionLostError(
+      `The transaction of ${context.scope}/${context.key} was rolled back by the database (${
+        lost.errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout'
+      }) and the side effect carried on: nothing is recorded; retry the whole effect`,
+      { cause: lost.error },
+    );
   }
 }
 

@@ -14,9 +14,17 @@ import {
  * changes it to play another worker), and the commit statement changes `commitRows` rows. The real
  * behaviour of the statements is tested on PostgreSQL and MariaDB in integration-tests/src/inbox.
  */
-function scripted(row: InboxRow | undefined, commitRows = 1, wrapErrors = false) {
+function scripted(
+  row: InboxRow | undefined,
+  commitRows = 1,
+  wrapErrors = false,
+  dialect: 'postgres' | 'mysql' = 'postgres',
+) {
   const log: string[] = [];
-  const state = { row };
+  const state: { row: InboxRow | undefined; rollbackOnTimeout: number; failUpdate?: Error } = {
+    row,
+    rollbackOnTimeout: 0,
+  };
   let inbox: TransactionalInbox;
   const client: SqlClient = {
     async query(sql): Promise<SqlResult> {
@@ -40,6 +48,12 @@ function scripted(row: InboxRow | undefined, commitRows = 1, wrapErrors = false)
       } else if (sql === s.commit) {
         log.push('commit');
         return { rows: [], rowCount: commitRows };
+      } else if (sql === 'UPDATE locks' && state.failUpdate) {
+        log.push(sql);
+        throw state.failUpdate;
+      } else if (sql.includes('@@innodb_rollback_on_timeout')) {
+        log.push('rollback_on_timeout?');
+        return { rows: [{ rollback_on_timeout: state.rollbackOnTimeout }], rowCount: 1 };
       } else log.push(sql);
       return { rows: [], rowCount: 0 };
     },
@@ -55,7 +69,7 @@ function scripted(row: InboxRow | undefined, commitRows = 1, wrapErrors = false)
       throw wrapErrors ? new Error('Transaction failed', { cause: error }) : error;
     }
   };
-  inbox = new TransactionalInbox({ dialect: 'postgres', client, transaction });
+  inbox = new TransactionalInbox({ dialect, client, transaction });
   return { inbox, log, state };
 }
 
@@ -160,6 +174,44 @@ describe('TransactionalInbox.run', () => {
     await expect(fresh.inbox.handler<InboxContext>(async () => 'new')(ctx)).resolves.toBe('new');
     const stored = scripted({ fencingToken: 1, committedAtMs: 1, result: '"old"' });
     await expect(stored.inbox.handler<InboxContext>(async () => 'new')(ctx)).resolves.toBe('old');
+  });
+});
+
+describe('TransactionalInbox.run on MySQL: an effect that catches a lock error and carries on', () => {
+  const fenced = { fencingToken: 3, committedAtMs: undefined, result: undefined };
+  /** The effect: a write, then a statement that fails with the scripted error, caught. */
+  const carryingOn = async (tx: SqlClient) => {
+    await tx.query('INSERT ledger', []);
+    await tx.query('UPDATE locks', []).catch(() => undefined);
+    return 'carried on';
+  };
+
+  it('a deadlock (also wrapped as cause): TransactionLostError, rolled back before the commit statement', async () => {
+    const deadlock = Object.assign(new Error('Deadlock found'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' });
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failUpdate = new Error('Query failed', { cause: deadlock }); // as an ORM wraps it
+    await expect(inbox.run(ctx, carryingOn)).rejects.toMatchObject({
+      name: 'TransactionLostError',
+      retryable: true,
+      cause: state.failUpdate,
+    });
+    expect(log).toEqual(['fence', 'read', 'begin', 'INSERT ledger', 'UPDATE locks', 'rollback']);
+  });
+
+  it('a lock wait timeout: committed when InnoDB kept the transaction, TransactionLostError when it rolled back', async () => {
+    for (const rollbackOnTimeout of [0, 1]) {
+      const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+      state.failUpdate = Object.assign(new Error('Lock wait timeout exceeded'), { errno: 1205 });
+      state.rollbackOnTimeout = rollbackOnTimeout;
+      const run = inbox.run(ctx, carryingOn);
+      if (rollbackOnTimeout) await expect(run).rejects.toMatchObject({ code: 'TRANSACTION_LOST' });
+      else await expect(run).resolves.toEqual({ status: 'committed', result: 'carried on' });
+      expect(log.slice(4)).toEqual(
+        rollbackOnTimeout
+          ? ['UPDATE locks', 'rollback_on_timeout?', 'rollback']
+          : ['UPDATE locks', 'rollback_on_timeout?', 'commit', 'commit-transaction'],
+      );
+    }
   });
 });
 
