@@ -16,12 +16,16 @@ export interface InboxStatements {
    * a committed row, or one holding a higher token, is left as it is.
    */
   readonly fence: string;
-  /** Params: scope, key. Columns: `fencing_token`, `committed_at_ms` (null until committed), `result`. */
+  /**
+   * Params: scope, key. Columns: `fencing_token`, `committed_at_ms` (null until committed; whole
+   * milliseconds since the epoch, floored), `result`.
+   */
   readonly read: string;
   /**
    * Inside the transaction, last. Params: result (JSON text or null), retention in ms, scope, key,
    * fencing token. Marks the row committed only while it is uncommitted and holds exactly this token;
-   * changes 1 row, or 0 when the key already committed or a later claim fenced it.
+   * changes 1 row, or 0 when the key already committed or a later claim fenced it. `committed_at` is the
+   * database clock when this statement runs (on PostgreSQL `clock_timestamp()`, not the transaction's start).
    */
   readonly commit: string;
   /** Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. */
@@ -109,11 +113,14 @@ VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
 ON CONFLICT (scope, idempotency_key) DO UPDATE
 SET fencing_token = excluded.fencing_token, expires_at = excluded.expires_at
 WHERE i.committed_at IS NULL AND i.fencing_token < excluded.fencing_token`,
+    // floor, not the cast's rounding: whole milliseconds never after the stored time, as MySQL's DIV.
     read: `SELECT fencing_token::text AS fencing_token,
-  (extract(epoch FROM committed_at) * 1000)::bigint::text AS committed_at_ms, result
+  floor(extract(epoch FROM committed_at) * 1000)::bigint::text AS committed_at_ms, result
 FROM ${t} WHERE scope = $1 AND idempotency_key = $2`,
+    // clock_timestamp(), not now(): now() is the transaction's start, before the whole effect ran.
     commit: `UPDATE ${t}
-SET committed_at = now(), result = $1, expires_at = now() + $2::bigint * interval '1 millisecond'
+SET committed_at = clock_timestamp(), result = $1,
+  expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
 WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_at IS NULL`,
     deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1

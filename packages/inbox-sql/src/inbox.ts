@@ -38,7 +38,10 @@ export type InboxRunResult<T> =
       readonly result: T | undefined;
       /** The fencing token of the run that committed. */
       readonly fencingToken: number;
-      /** When it committed, in ms since the epoch on the database's clock. */
+      /**
+       * When it committed, in whole ms since the epoch (floored) on the database's clock: the time of its
+       * commit statement, the transaction's last, a moment before the transaction's `COMMIT`.
+       */
       readonly committedAtMs: number;
     };
 
