@@ -151,8 +151,11 @@ export class TransactionalInbox {
    *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
    *   be stored as JSON (rolled back). `TransactionLostError` (retryable; MySQL/MariaDB) when a statement the
    *   effect ran through `tx` failed with a deadlock (or a lock wait timeout that rolled back) and the effect
-   *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the database throws (rolled back; the driver's
-   *   errors count as retryable for the core runner, so the claim is released and the message retried).
+   *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the
+   *   database throws (rolled back; the driver's errors, deadlocks and serialization failures included, count
+   *   as retryable for the core runner, so the claim is released and the message retried). On PostgreSQL at
+   *   REPEATABLE READ or SERIALIZABLE, a claim fenced after the transaction's snapshot fails its commit
+   *   statement with the driver's `40001` instead of `LeaseLostError`/`duplicate`: nothing was committed.
    */
   async run<T>(context: InboxContext, effect: (tx: SqlClient) => Promise<T>): Promise<InboxRunResult<T>> {
     checkContext(context);
