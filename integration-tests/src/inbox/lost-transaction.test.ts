@@ -36,6 +36,7 @@ describeInbox('an effect that catches an error and carries on', (fx) => {
       await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`);
       const aLocked = gate();
       let caught: unknown;
+      let afterError: unknown;
       const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
         await db.writeLedger(tx, key, 1); // the write that the deadlock's rollback takes away
         await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`, []);
@@ -45,6 +46,10 @@ describeInbox('an effect that catches an error and carries on', (fx) => {
         } catch (error) {
           caught = error; // swallowed: the effect carries on as if only this statement had failed
         }
+        // In autocommit now: this write would be committed on its own, and made again by the retry.
+        await db.writeLedger(tx, `${key}-after`, 1).catch((error: unknown) => {
+          afterError = error;
+        });
         return 'carried on';
       });
       await aLocked.promise;
@@ -57,6 +62,8 @@ describeInbox('an effect that catches an error and carries on', (fx) => {
       );
       expect(caught).toMatchObject({ errno: 1213 });
       expect(await db.ledger()).not.toHaveProperty(key);
+      expect(afterError).toMatchObject({ name: 'TransactionLostError' }); // refused, never sent
+      expect(await db.ledger()).not.toHaveProperty(`${key}-after`);
       // Before: { status: 'committed' } with the ledger row gone, and the inbox row committed for good.
       expect(outcome).toMatchObject({
         name: 'TransactionLostError',

@@ -168,9 +168,9 @@ export class TransactionalInbox {
           if (!(await this.commit(tx, context, value))) throw new CommitRefused();
           return value;
         }
-        const watched = new TransactionWatch(tx);
+        const watched = new TransactionWatch(tx, context);
         const value = await effect(watched.client);
-        await watched.assertAlive(context);
+        watched.assertAlive();
         if (!(await this.commit(tx, context, value))) throw new CommitRefused();
         return value;
       });
@@ -318,48 +318,59 @@ function lockErrorOf(error: unknown): number | undefined {
 /**
  * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers a deadlock by
  * rolling back the whole transaction (a lock wait timeout too, with `innodb_rollback_on_timeout` on), not
- * only the failed statement; a session that carries on is then in autocommit, so an effect that catches
- * the error and continues would have the inbox's commit statement autocommit a committed row while the
- * writes before the error are gone. PostgreSQL needs no watch: it refuses every statement of a failed
- * transaction, the commit statement included. Statements the effect runs on another object (an ORM's own
+ * only the failed statement; a session that carries on is then in autocommit. An effect that caught the
+ * error and continued would have its later writes autocommitted one by one (and made again by the retry),
+ * and the inbox's commit statement would record the key as done while the writes before the error are
+ * gone. So once the transaction is known lost, every later statement through the watch, and the commit,
+ * is refused with `TransactionLostError` without being sent. PostgreSQL needs no watch: it refuses every
+ * statement of a failed transaction itself. Statements the effect runs on another object (an ORM's own
  * transaction handle) are not seen.
  */
 class TransactionWatch {
-  /** The first deadlock or lock wait timeout a statement through {@link TransactionWatch.client} raised. */
-  #lockError: { readonly errno: number; readonly error: unknown } | undefined;
+  /** Set when a statement through {@link TransactionWatch.client} failed and took the transaction with it. */
+  #lost: TransactionLostError | undefined;
   readonly client: SqlClient;
 
-  constructor(private readonly tx: SqlClient) {
+  constructor(
+    private readonly tx: SqlClient,
+    private readonly context: InboxContext,
+  ) {
     this.client = {
       query: async (sql, params) => {
+        if (this.#lost) throw this.#lost;
         try {
           return await tx.query(sql, params);
         } catch (error) {
-          const errno = lockErrorOf(error);
-          if (errno !== undefined) this.#lockError ??= { errno, error };
+          await this.#noteFailure(error);
           throw error;
         }
       },
     };
   }
 
+  /** Throws `TransactionLostError` when the transaction was rolled back under the effect (before the commit statement). */
+  assertAlive(): void {
+    if (this.#lost) throw this.#lost;
+  }
+
   /**
-   * Before the commit statement: throws `TransactionLostError` when a deadlock was raised (always rolled
-   * back), or a lock wait timeout on a server that rolls back the transaction for it (asked only then:
-   * by default InnoDB rolls back only the statement and the transaction stays whole).
+   * Marks the transaction lost after a deadlock (always rolled back), or a lock wait timeout on a server
+   * that rolls back the transaction for it (asked only then, with a read that changes nothing: by default
+   * InnoDB rolls back only the statement and the transaction stays whole).
    */
-  async assertAlive(context: InboxContext): Promise<void> {
-    const lost = this.#lockError;
-    if (!lost) return;
-    if (lost.errno === ER_LOCK_WAIT_TIMEOUT) {
+  async #noteFailure(error: unknown): Promise<void> {
+    const errno = lockErrorOf(error);
+    if (errno === undefined || this.#lost) return;
+    if (errno === ER_LOCK_WAIT_TIMEOUT) {
       const { rows } = await this.tx.query('SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout', []);
       if (Number(rows[0]?.rollback_on_timeout) !== 1) return;
     }
-    throw new TransactionLostError(
-      `The transaction of ${context.scope}/${context.key} was rolled back by the database (${
-        lost.errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout'
+    const { scope, key } = this.context;
+    this.#lost = new TransactionLostError(
+      `The transaction of ${scope}/${key} was rolled back by the database (${
+        errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout'
       }) and the side effect carried on: nothing is recorded; retry the whole effect`,
-      { cause: lost.error },
+      { cause: error },
     );
   }
 }

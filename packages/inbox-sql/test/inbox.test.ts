@@ -198,6 +198,21 @@ describe('TransactionalInbox.run on MySQL: an effect that catches a lock error a
     expect(log).toEqual(['fence', 'read', 'begin', 'INSERT ledger', 'UPDATE locks', 'rollback']);
   });
 
+  it('after a deadlock, later statements of the effect are refused without being sent (they would autocommit)', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failUpdate = Object.assign(new Error('Deadlock found'), { errno: 1213 });
+    let later: unknown;
+    const run = inbox.run(ctx, async (tx) => {
+      await carryingOn(tx);
+      await tx.query('INSERT audit', []).catch((error: unknown) => {
+        later = error;
+      });
+    });
+    await expect(run).rejects.toMatchObject({ code: 'TRANSACTION_LOST' });
+    expect(later).toMatchObject({ code: 'TRANSACTION_LOST' });
+    expect(log).toEqual(['fence', 'read', 'begin', 'INSERT ledger', 'UPDATE locks', 'rollback']);
+  });
+
   it('a lock wait timeout: committed when InnoDB kept the transaction, TransactionLostError when it rolled back', async () => {
     for (const rollbackOnTimeout of [0, 1]) {
       const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
