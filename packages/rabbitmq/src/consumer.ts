@@ -278,8 +278,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * Stops consuming (`basic.cancel`), requeues deliveries not started yet, waits for the deliveries in
    * flight to finish and be settled, then closes the channels it opened (the broker requeues anything
    * left unacked) and the connection it opened with `connect`. Called during `start()` or a reconnect, it
-   * waits for the step under way, then closes what that step opened. Safe to call more than once: every
-   * call resolves when the first one does, once the consumer is stopped.
+   * waits for the step under way, then closes what that step opened; a `connect()` under way is not waited
+   * for (a broker that does not answer would hold it for minutes): the connection it opens later is closed
+   * when it arrives. Safe to call more than once: every call resolves when the first one does, once the
+   * consumer is stopped.
    */
   stop(): Promise<void> {
     // One stop for all callers: a second call that resolved on its own (once nothing was in flight) could
@@ -291,7 +293,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /** {@link IdempotentConsumer.stop}'s steps, run once. */
   async #stop(): Promise<void> {
     if (this.#state === 'stopped') {
-      // A start() that failed closed what it opened already.
+      // A start() that failed closes what it opened: wait for it to be done.
+      await this.#starting?.catch(ignore);
       while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
       return;
     }
@@ -322,10 +325,38 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     const current = this.#channels.connection;
     if (current && !this.#channels.connectionClosed) return current;
     await this.#closeOwnedConnection();
-    const opened = await connect!();
+    const opened = await this.#connectUnlessStopped(connect!);
     // Until the channels listen to it: an 'error' without a listener would crash the process.
     opened.on?.('error', ignore);
     return opened;
+  }
+
+  /**
+   * `connect()`, given up when `stop()` is called meanwhile: `amqplib.connect` to a host that does not
+   * answer waits for the operating system's TCP timeout (minutes), or for ever when the broker accepts
+   * the socket but not the AMQP handshake, and `stop()` waits for the start or reconnect attempt under
+   * way. A connection that arrives after it gave up is closed at once.
+   * @throws an `Error` when `stop()` was called first; the error of `connect`.
+   */
+  async #connectUnlessStopped(connect: () => Promise<AmqpConnection>): Promise<AmqpConnection> {
+    const signal = this.#stopping.signal;
+    const connecting = connect();
+    let onAbort: (() => void) | undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      onAbort = () => reject(new Error('stop() was called while connect() was opening a connection'));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([connecting, stopped]);
+    } catch (error) {
+      if (signal.aborted) {
+        void connecting.then((late) => (late as ClosableConnection).close?.().catch(ignore), ignore);
+      }
+      throw error;
+    } finally {
+      if (onAbort) signal.removeEventListener('abort', onAbort);
+    }
   }
 
   async #closeOwnedConnection(): Promise<void> {
@@ -539,6 +570,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         else void this.#resumeWhenStoreAnswers();
         // A channel closed again while this loop opened or consumed: the same loop goes on.
         if ((this.#state as ConsumerState) === 'reconnecting') continue;
+        // stop() came during the basic.consume: it cancels that consumer; this is no reconnect to report.
+        if ((this.#state as ConsumerState) === 'stopping') return;
         const downMs = Math.round(performance.now() - since);
         this.emit('reconnected', { queue: this.#options.queue, attempts: attempt, downMs });
         this.#warn(
