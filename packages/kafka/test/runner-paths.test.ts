@@ -310,7 +310,9 @@ describe('Kafka broker heartbeat during a lease extension', () => {
     };
     const idempotency = new Idempotency(
       { store, logger: false },
-      { leaseMs: 300, heartbeatIntervalMs: 50, maxAttempts: 3 },
+      // A lease long enough that a busy machine's pauses do not lose it; an awaited broker heartbeat
+      // that never answers stops the extensions after the first, so the four are never reached.
+      { leaseMs: 5000, heartbeatIntervalMs: 50, maxAttempts: 3 },
     );
     const eachMessage = idempotentEachMessage(
       { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
