@@ -207,7 +207,12 @@ describeWithServices(
           reply.raw.writeHead(201, { 'content-type': 'text/plain' });
           reply.raw.end('hijacked');
         };
-        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+        const notStored: unknown[] = [];
+        const options = {
+          conflictWaitMs: 10_000,
+          onResponseNotStored: (info: unknown) => notStored.push(info),
+        };
+        await using(startFastify(idempotency, handler, options), async (url) => {
           const key = freshKey();
           const first = await post(url, '/fail', { key, body: { a: 1 } });
           expect(first.status).toBe(201);
@@ -217,6 +222,50 @@ describeWithServices(
           expect(retry.status).toBe(409);
           expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-not-stored' });
           expect(runs).toBe(1);
+          // Never silent: reported like a pass-through body (no bytes counted past the capture).
+          expect(notStored).toEqual([
+            { scope: expect.any(String), key: key.slice(1, -1), status: 201, bytes: 0 },
+          ]);
+        });
+      });
+
+      it('a client that disconnects before the hijacked handler ended its response does not complete the key: it stays in progress until handlerTimeoutMs releases it, and the retry runs as ACQUIRED_STALE (was completed: the handler could still fail, retries got 409 response-not-stored)', async () => {
+        const timed = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5, handlerTimeoutMs: 2000 });
+        const outcomes: (string | undefined)[] = [];
+        const started = deferred();
+        const gone = deferred();
+        const handler = (reply: FastifyReply) => {
+          outcomes.push(reply.request.idempotency?.outcome);
+          reply.hijack();
+          if (outcomes.length > 1) return void reply.raw.writeHead(201).end('second');
+          // Registered after the plugin's own close listener (hijack), so it runs after that one. The
+          // handler then ends its response late: Node emits no finish on the destroyed response, so that
+          // end records nothing either.
+          reply.raw.once('close', () => {
+            reply.raw.writeHead(200).end('late');
+            gone.resolve();
+          });
+          started.resolve();
+        };
+        await using(startFastify(timed, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          const disconnect = new AbortController();
+          const first = fetch(`${url}/fail`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': key },
+            body: JSON.stringify({ a: 1 }),
+            signal: disconnect.signal,
+          });
+          await started.promise;
+          disconnect.abort();
+          await expect(first).rejects.toThrow();
+          await gone.promise;
+          // The first handler is still running (it never ends its response): the retry waits for the
+          // outcome (conflictWaitMs) until the runner gives up on it after handlerTimeoutMs.
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(201);
+          expect(retry.bytes.toString()).toBe('second');
+          expect(outcomes).toEqual(['ACQUIRED', 'ACQUIRED_STALE']);
         });
       });
 
@@ -240,3 +289,12 @@ describeWithServices(
     });
   },
 );
+
+/** A promise with its `resolve`, to await an event in a handler. */
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((res) => {
+    resolve = res;
+  });
+  return { promise, resolve };
+}

@@ -63,7 +63,8 @@ export interface FinishedResponse {
   /**
    * The handler sent the response itself, past the capture (Fastify `reply.hijack()`), so there is nothing
    * to store: an answer below 500 completes the key without a stored response whatever
-   * `onResponseTooLarge` says (later requests get 409 `response-not-stored`); a 5xx releases it.
+   * `onResponseTooLarge` says (later requests get 409 `response-not-stored`; `onResponseNotStored` is
+   * called, with `bytes` 0: nothing was counted); a 5xx releases it.
    */
   readonly uncaptured?: boolean;
 }
@@ -219,8 +220,9 @@ export class Exchange {
   /**
    * Records how the handler ended: a 5xx answer, or a `failed` response, releases the key
    * (`ServerErrorResponse`, or the error the framework reported, which the runner's `isRetryable` may
-   * turn into FAILED); an `uncaptured` answer completes it without a stored response; any other answer
-   * completes it with the stored response; a body above `maxResponseBytes` follows `onResponseTooLarge`.
+   * turn into FAILED); an `uncaptured` answer completes it without a stored response (reported to
+   * `onResponseNotStored`, as a body above `maxResponseBytes` is); any other answer completes it with the
+   * stored response; a body above `maxResponseBytes` follows `onResponseTooLarge`.
    * Resolves once the record is written (or every write attempt failed), with the answer to send instead
    * of the handler's, or `undefined` to send the handler's own. Never rejects.
    */
@@ -228,18 +230,14 @@ export class Exchange {
     if (this.#finished) return undefined;
     this.#finished = true;
     const o = this.options;
-    const { scope, key } = this.context;
     let replacement: HttpAnswer | undefined;
     if (finished.status >= 500 || finished.failed) {
       this.response.reject(finished.error ?? new ServerErrorResponse(Math.max(finished.status, 500)));
     } else if (finished.uncaptured) {
+      this.#notStored(finished);
       this.response.resolve(undefined);
     } else if (finished.body === undefined || finished.bytes > o.maxResponseBytes) {
-      try {
-        o.onResponseNotStored?.({ scope, key, status: finished.status, bytes: finished.bytes });
-      } catch {
-        // A listener's bug must not change the answer.
-      }
+      this.#notStored(finished);
       if (o.onResponseTooLarge === 'fail') {
         const detail = `The response body passed maxResponseBytes (${o.maxResponseBytes} bytes); it was not sent and cannot be replayed`;
         this.response.reject(new ResultTooLargeError(detail));
@@ -252,6 +250,16 @@ export class Exchange {
     }
     await this.result.catch(() => undefined);
     return replacement;
+  }
+
+  /** Calls `onResponseNotStored`: a completion without a stored response is never silent. */
+  #notStored(finished: FinishedResponse): void {
+    const { scope, key } = this.context;
+    try {
+      this.options.onResponseNotStored?.({ scope, key, status: finished.status, bytes: finished.bytes });
+    } catch {
+      // A listener's bug must not change the answer.
+    }
   }
 }
 

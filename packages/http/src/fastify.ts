@@ -103,9 +103,12 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   /**
    * `reply.hijack()` skips onSend: the handler answers on `reply.raw` itself, so nothing is captured or
    * stored, and without this the claim would be held, and heartbeated, for as long as the process lives.
-   * The exchange finishes when the raw response closes (sent, or the connection gone): below 500 the key
-   * completes without a stored response (the handler ran; releasing would let a retry run it again),
-   * a 5xx releases it.
+   * The exchange finishes when the raw response closes after it was sent: below 500 the key completes
+   * without a stored response (the handler ran; releasing would let a retry run it again), a 5xx releases
+   * it. A close before the handler ended its response is the client gone while the handler may still run,
+   * and still fail: nothing is recorded then, as on Express for a response that never ends. Node emits no
+   * `finish` for an end on the destroyed response, so the key stays in progress until the runner's
+   * `handlerTimeoutMs` releases it as abandoned (or the process ends and the lease lapses).
    */
   function finishOnHijack(request: FastifyRequest, reply: FastifyReply, state: InFlight): void {
     const hijack = reply.hijack;
@@ -113,6 +116,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       const raw = reply.raw;
       const done = () => {
         if (inFlight.get(request) !== state) return; // onSend ran after all
+        if (!raw.writableFinished) return; // the client is gone; the handler may still run (see above)
         inFlight.delete(request);
         void state.exchange.finish({
           status: raw.statusCode,

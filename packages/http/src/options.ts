@@ -62,8 +62,10 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   onResponseTooLarge?: ResponseTooLargePolicy;
   /**
-   * Called when a response was not stored because its body passed `maxResponseBytes` (either policy).
-   * Errors it throws are ignored. @defaultValue none
+   * Called when a response was not stored because its body passed `maxResponseBytes` (either policy), or
+   * because a Fastify handler sent it itself past the capture (`reply.hijack()`, an answer below 500; the
+   * key completes without it, `bytes` is then 0: nothing was counted). Errors it throws are ignored.
+   * @defaultValue none
    */
   onResponseNotStored?: (info: { scope: string; key: string; status: number; bytes: number }) => void;
   /**
