@@ -16,7 +16,8 @@ import { sqsRequestOf } from './report';
  *
  * When the store does not answer the batch claim, nothing runs and every message is left invisible
  * (`store-unavailable`, with the store's error). Resolves with the processed messages in the order received (none for a message `abandoned` says
- * `stop()` gave up on before it started; its reservation from the batch claim, if any, is released).
+ * `stop()` gave up on before its turn came; its reservation from the batch claim, if any, is released; one
+ * abandoned later, before its handler started, is given back by `process()`).
  */
 export async function processBatch<T>(
   processor: SqsMessageProcessor<T>,

@@ -17,6 +17,7 @@ export type { DeadLetterReason };
  * - `invalid-key`: the key extractor threw, or the runner refused the key;
  * - `store-unavailable`: the store did not answer the claim (fail closed);
  * - `fifo-blocked`: an earlier message of its FIFO group in the same batch did not finish;
+ * - `abandoned`: `stop()` gave up on it before its handler started (its claim was given back);
  * - `error`: an unexpected error (reported as `brokerError` by the caller).
  * `receiveCount` is the message's `ApproximateReceiveCount` (1 when unknown).
  */
@@ -26,6 +27,7 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
   | { readonly kind: 'invalid-key'; readonly error: unknown }
   | { readonly kind: 'store-unavailable'; readonly error: unknown }
   | { readonly kind: 'fifo-blocked' }
+  | { readonly kind: 'abandoned' }
   | { readonly kind: 'error'; readonly error: unknown }
 );
 
@@ -106,6 +108,8 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
       return { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 };
     case 'error':
       return { action: 'leave', reason: 'error' };
+    case 'abandoned':
+      return { action: 'leave', reason: 'abandoned' };
     case 'run':
       break;
   }

@@ -318,7 +318,9 @@ export class SqsMessageProcessor<T> {
           return { kind: 'store-unavailable', error, receiveCount: rc };
         }
         // Fail open: through the runner, which claims again and, while the store still does not answer,
-        // emits `failOpen` and runs the handler unprotected.
+        // emits `failOpen` and runs the handler unprotected. Not once stop() gave up on it during the claim
+        // (see the check before `execute`); there is no claim to give back.
+        if (this.#hooks.abandoned?.(message)) return { kind: 'abandoned', receiveCount: rc };
         return {
           kind: 'run',
           result: await this.#runThroughRunner(message, request, span),
@@ -327,18 +329,8 @@ export class SqsMessageProcessor<T> {
       }
     }
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
-      const conflict = reply;
       // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
       reply = await this.#waitForHolder(message, request, reply, claimed !== undefined);
-      if (
-        (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') &&
-        this.#hooks.abandoned?.(message)
-      ) {
-        // stop() gave up on it during the wait (and may have resolved): no handler starts now, and the
-        // claim is given back, or the redelivery would meet a CONFLICT until its lease lapsed.
-        await this.giveBack(keyed, reply);
-        return { kind: 'run', result: this.#idempotency.settle<T>(conflict), receiveCount: rc };
-      }
       if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
         // The wait set the visibility timeout to only conflictWaitMs + 1 s, and the first heartbeat comes
         // a third of the lease after the handler starts: without this, SQS hands the message out again
@@ -350,6 +342,15 @@ export class SqsMessageProcessor<T> {
       return { kind: 'run', result: this.#idempotency.settle<T>(reply), receiveCount: rc };
     }
     await this.#hooks.beforeExecute?.(message, this.leaseMs);
+    if (this.#hooks.abandoned?.(message)) {
+      // stop() gave up on it (and may have resolved) before its handler started: during its claim, its
+      // CONFLICT wait, or a visibility change since. Checked here, after the last await before `execute`:
+      // a handler started now would run after stop() with its visibility no longer extended, beside its
+      // redelivery. None starts, and the claim is given back, or the redelivery would meet a CONFLICT
+      // until its lease lapsed.
+      await this.giveBack(keyed, reply);
+      return { kind: 'abandoned', receiveCount: rc };
+    }
     try {
       const executed = await this.#idempotency.execute<T>(request, reply, this.#bind(message, span), {
         ...this.runOptions,
@@ -544,6 +545,7 @@ function describe<T>(input: MessageResult<T>): Omit<ProcessedMessage<T>, 'messag
   const none = { outcome: undefined, attempt: 0, handler: 'not-run' as const, storeUnavailable: false };
   switch (input.kind) {
     case 'fifo-blocked':
+    case 'abandoned':
       return none;
     case 'store-unavailable':
       return { ...none, error: input.error, storeUnavailable: true, storeError: input.error };

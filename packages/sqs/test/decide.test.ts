@@ -115,6 +115,11 @@ const table: [string, MessageResult<unknown>, Decision][] = [
     { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 },
   ],
   [
+    'abandoned by stop() before its handler started: leave',
+    { kind: 'abandoned', receiveCount: 1 },
+    { action: 'leave', reason: 'abandoned' },
+  ],
+  [
     'unexpected error: leave',
     { kind: 'error', error: boom, receiveCount: 1 },
     { action: 'leave', reason: 'error' },

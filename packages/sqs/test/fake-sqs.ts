@@ -35,6 +35,12 @@ export class FakeSqs {
   attributeAborts = 0;
   /** How many of the next `SendMessage` calls (dead-letter copies) fail. */
   failSends = 0;
+  /**
+   * While set, a visibility change (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch`) sent is not
+   * answered until it resolves (a slow SQS round trip); `heldVisibility` counts the requests it held.
+   */
+  holdVisibility: Promise<void> | undefined;
+  heldVisibility = 0;
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
   redrivePolicy: string | undefined = JSON.stringify({ deadLetterTargetArn: 'arn:dlq', maxReceiveCount: 5 });
 
@@ -62,11 +68,13 @@ export class FakeSqs {
       return this.#answer(command.input.Entries as Entry[], (e) => this.deleted.push(e.ReceiptHandle));
     }
     if (command instanceof ChangeMessageVisibilityBatchCommand) {
+      await this.#held();
       return this.#answer(command.input.Entries as Entry[], (e) =>
         this.visibility.push({ receipt: e.ReceiptHandle, seconds: e.VisibilityTimeout! }),
       );
     }
     if (command instanceof ChangeMessageVisibilityCommand) {
+      await this.#held();
       this.visibility.push({
         receipt: command.input.ReceiptHandle!,
         seconds: command.input.VisibilityTimeout!,
@@ -105,6 +113,13 @@ export class FakeSqs {
       return { MessageId: 'dlq-copy' };
     }
     throw new Error(`FakeSqs: unexpected ${(command as object).constructor.name}`);
+  }
+
+  async #held(): Promise<void> {
+    const hold = this.holdVisibility;
+    if (!hold) return;
+    this.heldVisibility += 1;
+    await hold;
   }
 
   #answer(entries: Entry[], ok: (e: Entry) => void) {

@@ -448,6 +448,150 @@ describe('IdempotentSqsPoller failure paths', () => {
     expect(sqs.deleted).toEqual([]);
   });
 
+  it('a message stop() abandons while the visibility change after its CONFLICT wait is unanswered gives its claim back, and no handler starts', async () => {
+    const { sqs, idempotency } = setup();
+    const held = await idempotency.claim({ scope: 'orders', key: 'k' });
+    if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 10_000, stopTimeoutMs: 50 },
+      () => {
+        runs += 1;
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    sqs.batches.push([message('x', { key: 'k' })]);
+    await poller.start();
+    await until('the wait', () => wait.mock.calls.length === 1); // its visibility change was answered
+    let answer!: () => void;
+    sqs.holdVisibility = new Promise<void>((resolve) => (answer = resolve));
+    // The holder gives up: the wait acquires, and the visibility change to the lease is not answered.
+    await idempotency.release({ scope: 'orders', key: 'k' }, held);
+    await until('the visibility change to the lease', () => sqs.heldVisibility === 1);
+    const stopped = poller.stop();
+    await until('the message abandoned', () => settled.length === 1);
+    answer();
+    await expect(stopped).resolves.toEqual({ abandoned: 1 });
+    await process.mock.results[0]!.value;
+    process.mockRestore();
+    expect(settled).toEqual(['leave:abandoned']);
+    expect(runs).toBe(0);
+    const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
+    expect(record).toMatchObject({ state: 'RELEASED' });
+    expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(sqs.deleted).toEqual([]);
+  });
+
+  it('a batch reservation stop() abandons while the visibility change before its handler is unanswered is released, and no handler starts', async () => {
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      // A visibility timeout of 1 s could lapse before the first heartbeat: it is extended before the handler.
+      { queueUrl: QUEUE, waitTimeSeconds: 0, visibilityTimeoutSeconds: 1, stopTimeoutMs: 50 },
+      () => {
+        runs += 1;
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    let answer!: () => void;
+    sqs.holdVisibility = new Promise<void>((resolve) => (answer = resolve));
+    sqs.batches.push([message('a', { key: 'a' })]);
+    await poller.start();
+    await until('the visibility change before the handler', () => sqs.heldVisibility === 1);
+    const stopped = poller.stop();
+    await until('the message abandoned', () => settled.length === 1);
+    answer();
+    await expect(stopped).resolves.toEqual({ abandoned: 1 });
+    await process.mock.results[0]!.value;
+    process.mockRestore();
+    expect(settled).toEqual(['leave:abandoned']);
+    expect(runs).toBe(0);
+    // The reservation is given back without an attempt spent: the redelivery runs at once.
+    expect(await store.get({ scope: 'orders', key: 'a' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    expect(sqs.deleted).toEqual([]);
+  });
+
+  it('a FIFO message stop() abandons while its own claim is unanswered gives the claim back, and no handler starts', async () => {
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
+    let answerClaim!: () => void;
+    const claimHeld = new Promise<void>((resolve) => (answerClaim = resolve));
+    const claim = store.claim.bind(store);
+    // The batch claims the first message of the group; the second claims on its own, after the first.
+    const claimSpy = jest.spyOn(store, 'claim').mockImplementationOnce(async (...args) => {
+      await claimHeld;
+      return claim(...args);
+    });
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const ran: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
+      ({ key }) => {
+        ran.push(key!);
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
+    await poller.start();
+    await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
+    const stopped = poller.stop();
+    await until('the second message abandoned', () => settled.length === 2);
+    answerClaim();
+    await expect(stopped).resolves.toEqual({ abandoned: 1 });
+    await process.mock.results[1]!.value;
+    process.mockRestore();
+    expect(settled).toEqual(['delete:completed', 'leave:abandoned']);
+    expect(ran).toEqual(['a']);
+    expect(await store.get({ scope: 'orders.fifo', key: 'b' })).toMatchObject({ state: 'RELEASED' });
+  });
+
+  it('a FIFO message stop() abandons while its claim meets a store that does not answer is not run unprotected (fail open)', async () => {
+    const store = new MemoryIdempotencyStore();
+    const sqs = new FakeSqs();
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 3000, storeFailureMode: 'open' },
+    );
+    let failClaim!: () => void;
+    const claimHeld = new Promise<void>((resolve) => (failClaim = resolve));
+    const claimSpy = jest.spyOn(store, 'claim').mockImplementationOnce(async () => {
+      await claimHeld;
+      throw new StoreUnavailableError('down');
+    });
+    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const ran: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
+      ({ key }) => {
+        ran.push(key!);
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
+    await poller.start();
+    await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
+    const stopped = poller.stop();
+    await until('the second message abandoned', () => settled.length === 2);
+    failClaim();
+    await expect(stopped).resolves.toEqual({ abandoned: 1 });
+    await process.mock.results[1]!.value;
+    process.mockRestore();
+    expect(settled).toEqual(['delete:completed', 'leave:abandoned']);
+    expect(ran).toEqual(['a']);
+  });
+
   it('a CONFLICT in a batch waits for the holder with reserve: true', async () => {
     const { sqs, idempotency } = setup();
     const held = await idempotency.claim({ scope: 'orders', key: 'k' });
