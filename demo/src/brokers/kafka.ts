@@ -137,8 +137,9 @@ export async function startConsumer(context: DemoConsumerContext): Promise<{ sto
 
   return {
     async stop() {
-      await consumer.disconnect().catch(() => {});
+      // The wrapper first: a completion write waiting for Redis would hold the disconnect (Kafka README).
       close();
+      await consumer.disconnect().catch(() => {});
       await producer?.disconnect().catch(() => {});
     },
   };
