@@ -422,8 +422,10 @@ export class SqsMessageProcessor<T> {
   /**
    * Waits up to `conflictWaitMs` for the holder of a CONFLICT to reach its outcome (the runner's bounded
    * wait), after setting the message's visibility timeout to cover the wait (which may shorten it: the
-   * caller sets it to the lease when the wait ends with the claim). Resolves with the reply it ended with;
-   * the CONFLICT itself when the store stopped answering meanwhile.
+   * caller sets it to the lease when the wait ends with the claim). The consumer's stopping signal ends
+   * the wait early (the poller's `stop()`): it then resolves with its last reply, a CONFLICT that settles
+   * like any other (its visibility set to bring it back), so `stop()` does not wait `conflictWaitMs` for it.
+   * Resolves with the reply it ended with; the CONFLICT itself when the store stopped answering meanwhile.
    */
   async #waitForHolder(
     message: Message,
@@ -438,6 +440,7 @@ export class SqsMessageProcessor<T> {
         ...this.runOptions,
         conflictWaitMs: waitMs,
         reserve,
+        signal: this.#hooks.stopping?.(),
       });
     } catch (error) {
       if (error instanceof StoreUnavailableError) return conflict;

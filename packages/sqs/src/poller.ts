@@ -215,15 +215,18 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
 
   /**
    * Stops gracefully: no new receive (a long poll in flight is aborted; messages SQS handed to an aborted
-   * request come back when their visibility timeout lapses), then waits up to `stopTimeoutMs` for every
-   * in-flight message to finish (handlers included). Messages still running then are abandoned: each is
-   * reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS for it, not even a dead-letter
-   * copy (its handler may still finish and record its outcome, which its redelivery then meets), and it
-   * comes back after its visibility timeout. One whose handler had not started (its claim, its CONFLICT
-   * wait, or a visibility change before its handler answered late) never starts, and the claim it got is
-   * released for its redelivery. Last, the pending deletes and visibility changes are sent, waited for
-   * what is left of `stopTimeoutMs` but at least 1 s:
-   * a delete or visibility change not answered by then is not waited for, and its message simply becomes
+   * request come back when their visibility timeout lapses), and a message waiting for the holder of its
+   * key (the `conflictWaitMs` wait of a CONFLICT) stops waiting at once: it settles as a CONFLICT still
+   * held does (its visibility set to `min(remaining lease, maxConflictDelayMs)`, sent with the last
+   * visibility changes below), so `stop()` does not wait `conflictWaitMs` for it. Then it waits up to
+   * `stopTimeoutMs` for every in-flight message to finish (handlers included). Messages still running
+   * then are abandoned: each is reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS
+   * for it, not even a dead-letter copy (its handler may still finish and record its outcome, which its
+   * redelivery then meets), and it comes back after its visibility timeout. One whose handler had not
+   * started (its claim, a claim of its CONFLICT wait, or a visibility change before its handler answered
+   * late) never starts, and the claim it got is released for its redelivery. Last, the pending deletes
+   * and visibility changes are sent, waited for what is left of `stopTimeoutMs` but at least 1 s: a
+   * delete or visibility change not answered by then is not waited for, and its message simply becomes
    * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted
    * without running). So `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
    * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's

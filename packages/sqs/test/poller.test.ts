@@ -421,7 +421,8 @@ describe('IdempotentSqsPoller failure paths', () => {
   });
 
   it('a claim a CONFLICT wait ends with after stop() abandoned the message is released, and no handler starts', async () => {
-    const { sqs, idempotency } = setup();
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
     const held = await idempotency.claim({ scope: 'orders', key: 'k' });
     if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
     const wait = jest.spyOn(idempotency, 'waitForOutcome');
@@ -437,8 +438,19 @@ describe('IdempotentSqsPoller failure paths', () => {
     sqs.batches.push([message('x', { key: 'k' })]);
     await poller.start();
     await until('the wait', () => wait.mock.calls.length === 1);
+    // stop() ends the wait, but not a claim of it the store has not answered yet: from now on the store
+    // answers the wait's claims only when the test says so.
+    let answerClaim!: () => void;
+    const claimHeld = new Promise<void>((resolve) => (answerClaim = resolve));
+    const claim = store.claim.bind(store);
+    const claimSpy = jest.spyOn(store, 'claim').mockImplementation(async (...args) => {
+      await claimHeld;
+      return claim(...args);
+    });
+    await idempotency.release({ scope: 'orders', key: 'k' }, held); // the holder gives up
+    await until('a claim of the wait sent', () => claimSpy.mock.calls.length >= 1);
     await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
-    await idempotency.release({ scope: 'orders', key: 'k' }, held); // the holder gives up: the wait acquires
+    answerClaim(); // the wait acquires, after stop() gave up on the message
     await process.mock.results[0]!.value;
     process.mockRestore();
     expect(runs).toBe(0);
@@ -658,6 +670,60 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     expect(poller.running).toBe(false);
     expect(sqs.receives).toBe(0);
   }, 10_000);
+
+  it('stop() ends a CONFLICT wait in flight: the message settles as a CONFLICT, left to its visibility timeout, and stop() does not wait conflictWaitMs', async () => {
+    const { sqs, idempotency } = setup();
+    // Another worker holds the key for a minute: the wait could only end at its 30 s bound.
+    const held = await idempotency.claim({ scope: 'orders', key: 'k' }, { leaseMs: 60_000 });
+    if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 30_000, stopTimeoutMs: 60_000 },
+      () => {
+        runs += 1;
+      },
+    );
+    const settled: Settled[] = [];
+    poller.on('settled', (e) => settled.push(e));
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    await poller.start();
+    await until('the wait', () => wait.mock.calls.length === 1);
+    const stopping = poller.stop();
+    // Far below the wait's 30 s bound: without the abort, stop() waits for the wait to end.
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = await Promise.race([
+      stopping,
+      new Promise<'still waiting'>((resolve) => {
+        timer = setTimeout(() => resolve('still waiting'), 5000);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (stopped === 'still waiting') {
+      await idempotency.release({ scope: 'orders', key: 'k' }, held); // ends the wait, so the poller stops
+      await stopping;
+    }
+    expect(stopped).toEqual({ abandoned: 0 });
+    expect(runs).toBe(0);
+    expect(settled).toHaveLength(1);
+    expect(settled[0]).toMatchObject({
+      outcome: 'CONFLICT',
+      decision: { action: 'change-visibility', reason: 'conflict', visibilityTimeoutSeconds: 5 },
+    });
+    // Nothing deleted: the visibility covering the wait, then the CONFLICT's (maxConflictDelayMs), sent by
+    // the final flush; the message comes back then and meets the holder's record.
+    expect(sqs.deleted).toEqual([]);
+    expect(sqs.visibility).toEqual([
+      { receipt: m.ReceiptHandle, seconds: 31 },
+      { receipt: m.ReceiptHandle, seconds: 5 },
+    ]);
+    expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({
+      state: 'IN_PROGRESS',
+      fencingToken: held.fencingToken,
+    });
+  }, 20_000);
 
   it('attaches its logger to the runner from start() to stop(), once however many pollers share them', async () => {
     const { sqs, idempotency } = setup(); // the runner logs nowhere (logger: false)
