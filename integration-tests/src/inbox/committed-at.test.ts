@@ -2,7 +2,7 @@ import { describeInbox } from './fixture';
 
 jest.setTimeout(60_000);
 
-describeInbox('committedAtMs', (fx) => {
+describeInbox('committedAtMs', (fx, dialect) => {
   /** The database clock now, in whole ms since the epoch, read by a statement inside the transaction. */
   const clockMsSql = (dialect: string) =>
     dialect === 'postgres'
@@ -29,18 +29,20 @@ describeInbox('committedAtMs', (fx) => {
     expect(duplicate).toMatchObject({ status: 'duplicate', committedAtMs: row?.committedAtMs });
   });
 
-  it('is floored to the millisecond, as on MySQL (PostgreSQL keeps microseconds)', async () => {
-    const { dialect, db, scope } = fx();
-    if (dialect !== 'postgres') return; // DATETIME(3) holds whole milliseconds
-    const inbox = db.inbox();
-    const key = 'sub-millisecond';
-    await inbox.run({ scope, key, fencingToken: 1 }, async () => 'done');
-    // 2026-01-01T00:00:00.000900Z: still in its first millisecond.
-    await db.client.query(
-      `UPDATE ${db.schema}.idempotency_inbox SET committed_at = to_timestamp(1767225600.0009) WHERE scope = $1 AND idempotency_key = $2`,
-      [scope, key],
-    );
-    // Before: 1767225600001 (rounded), a time after the commit.
-    expect(await inbox.read({ scope, key })).toMatchObject({ committedAtMs: 1767225600000 });
-  });
+  // Only on PostgreSQL: DATETIME(3) holds whole milliseconds.
+  if (dialect === 'postgres') {
+    it('is floored to the millisecond, as on MySQL (PostgreSQL keeps microseconds)', async () => {
+      const { db, scope } = fx();
+      const inbox = db.inbox();
+      const key = 'sub-millisecond';
+      await inbox.run({ scope, key, fencingToken: 1 }, async () => 'done');
+      // 2026-01-01T00:00:00.000900Z: still in its first millisecond.
+      await db.client.query(
+        `UPDATE ${db.schema}.idempotency_inbox SET committed_at = to_timestamp(1767225600.0009) WHERE scope = $1 AND idempotency_key = $2`,
+        [scope, key],
+      );
+      // Before: 1767225600001 (rounded), a time after the commit.
+      expect(await inbox.read({ scope, key })).toMatchObject({ committedAtMs: 1767225600000 });
+    });
+  }
 });

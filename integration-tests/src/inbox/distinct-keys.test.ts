@@ -4,7 +4,7 @@ import { describeInbox } from './fixture';
 
 jest.setTimeout(60_000);
 
-describeInbox('distinct keys stay distinct', (fx) => {
+describeInbox('distinct keys stay distinct', (fx, dialect) => {
   it('keys that differ only by trailing spaces are separate messages: each one writes once', async () => {
     const { db, scope } = fx();
     const runner = fx().idempotency({ leaseMs: 5000 });
@@ -46,48 +46,50 @@ describeInbox('distinct keys stay distinct', (fx) => {
     expect(effects).toBe(dialect === 'postgres' ? 2 : 0);
   });
 
-  it('MySQL without strict mode: a key longer than its column is refused, not truncated into another key', async () => {
-    const { dialect, databaseUrl, db, scope } = fx();
-    if (dialect !== 'mysql') return; // PostgreSQL has no non-strict mode: text is never truncated
-    // One connection whose session truncates over-long values with a warning (sql_mode without
-    // STRICT_*), as on servers configured that way: the inbox must not depend on the server's mode.
-    const mysql = await import('mysql2/promise');
-    const connection = await mysql.createConnection({ uri: databaseUrl });
-    try {
-      await connection.query("SET SESSION sql_mode = ''");
-      const client = mysqlClient(connection);
-      const transaction: RunInTransaction = async (body) => {
-        await connection.beginTransaction();
-        try {
-          const result = await body(client);
-          await connection.commit();
-          return result;
-        } catch (error) {
-          await connection.rollback();
-          throw error;
+  // Only on MySQL/MariaDB: PostgreSQL has no non-strict mode: text is never truncated.
+  if (dialect === 'mysql') {
+    it('MySQL without strict mode: a key longer than its column is refused, not truncated into another key', async () => {
+      const { dialect, databaseUrl, db, scope } = fx();
+      // One connection whose session truncates over-long values with a warning (sql_mode without
+      // STRICT_*), as on servers configured that way: the inbox must not depend on the server's mode.
+      const mysql = await import('mysql2/promise');
+      const connection = await mysql.createConnection({ uri: databaseUrl });
+      try {
+        await connection.query("SET SESSION sql_mode = ''");
+        const client = mysqlClient(connection);
+        const transaction: RunInTransaction = async (body) => {
+          await connection.beginTransaction();
+          try {
+            const result = await body(client);
+            await connection.commit();
+            return result;
+          } catch (error) {
+            await connection.rollback();
+            throw error;
+          }
+        };
+        const inbox = new TransactionalInbox({
+          dialect,
+          client,
+          transaction,
+          table: `${db.schema}.idempotency_inbox`,
+        });
+        const outcomes: string[] = [];
+        for (const [i, key] of longKeys('lax').entries()) {
+          try {
+            outcomes.push((await inbox.run({ scope, key, fencingToken: i + 1 }, async () => key)).status);
+          } catch (error) {
+            outcomes.push((error as Error).name);
+          }
         }
-      };
-      const inbox = new TransactionalInbox({
-        dialect,
-        client,
-        transaction,
-        table: `${db.schema}.idempotency_inbox`,
-      });
-      const outcomes: string[] = [];
-      for (const [i, key] of longKeys('lax').entries()) {
-        try {
-          outcomes.push((await inbox.run({ scope, key, fencingToken: i + 1 }, async () => key)).status);
-        } catch (error) {
-          outcomes.push((error as Error).name);
-        }
+        // Truncated, the fenced row is stored under the first 2048 bytes, and the run's reads and commit,
+        // comparing the whole key, never find it: LeaseLostError ('vanished') on this and every retry.
+        expect(outcomes).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+      } finally {
+        await connection.end();
       }
-      // Truncated, the fenced row is stored under the first 2048 bytes, and the run's reads and commit,
-      // comparing the whole key, never find it: LeaseLostError ('vanished') on this and every retry.
-      expect(outcomes).toEqual(['InvalidKeyError', 'InvalidKeyError']);
-    } finally {
-      await connection.end();
-    }
-  });
+    });
+  }
 });
 
 describeInbox('keys the database cannot store as they are', (fx) => {

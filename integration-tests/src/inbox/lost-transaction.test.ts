@@ -1,141 +1,136 @@
 import { defaultIsRetryable } from '@idempotent-consumer/core';
-import { describeInbox } from './fixture';
+import { describeInbox, gate } from './fixture';
 
 jest.setTimeout(60_000);
 
-/** A promise with its resolver, to wait for a point inside a transaction. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open: () => void = () => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
-}
-
-describeInbox('an effect that catches an error and carries on', (fx) => {
-  it('MySQL: a deadlock caught by the effect rolled its transaction back: the inbox refuses to commit, retryably', async () => {
-    const { dialect, databaseUrl, db, scope } = fx();
-    if (dialect !== 'mysql') return; // PostgreSQL: see the next test
-    const { schema } = db;
-    await db.client.query(
-      `CREATE TABLE ${schema}.locks (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
-      [],
-    );
-    await db.client.query(`INSERT INTO ${schema}.locks VALUES (1, 0), (2, 0)`, []);
-    await db.client.query(`CREATE TABLE ${schema}.weight (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
-    const mysql = await import('mysql2/promise');
-    const other = await mysql.createConnection({ uri: databaseUrl });
-    const inbox = db.inbox();
-    const key = 'deadlock-caught';
-    try {
-      // The other transaction writes many rows first: InnoDB rolls back the lighter transaction of a
-      // deadlock, so the victim is the inbox's (whichever of the two lock requests closes the cycle).
-      await other.beginTransaction();
-      const ids = Array.from({ length: 200 }, (_, i) => i);
-      await other.query(`INSERT INTO ${schema}.weight (id) VALUES ${ids.map(() => '(?)').join(', ')}`, ids);
-      await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`);
-      const aLocked = gate();
-      let caught: unknown;
-      let afterError: unknown;
-      const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
-        await db.writeLedger(tx, key, 1); // the write that the deadlock's rollback takes away
-        await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`, []);
-        aLocked.open();
-        try {
-          await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`, []); // waits for the other
-        } catch (error) {
-          caught = error; // swallowed: the effect carries on as if only this statement had failed
-        }
-        // In autocommit now: this write would be committed on its own, and made again by the retry.
-        await db.writeLedger(tx, `${key}-after`, 1).catch((error: unknown) => {
-          afterError = error;
-        });
-        return 'carried on';
-      });
-      await aLocked.promise;
-      // Waits for the inbox transaction's lock on row 1: a cycle with its wait on row 2.
-      await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`);
-      await other.rollback();
-      const outcome = await run.then(
-        (value) => value,
-        (error: unknown) => error,
+describeInbox('an effect that catches an error and carries on', (fx, dialect) => {
+  // Only on MySQL/MariaDB: PostgreSQL: see the next test.
+  if (dialect === 'mysql') {
+    it('MySQL: a deadlock caught by the effect rolled its transaction back: the inbox refuses to commit, retryably', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const { schema } = db;
+      await db.client.query(
+        `CREATE TABLE ${schema}.locks (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
+        [],
       );
-      expect(caught).toMatchObject({ errno: 1213 });
-      expect(await db.ledger()).not.toHaveProperty(key);
-      expect(afterError).toMatchObject({ name: 'TransactionLostError' }); // refused, never sent
-      expect(await db.ledger()).not.toHaveProperty(`${key}-after`);
-      // Before: { status: 'committed' } with the ledger row gone, and the inbox row committed for good.
-      expect(outcome).toMatchObject({
-        name: 'TransactionLostError',
-        code: 'TRANSACTION_LOST',
-        retryable: true,
-      });
-      expect(defaultIsRetryable(outcome)).toBe(true);
-      expect(await inbox.read({ scope, key })).toMatchObject({ fencingToken: 1, committedAtMs: undefined });
-      // The retry runs the effect again, whole, and commits it once.
-      await expect(
-        inbox.run({ scope, key, fencingToken: 2 }, async (tx) => {
-          await db.writeLedger(tx, key, 2);
-          return 'retried';
-        }),
-      ).resolves.toEqual({ status: 'committed', result: 'retried' });
-      expect(await db.ledgerTokens(key)).toEqual([2]);
-    } finally {
-      await other.end();
-    }
-  });
+      await db.client.query(`INSERT INTO ${schema}.locks VALUES (1, 0), (2, 0)`, []);
+      await db.client.query(`CREATE TABLE ${schema}.weight (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+      const mysql = await import('mysql2/promise');
+      const other = await mysql.createConnection({ uri: databaseUrl });
+      const inbox = db.inbox();
+      const key = 'deadlock-caught';
+      try {
+        // The other transaction writes many rows first: InnoDB rolls back the lighter transaction of a
+        // deadlock, so the victim is the inbox's (whichever of the two lock requests closes the cycle).
+        await other.beginTransaction();
+        const ids = Array.from({ length: 200 }, (_, i) => i);
+        await other.query(`INSERT INTO ${schema}.weight (id) VALUES ${ids.map(() => '(?)').join(', ')}`, ids);
+        await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`);
+        const aLocked = gate();
+        let caught: unknown;
+        let afterError: unknown;
+        const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
+          await db.writeLedger(tx, key, 1); // the write that the deadlock's rollback takes away
+          await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`, []);
+          aLocked.open();
+          try {
+            await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`, []); // waits for the other
+          } catch (error) {
+            caught = error; // swallowed: the effect carries on as if only this statement had failed
+          }
+          // In autocommit now: this write would be committed on its own, and made again by the retry.
+          await db.writeLedger(tx, `${key}-after`, 1).catch((error: unknown) => {
+            afterError = error;
+          });
+          return 'carried on';
+        });
+        await aLocked.promise;
+        // Waits for the inbox transaction's lock on row 1: a cycle with its wait on row 2.
+        await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`);
+        await other.rollback();
+        const outcome = await run.then(
+          (value) => value,
+          (error: unknown) => error,
+        );
+        expect(caught).toMatchObject({ errno: 1213 });
+        expect(await db.ledger()).not.toHaveProperty(key);
+        expect(afterError).toMatchObject({ name: 'TransactionLostError' }); // refused, never sent
+        expect(await db.ledger()).not.toHaveProperty(`${key}-after`);
+        // Before: { status: 'committed' } with the ledger row gone, and the inbox row committed for good.
+        expect(outcome).toMatchObject({
+          name: 'TransactionLostError',
+          code: 'TRANSACTION_LOST',
+          retryable: true,
+        });
+        expect(defaultIsRetryable(outcome)).toBe(true);
+        expect(await inbox.read({ scope, key })).toMatchObject({ fencingToken: 1, committedAtMs: undefined });
+        // The retry runs the effect again, whole, and commits it once.
+        await expect(
+          inbox.run({ scope, key, fencingToken: 2 }, async (tx) => {
+            await db.writeLedger(tx, key, 2);
+            return 'retried';
+          }),
+        ).resolves.toEqual({ status: 'committed', result: 'retried' });
+        expect(await db.ledgerTokens(key)).toEqual([2]);
+      } finally {
+        await other.end();
+      }
+    });
+  }
 
-  it('MySQL: a caught lock wait timeout leaves the transaction whole (the default): it commits with its writes', async () => {
-    const { dialect, databaseUrl, db, scope } = fx();
-    if (dialect !== 'mysql') return;
-    const { schema } = db;
-    await db.client.query(
-      `CREATE TABLE ${schema}.waits (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
-      [],
-    );
-    await db.client.query(`INSERT INTO ${schema}.waits VALUES (1, 0)`, []);
-    const { rows } = await db.client.query('SELECT @@innodb_rollback_on_timeout AS r', []);
-    if (Number(rows[0]?.r) === 1) return; // a server configured to roll back: the deadlock's case
-    const mysql = await import('mysql2/promise');
-    const other = await mysql.createConnection({ uri: databaseUrl });
-    const key = 'lock-wait-caught';
-    try {
-      await other.beginTransaction();
-      await other.query(`UPDATE ${schema}.waits SET v = v + 1 WHERE id = 1`);
-      let caught: unknown;
-      const run = db.inbox().run({ scope, key, fencingToken: 1 }, async (tx) => {
+  if (dialect === 'mysql') {
+    it('MySQL: a caught lock wait timeout leaves the transaction whole (the default): it commits with its writes', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const { schema } = db;
+      await db.client.query(
+        `CREATE TABLE ${schema}.waits (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
+        [],
+      );
+      await db.client.query(`INSERT INTO ${schema}.waits VALUES (1, 0)`, []);
+      const { rows } = await db.client.query('SELECT @@innodb_rollback_on_timeout AS r', []);
+      if (Number(rows[0]?.r) === 1) return; // a server configured to roll back: the deadlock's case
+      const mysql = await import('mysql2/promise');
+      const other = await mysql.createConnection({ uri: databaseUrl });
+      const key = 'lock-wait-caught';
+      try {
+        await other.beginTransaction();
+        await other.query(`UPDATE ${schema}.waits SET v = v + 1 WHERE id = 1`);
+        let caught: unknown;
+        const run = db.inbox().run({ scope, key, fencingToken: 1 }, async (tx) => {
+          await db.writeLedger(tx, key, 1);
+          await tx.query('SET SESSION innodb_lock_wait_timeout = 1', []);
+          try {
+            await tx.query(`UPDATE ${schema}.waits SET v = v + 1 WHERE id = 1`, []); // held by the other
+          } catch (error) {
+            caught = error;
+          } finally {
+            await tx.query('SET SESSION innodb_lock_wait_timeout = DEFAULT', []);
+          }
+          return 'carried on';
+        });
+        await expect(run).resolves.toEqual({ status: 'committed', result: 'carried on' });
+        expect(caught).toMatchObject({ errno: 1205 });
+        expect(await db.ledgerTokens(key)).toEqual([1]);
+      } finally {
+        await other.rollback();
+        await other.end();
+      }
+    });
+  }
+
+  if (dialect === 'postgres') {
+    it('PostgreSQL: a caught error aborts the transaction, so the commit statement fails: nothing is recorded', async () => {
+      const { db, scope } = fx();
+      const inbox = db.inbox();
+      const key = 'error-caught';
+      const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
         await db.writeLedger(tx, key, 1);
-        await tx.query('SET SESSION innodb_lock_wait_timeout = 1', []);
-        try {
-          await tx.query(`UPDATE ${schema}.waits SET v = v + 1 WHERE id = 1`, []); // held by the other
-        } catch (error) {
-          caught = error;
-        } finally {
-          await tx.query('SET SESSION innodb_lock_wait_timeout = DEFAULT', []);
-        }
+        await tx.query('SELECT 1 / 0', []).catch(() => undefined);
         return 'carried on';
       });
-      await expect(run).resolves.toEqual({ status: 'committed', result: 'carried on' });
-      expect(caught).toMatchObject({ errno: 1205 });
-      expect(await db.ledgerTokens(key)).toEqual([1]);
-    } finally {
-      await other.rollback();
-      await other.end();
-    }
-  });
-
-  it('PostgreSQL: a caught error aborts the transaction, so the commit statement fails: nothing is recorded', async () => {
-    const { dialect, db, scope } = fx();
-    if (dialect !== 'postgres') return;
-    const inbox = db.inbox();
-    const key = 'error-caught';
-    const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
-      await db.writeLedger(tx, key, 1);
-      await tx.query('SELECT 1 / 0', []).catch(() => undefined);
-      return 'carried on';
+      await expect(run).rejects.toMatchObject({ code: '25P02' }); // in failed SQL transaction
+      expect(await db.ledger()).not.toHaveProperty(key);
+      expect(await inbox.read({ scope, key })).toMatchObject({ committedAtMs: undefined });
     });
-    await expect(run).rejects.toMatchObject({ code: '25P02' }); // in failed SQL transaction
-    expect(await db.ledger()).not.toHaveProperty(key);
-    expect(await inbox.read({ scope, key })).toMatchObject({ committedAtMs: undefined });
-  });
+  }
 });

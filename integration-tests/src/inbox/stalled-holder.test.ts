@@ -1,15 +1,6 @@
-import { describeInbox } from './fixture';
+import { describeInbox, gate } from './fixture';
 
 jest.setTimeout(60_000);
-
-/** A promise with its resolver, to hold a transaction open at a chosen point. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open: () => void = () => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
-}
 
 describeInbox('a stalled holder whose lease was taken over', (fx) => {
   /**

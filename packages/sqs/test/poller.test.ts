@@ -542,26 +542,7 @@ describe('IdempotentSqsPoller failure paths', () => {
       await claimHeld;
       return claim(...args);
     });
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-    const ran: string[] = [];
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
-      ({ key }) => {
-        ran.push(key!);
-      },
-    );
-    const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
-    sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
-    await poller.start();
-    await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
-    const stopped = poller.stop();
-    await until('the second message abandoned', () => settled.length === 2);
-    answerClaim();
-    await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await process.mock.results[1]!.value;
-    process.mockRestore();
+    const { settled, ran } = await stopDuringSecondFifoClaim(idempotency, sqs, claimSpy, answerClaim);
     expect(settled).toEqual(['delete:completed', 'leave:abandoned']);
     expect(ran).toEqual(['a']);
     expect(await store.get({ scope: 'orders.fifo', key: 'b' })).toMatchObject({ state: 'RELEASED' });
@@ -580,26 +561,7 @@ describe('IdempotentSqsPoller failure paths', () => {
       await claimHeld;
       throw new StoreUnavailableError('down');
     });
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-    const ran: string[] = [];
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
-      ({ key }) => {
-        ran.push(key!);
-      },
-    );
-    const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
-    sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
-    await poller.start();
-    await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
-    const stopped = poller.stop();
-    await until('the second message abandoned', () => settled.length === 2);
-    failClaim();
-    await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await process.mock.results[1]!.value;
-    process.mockRestore();
+    const { settled, ran } = await stopDuringSecondFifoClaim(idempotency, sqs, claimSpy, failClaim);
     expect(settled).toEqual(['delete:completed', 'leave:abandoned']);
     expect(ran).toEqual(['a']);
   });
@@ -771,3 +733,38 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     expect(idempotency.listenerCount('leaseLost')).toBe(before);
   });
 });
+
+/**
+ * A FIFO group of two messages (keys `a`, then `b`) on a poller with `stopTimeoutMs: 50`: `stop()` is
+ * called while the second message's own claim is held (the first call of `claimSpy`), and that claim is
+ * answered (`answer`) only once `stop()` gave up on the message. Resolves once the second message's
+ * processing ended, with the `settled` decisions (`action:reason`) and the keys whose handler ran.
+ */
+async function stopDuringSecondFifoClaim(
+  idempotency: Idempotency,
+  sqs: FakeSqs,
+  claimSpy: { mock: { calls: unknown[] } },
+  answer: () => void,
+): Promise<{ settled: string[]; ran: string[] }> {
+  const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+  const ran: string[] = [];
+  const poller = new IdempotentSqsPoller(
+    { idempotency, sqs: sqs.client, logger: false },
+    { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
+    ({ key }) => {
+      ran.push(key!);
+    },
+  );
+  const settled: string[] = [];
+  poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+  sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
+  await poller.start();
+  await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
+  const stopped = poller.stop();
+  await until('the second message abandoned', () => settled.length === 2);
+  answer();
+  await expect(stopped).resolves.toEqual({ abandoned: 1 });
+  await process.mock.results[1]!.value;
+  process.mockRestore();
+  return { settled, ran };
+}
