@@ -62,7 +62,7 @@ if not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs or retenti
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
-local now, nowUs = serverClock()
+local now, nowUs, time = serverClock()
 
 -- The whole record, field name -> value. HGETALL, not an HMGET of the 14 fields read below: a new key
 -- (the common claim) then costs one lookup instead of 14, and a record is a handful of fields.
@@ -72,9 +72,17 @@ for i = 1, #all, 2 do
   rec[all[i]] = all[i + 1]
 end
 local state = rec.s
-local token = tonumber(rec.t or '0')
+local token = 0
+if rec.t then
+  token = tonumber(rec.t)
+end
 -- A completed record without a completed on its first attempt (complete.lua).
-local attempt = tonumber(rec.a or (state == 'C' and '1' or '0'))
+local attempt = 0
+if rec.a then
+  attempt = tonumber(rec.a)
+elseif state == 'C' then
+  attempt = 1
+end
 -- The fingerprint as stored: p (base64, includes/fingerprint.lua), or f (hex) in records before 0.2.
 local compact = ARGV[6] or ''
 if fingerprint == '' then
@@ -133,7 +141,15 @@ if state and maxAttempts > 0 and attempt >= maxAttempts then
   return {'FAILED', token, attempt, err, 0}
 end
 
-token = math.max(token + 1, nowUs)
+-- The new token: max(token + 1, nowUs); written as the clock's digits when it is nowUs (a new key).
+local nowText, nowUsText = clockText(time)
+local tokenArg = nowUsText
+if token + 1 > nowUs then
+  token = token + 1
+  tokenArg = token
+else
+  token = nowUs
+end
 local expiresAt = now + leaseMs
 local started = 1
 local counted = attempt + 1
@@ -143,16 +159,16 @@ if reserve then
 elseif rec.v or abandoned then
   rcall('HDEL', key, 'v', 'b')
 end
--- One HSET. Integers go in as Lua numbers: Redis writes a number argument with every digit (below 2^53),
--- which int() (includes/clock.lua) would only repeat at a cost.
-local fields = {'s', 'P', 't', token, 'a', counted, 'e', expiresAt, 'u', now}
+-- One HSET. Integers go in as text where it is at hand (the clock's digits, the first attempt), else as Lua
+-- numbers, which Redis writes with every digit below 2^53 (includes/clock.lua).
+local fields = {'s', 'P', 't', tokenArg, 'a', counted == 1 and '1' or counted, 'e', expiresAt, 'u', nowText}
 if reserve then
   fields[#fields + 1] = 'v'
   fields[#fields + 1] = '1'
 end
 if not state then
   fields[#fields + 1] = 'c'
-  fields[#fields + 1] = now
+  fields[#fields + 1] = nowText
 end
 if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
   fields[#fields + 1] = 'p'

@@ -33,5 +33,5 @@ return renewLease('start', key, fencingToken, leaseMs, retentionMs, function(rec
   if rec[5] or rec[6] then
     rcall('HDEL', key, 'v', 'b')
   end
-  return {'OK', attempt}, {'a', attempt}
+  return {'OK', attempt}, {'a', attempt == 1 and '1' or attempt}
 end)

@@ -12,14 +12,14 @@ local function renewLease(script, key, fencingToken, leaseMs, retentionMs, write
   local bad = not fencingToken or not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs
     or retentionMs <= 0 or retentionMs % 1 ~= 0
   return fencedWrite(script, bad, key, fencingToken, {P = true}, function(rec)
-    local now = serverClock()
+    local now, _, time = serverClock()
     local reply, fields = write(rec)
     local expiresAt = now + leaseMs
     fields = fields or {}
     fields[#fields + 1] = 'e'
     fields[#fields + 1] = expiresAt
     fields[#fields + 1] = 'u'
-    fields[#fields + 1] = now
+    fields[#fields + 1] = (clockText(time))
     redis.call('HSET', key, unpack(fields))
     redis.call('PEXPIRE', key, leaseMs + retentionMs)
     reply[#reply + 1] = expiresAt

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Redis from 'ioredis';
 import {
   claimScript,
@@ -12,8 +14,9 @@ import { describeWithServices } from '../../support/service';
 
 /**
  * The Lua contract's arguments on a real server, called with EVAL as any client could: integers are written
- * to the record with every digit (they go to `redis.call` as Lua numbers), and a lease or retention that is
- * not a whole number of milliseconds is refused as bad arguments before anything is written.
+ * to the record with every digit (they go to `redis.call` as Lua numbers, or as the server clock's own
+ * digits: lua/includes/clock.lua), and a lease or retention that is not a whole number of milliseconds is
+ * refused as bad arguments before anything is written.
  */
 describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', ({ redis: url }) => {
   let redis: Redis;
@@ -46,6 +49,31 @@ describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', (
     expect(ok).toBe('OK');
     const completed = await redis.hgetall(key);
     expect(completed).toEqual({ s: 'C', t: String(token), w: expect.stringMatching(/^\d+$/), r: 'j1' });
+  });
+
+  it("the clock's text pads the microseconds TIME sends without leading zeros", async () => {
+    // clockText itself, on TIME replies whose microseconds have 1 to 6 digits: a real claim meets the
+    // short ones only when the clock happens to be early in its second.
+    const clock = readFileSync(join(__dirname, '../../../lua/includes/clock.lua'), 'utf8');
+    const text = (seconds: string, micros: string) =>
+      redis.eval(`${clock}\nreturn {clockText({ARGV[1], ARGV[2]})}`, 0, seconds, micros) as Promise<string[]>;
+    for (const micros of [0, 7, 21_122, 99_999, 100_000, 999_999]) {
+      const seconds = 1_795_557_696;
+      expect(await text(String(seconds), String(micros))).toEqual([
+        String(seconds * 1000 + Math.floor(micros / 1000)),
+        String(seconds * 1_000_000 + micros),
+      ]);
+    }
+  });
+
+  it('a token ahead of the clock grows by one and is written with every digit', async () => {
+    // The clock went back (or many claims fell in one microsecond): the new token is the stored one + 1,
+    // not the clock's digits.
+    const key = `${prefix}:ahead`;
+    await redis.hset(key, { s: 'R', t: '4000000000000000', a: '1' });
+    const [outcome, token] = await claim(key);
+    expect([outcome, token]).toEqual(['ACQUIRED', 4_000_000_000_000_001]);
+    expect(await redis.hget(key, 't')).toBe('4000000000000001');
   });
 
   it('a reservation started counts its attempt as a whole number', async () => {
