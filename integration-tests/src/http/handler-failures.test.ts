@@ -7,6 +7,7 @@ import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
 import express from 'express';
 import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
+import { failingStream } from '../../../packages/http/test/failing-stream';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
 
@@ -156,16 +157,9 @@ describeWithServices(
           onResponseTooLarge: 'pass-through' as const,
           conflictWaitMs: 10_000,
         };
-        await using(startExpress(idempotency, handler, options), async (url) => {
-          const key = freshKey();
-          // Express cannot answer an error once the body went out: it destroys the connection.
-          await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
-          // The retry waits for the first request's outcome (conflictWaitMs): released, it runs.
-          const retry = await post(url, '/fail', { key, body: { a: 1 } });
-          expect(retry.status).toBe(200);
-          expect(retry.bytes.toString()).toBe('second');
-          expect(runs).toBe(2);
-        });
+        // Express cannot answer an error once the body went out: it destroys the connection.
+        await using(startExpress(idempotency, handler, options), expectCutOffThenRunAgain);
+        expect(runs).toBe(2);
       });
     });
 
@@ -194,6 +188,44 @@ describeWithServices(
           const retry = await post(url, '/fail', { key, body: { a: 1 } });
           expect(retry.status).toBe(201);
           expect(runs).toBe(2);
+        });
+      });
+    });
+
+    describe('fastify, pass-through', () => {
+      const options = {
+        maxResponseBytes: 4096,
+        onResponseTooLarge: 'pass-through' as const,
+        conflictWaitMs: 10_000,
+      };
+
+      it('a body stream that fails after it passed the cap and started streaming releases the key: a retry runs again, as on Express (was completed: retries got 409 response-not-stored)', async () => {
+        let runs = 0;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.type('text/plain');
+          return runs > 1 ? 'second' : failingStream(new Error('failed while streaming'));
+        };
+        await using(startFastify(idempotency, handler, options), expectCutOffThenRunAgain);
+        expect(runs).toBe(2);
+      });
+
+      it('a body stream that fails with a NonRetryableError records the key FAILED: a retry gets 409 idempotency-key-failed and does not run', async () => {
+        let runs = 0;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.type('text/plain');
+          return failingStream(new NonRetryableError('the export was cancelled for good'));
+        };
+        await using(startFastify(idempotency, handler, options), async (url) => {
+          const key = freshKey();
+          await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(409);
+          expect(retry.json).toMatchObject({
+            type: 'urn:idempotent-consumer:problem:idempotency-key-failed',
+          });
+          expect(runs).toBe(1);
         });
       });
     });
@@ -289,6 +321,19 @@ describeWithServices(
     });
   },
 );
+
+/**
+ * The first request's response is cut off (its status and part of its body went out, then the handler
+ * failed); the retry waits for that request's outcome (`conflictWaitMs`) and, the key released, runs the
+ * handler again, which answers 200 `second`.
+ */
+async function expectCutOffThenRunAgain(url: string): Promise<void> {
+  const key = freshKey();
+  await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
+  const retry = await post(url, '/fail', { key, body: { a: 1 } });
+  expect(retry.status).toBe(200);
+  expect(retry.bytes.toString()).toBe('second');
+}
 
 /** A promise with its `resolve`, to await an event in a handler. */
 function deferred(): { promise: Promise<void>; resolve(): void } {

@@ -168,8 +168,15 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
         return buffered.whole();
       }
       if (http.options.onResponseTooLarge === 'pass-through') {
-        // Sent as it streams; the key completes (without a stored response) once the response is done.
-        reply.raw.once('close', () => void state.exchange.finish(finished));
+        // Sent as it streams; the key completes (without a stored response) once the response is done. A
+        // body stream that failed on the way is the handler failing after its response went out: the key
+        // is released, or FAILED when the error is not retryable (as on Express).
+        reply.raw.once('close', () => {
+          const failure = buffered.failure();
+          void state.exchange.finish(
+            failure ? { ...finished, failed: true, error: failure.error } : finished,
+          );
+        });
         return buffered.whole();
       }
       buffered.discard();

@@ -1,0 +1,16 @@
+import { Readable } from 'node:stream';
+
+/**
+ * A body stream of `chunks` chunks of 1 KiB of `x` that then fails with `error` (on the read after the
+ * last chunk), for the tests of bodies past `maxResponseBytes` (unit and integration).
+ */
+export function failingStream(error: Error, chunks = 8): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      if (sent === chunks) return void this.destroy(error);
+      sent += 1;
+      this.push(Buffer.alloc(1024, 'x'));
+    },
+  });
+}

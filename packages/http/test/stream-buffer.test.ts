@@ -1,0 +1,71 @@
+import { Readable } from 'node:stream';
+import { type BufferedStream, bufferStream } from '../src/stream-buffer';
+import { failingStream } from './failing-stream';
+
+/** Resolves once `stream` has closed (unlike `events.once`, an `error` before it does not reject). */
+const closed = (stream: Readable) =>
+  stream.closed ? Promise.resolve() : new Promise<void>((resolve) => stream.once('close', () => resolve()));
+
+/** Reads `stream` to its end or its error: the bytes it gave and the error, if any. */
+async function drain(stream: Readable): Promise<{ bytes: number; error?: unknown }> {
+  let bytes = 0;
+  try {
+    for await (const chunk of stream) bytes += (chunk as Buffer).length;
+    return { bytes };
+  } catch (error) {
+    return { bytes, error };
+  }
+}
+
+function pastTheCap(buffered: BufferedStream): Extract<BufferedStream, { complete: false }> {
+  if (buffered.complete) throw new Error('expected a stream past the cap');
+  return buffered;
+}
+
+describe('bufferStream past the cap', () => {
+  it('a source that fails before whole() is kept, not emitted unhandled (which ends the process): whole() gives the part read, then the error', async () => {
+    const error = new Error('failed right after the cap');
+    const source = failingStream(error);
+    const buffered = pastTheCap(await bufferStream(source, 4096));
+    // A paused stream still reads ahead to its high-water mark: it fails before anyone takes it over.
+    await closed(source);
+    expect(buffered.failure()).toEqual({ error });
+    expect(await drain(buffered.whole())).toEqual({ bytes: 5 * 1024, error });
+  });
+
+  it('a source that fails after whole(): the returned stream fails with its error, and failure() reports it', async () => {
+    const error = new Error('failed while streaming');
+    let chunks = 0;
+    // Resolves when the source gave its five chunks and is asked for more; it then fails when told to.
+    let askedForMore!: () => void;
+    const exhausted = new Promise<void>((resolve) => {
+      askedForMore = resolve;
+    });
+    const source = new Readable({
+      read() {
+        if (chunks === 5) return askedForMore();
+        chunks += 1;
+        this.push(Buffer.alloc(1024, 'x'));
+      },
+    });
+    const buffered = pastTheCap(await bufferStream(source, 4096));
+    expect(buffered.failure()).toBeUndefined();
+    const drained = drain(buffered.whole());
+    await exhausted;
+    source.destroy(error);
+    expect(await drained).toEqual({ bytes: 5 * 1024, error });
+    expect(buffered.failure()).toEqual({ error });
+  });
+
+  it('the returned stream closing (a client that went away) destroys the source', async () => {
+    const source = new Readable({ read() {} });
+    for (let i = 0; i < 5; i++) source.push(Buffer.alloc(1024, 'x'));
+    const buffered = pastTheCap(await bufferStream(source, 4096));
+    const out = buffered.whole();
+    const sourceClosed = closed(source);
+    out.destroy();
+    await sourceClosed;
+    expect(source.destroyed).toBe(true);
+    expect(buffered.failure()).toBeUndefined();
+  });
+});
