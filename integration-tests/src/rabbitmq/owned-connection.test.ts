@@ -1,6 +1,7 @@
 import { TopologyMismatchError } from '@idempotent-consumer/core';
 import { createIdempotentConsumer, type IdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { type ChannelModel, connect } from 'amqplib';
+import { AmqpProxy } from '../../support/amqp-proxy';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { FAST, RabbitFixture, recordEvents } from './fixture';
@@ -17,7 +18,7 @@ class Connections {
   /** How many times `connect` was called (counted before the gate). */
   calls = 0;
 
-  constructor(readonly url: string) {}
+  constructor(public url: string) {}
 
   readonly connect = async (): Promise<ChannelModel> => {
     this.calls += 1;
@@ -160,6 +161,25 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connections i
     expect(events.reconnected).toEqual([]);
     expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
   });
+
+  it('the broker going away while stop() closes the connection (no close-ok) neither ends the process with an unhandled error nor holds stop()', async () => {
+    const proxy = await AmqpProxy.start(urls.rabbitmq);
+    try {
+      connections.url = proxy.urlFor(urls.rabbitmq);
+      const c = consumer('assert');
+      const events = recordEvents(c);
+      await c.start();
+      // The proxy ends the socket instead of forwarding connection.close: amqplib emits 'error' on the
+      // connection ('Unexpected close'), and its close() never settles.
+      await c.stop();
+      expect(proxy.cut).toBe(1);
+      expect(c.state).toBe('stopped');
+      expect(events.stopped).toHaveLength(1);
+      expect(connections.open.length).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  }, 15_000);
 
   it('a second stop() resolves only once the consumer is stopped, as the first does', async () => {
     const c = consumer('assert');

@@ -326,7 +326,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     if (current && !this.#channels.connectionClosed) return current;
     await this.#closeOwnedConnection();
     const opened = await this.#connectUnlessStopped(connect!);
-    // Until the channels listen to it: an 'error' without a listener would crash the process.
+    // For as long as it lives, closing included: an 'error' without a listener would crash the process.
     opened.on?.('error', ignore);
     return opened;
   }
@@ -351,7 +351,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       return await Promise.race([connecting, stopped]);
     } catch (error) {
       if (signal.aborted) {
-        void connecting.then((late) => (late as ClosableConnection).close?.().catch(ignore), ignore);
+        void connecting.then((late) => {
+          late.on?.('error', ignore);
+          return closeConnection(late);
+        }, ignore);
       }
       throw error;
     } finally {
@@ -360,10 +363,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   async #closeOwnedConnection(): Promise<void> {
-    const current = this.#channels.connection as ClosableConnection | undefined;
+    const current = this.#channels.connection;
     if (!this.#dependencies.connect || !current) return;
-    current.off?.('error', ignore);
-    await current.close?.().catch(ignore);
+    await closeConnection(current);
   }
 
   /** Topology, then the consume and confirm channels, on the current (or a new) connection. */
@@ -375,8 +377,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       // A connection `connect` just opened is not the channels' yet: close it here, or every failed
       // start or reconnect attempt would leave a connection (and its heartbeat timer) open.
       if (this.#dependencies.connect && connection !== this.#channels.connection) {
-        connection.off?.('error', ignore);
-        await (connection as ClosableConnection).close?.().catch(ignore);
+        await closeConnection(connection);
       }
       throw error;
     }
@@ -607,6 +608,25 @@ function isConsumeNotFound(error: unknown): boolean {
 
 /** amqplib's connections close; {@link AmqpConnection} leaves `close` out, as the consumer closes only its own. */
 type ClosableConnection = AmqpConnection & { close?(): Promise<void> };
+
+/**
+ * Closes a connection the consumer opened with `connect`, which keeps its `error` listener: the broker
+ * can go away during the close handshake (no `close-ok` comes), and amqplib then emits `error`
+ * (`Unexpected close`, `ECONNRESET`), which ends the process when nobody listens, and never settles
+ * `close()`; the close also ends with the connection's `close` event. Never rejects.
+ */
+async function closeConnection(connection: AmqpConnection): Promise<void> {
+  let onClose: (() => void) | undefined;
+  const closed = new Promise<void>((resolve) => {
+    onClose = () => resolve();
+    connection.on?.('close', onClose);
+  });
+  try {
+    await Promise.race([(connection as ClosableConnection).close?.().catch(ignore), closed]);
+  } finally {
+    if (onClose) connection.off?.('close', onClose);
+  }
+}
 
 /**
  * Creates an {@link IdempotentConsumer}, the one way to build one; call `start()` on it to consume.

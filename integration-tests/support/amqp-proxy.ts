@@ -1,0 +1,100 @@
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+
+/** AMQP 0-9-1's protocol header, the first 8 bytes a client sends. */
+const PROTOCOL_HEADER_BYTES = 8;
+/** A frame: type (1), channel (2), payload size (4), payload, frame end (1). */
+const FRAME_HEADER_BYTES = 7;
+const METHOD_FRAME = 1;
+/** `connection.close`: class 10, method 50, on channel 0. */
+const CONNECTION_CLOSE = { classId: 10, methodId: 50 };
+
+/**
+ * A TCP proxy in front of a RabbitMQ broker that plays the broker going away while the client closes its
+ * connection: it forwards everything both ways until a client sends `connection.close`, which it does not
+ * forward; it ends that client's socket instead (no `close-ok` ever comes).
+ */
+export class AmqpProxy {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  /** How many `connection.close` frames were cut off. */
+  cut = 0;
+
+  private constructor(server: Server) {
+    this.#server = server;
+  }
+
+  /** Listens on a free port of 127.0.0.1 and forwards to the broker of `brokerUrl` (`amqp://…`). */
+  static async start(brokerUrl: string): Promise<AmqpProxy> {
+    const target = new URL(brokerUrl);
+    const server = createServer();
+    const proxy = new AmqpProxy(server);
+    server.on('connection', (client) => proxy.#pipe(client, target.hostname, Number(target.port || 5672)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return proxy;
+  }
+
+  /** `brokerUrl` with its host and port replaced by the proxy's. */
+  urlFor(brokerUrl: string): string {
+    const url = new URL(brokerUrl);
+    const address = this.#server.address();
+    if (typeof address !== 'object' || !address) throw new Error('the proxy does not listen');
+    url.hostname = '127.0.0.1';
+    url.port = String(address.port);
+    return url.toString();
+  }
+
+  /** Stops listening and ends every connection still open. */
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #pipe(client: Socket, host: string, port: number): void {
+    const broker = tcpConnect({ host, port });
+    for (const socket of [client, broker]) {
+      this.#sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        this.#sockets.delete(socket);
+        client.destroy();
+        broker.destroy();
+      });
+    }
+    broker.on('data', (chunk: Buffer) => client.write(chunk));
+    let pending = Buffer.alloc(0);
+    let headerSeen = false;
+    client.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      let forward = 0;
+      if (!headerSeen) {
+        if (pending.length < PROTOCOL_HEADER_BYTES) return;
+        headerSeen = true;
+        forward = PROTOCOL_HEADER_BYTES;
+      }
+      while (pending.length - forward >= FRAME_HEADER_BYTES) {
+        const size = pending.readUInt32BE(forward + 3);
+        const end = forward + FRAME_HEADER_BYTES + size + 1;
+        if (pending.length < end) break;
+        if (isConnectionClose(pending, forward)) {
+          broker.write(pending.subarray(0, forward));
+          this.cut += 1;
+          client.destroy();
+          broker.destroy();
+          return;
+        }
+        forward = end;
+      }
+      broker.write(pending.subarray(0, forward));
+      pending = pending.subarray(forward);
+    });
+  }
+}
+
+function isConnectionClose(buffer: Buffer, at: number): boolean {
+  return (
+    buffer.readUInt8(at) === METHOD_FRAME &&
+    buffer.readUInt16BE(at + 1) === 0 &&
+    buffer.readUInt16BE(at + FRAME_HEADER_BYTES) === CONNECTION_CLOSE.classId &&
+    buffer.readUInt16BE(at + FRAME_HEADER_BYTES + 2) === CONNECTION_CLOSE.methodId
+  );
+}
