@@ -255,4 +255,28 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
     });
     expect(await idempotency.run(request, () => 1)).toMatchObject({ status: 'completed', recorded: true });
   });
+
+  it('an async listener that rejects is isolated too: no unhandled rejection (which ends the process on Node >= 15)', async () => {
+    const { idempotency } = setup();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const rejected: unknown[] = [];
+      for (const name of ['outcome', 'completed'] as const) {
+        idempotency.on(name, async () => {
+          const error = new Error(`${name} listener failed`);
+          rejected.push(error);
+          throw error;
+        });
+      }
+      expect(await idempotency.run(request, () => 1)).toMatchObject({ status: 'completed', recorded: true });
+      expect(rejected).toHaveLength(2);
+      // Node reports a rejection nobody handled once the microtasks of the turn ran: by the next one.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 });

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { callIsolated } from './isolate';
+import { callIsolated, emitIsolated } from './isolate';
 
 /**
  * An event map: each event name with the tuple of arguments its listeners receive, as in Node's
@@ -110,19 +110,7 @@ export class TypedEventEmitter<Events extends EventMap<Events>> extends EventEmi
    */
   override emit<K extends EventName<Events>>(name: K, ...args: Events[K]): boolean;
   override emit(name: string | symbol, ...args: unknown[]): boolean {
-    if (this.listenerCount(name) === 0) return false; // before copying the listener array
-    const listeners = this.rawListeners(name) as ((...a: unknown[]) => unknown)[];
-    for (const listener of listeners) {
-      try {
-        const returned = listener.apply(this, args);
-        if (isThenable(returned)) {
-          returned.then(undefined, (error: unknown) => this.#listenerFailed(error, name));
-        }
-      } catch (error) {
-        this.#listenerFailed(error, name);
-      }
-    }
-    return true;
+    return emitIsolated(this, name, args, this.#onListenerError);
   }
 
   /**
@@ -148,12 +136,4 @@ export class TypedEventEmitter<Events extends EventMap<Events>> extends EventEmi
   #listenerFailed(error: unknown, name: string | symbol): void {
     callIsolated(() => this.#onListenerError?.(error, name));
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
 }

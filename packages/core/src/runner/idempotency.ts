@@ -11,6 +11,7 @@ import {
 import { checkFingerprint, fingerprint as computeFingerprint, type Payload } from '../fingerprint';
 import type { RecordId } from '../keys';
 import { heartbeatIntervalFor } from '../kit/heartbeat';
+import { emitIsolated } from '../kit/isolate';
 import type { RunOverrides } from '../kit/run-overrides';
 import type {
   AcquiredReply,
@@ -729,14 +730,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     });
   }
 
-  /** Emits an event; a listener that throws cannot change the outcome. */
+  /**
+   * Emits an event; a listener that throws, or an `async` one that rejects, cannot change the outcome
+   * (a listener's bug must not turn a completed operation into a failed one) nor end the process with an
+   * unhandled rejection.
+   */
   #emit<K extends keyof IdempotencyEvents>(name: K, ...payload: IdempotencyEvents[K]): void {
-    if (this.listenerCount(name) === 0) return;
-    try {
-      (this.emit as (n: K, ...p: IdempotencyEvents[K]) => boolean)(name, ...payload);
-    } catch {
-      // A listener's bug must not turn a completed operation into a failed one.
-    }
+    emitIsolated(this, name, payload);
   }
 }
 
