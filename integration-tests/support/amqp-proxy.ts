@@ -5,19 +5,32 @@ const PROTOCOL_HEADER_BYTES = 8;
 /** A frame: type (1), channel (2), payload size (4), payload, frame end (1). */
 const FRAME_HEADER_BYTES = 7;
 const METHOD_FRAME = 1;
-/** `connection.close`: class 10, method 50, on channel 0. */
-const CONNECTION_CLOSE = { classId: 10, methodId: 50 };
+/** The client's close methods the proxy can cut a socket at: class and method ids. */
+const CLOSE_METHODS = {
+  /** On channel 0. */
+  'connection.close': { classId: 10, methodId: 50 },
+  /** On the channel it closes. */
+  'channel.close': { classId: 20, methodId: 40 },
+} as const;
+
+export type CloseMethod = keyof typeof CLOSE_METHODS;
 
 /**
  * A TCP proxy in front of a RabbitMQ broker that plays the broker going away while the client closes its
- * connection: it forwards everything both ways until a client sends `connection.close`, which it does not
- * forward; it ends that client's socket instead (no `close-ok` ever comes).
+ * connection or one of its channels: it forwards everything both ways until a client sends the close
+ * method of {@link AmqpProxy.cutOn}, which it does not forward; it ends that client's socket instead (no
+ * `close-ok` ever comes).
  */
 export class AmqpProxy {
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
-  /** How many `connection.close` frames were cut off. */
+  /** How many close frames were cut off. */
   cut = 0;
+  /**
+   * The close method a client's socket is cut at, read for each frame (set it once the client is past the
+   * closes it must get through); `undefined` forwards everything.
+   */
+  cutOn: CloseMethod | undefined;
 
   private constructor(server: Server) {
     this.#server = server;
@@ -31,6 +44,16 @@ export class AmqpProxy {
     server.on('connection', (client) => proxy.#pipe(client, target.hostname, Number(target.port || 5672)));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return proxy;
+  }
+
+  /** Runs `body` with a proxy in front of the broker of `brokerUrl` and the URL through it, then closes the proxy. */
+  static async using<T>(brokerUrl: string, body: (proxy: AmqpProxy, url: string) => Promise<T>): Promise<T> {
+    const proxy = await AmqpProxy.start(brokerUrl);
+    try {
+      return await body(proxy, proxy.urlFor(brokerUrl));
+    } finally {
+      await proxy.close();
+    }
   }
 
   /** `brokerUrl` with its host and port replaced by the proxy's. */
@@ -75,7 +98,7 @@ export class AmqpProxy {
         const size = pending.readUInt32BE(forward + 3);
         const end = forward + FRAME_HEADER_BYTES + size + 1;
         if (pending.length < end) break;
-        if (isConnectionClose(pending, forward)) {
+        if (this.cutOn && isMethod(pending, forward, CLOSE_METHODS[this.cutOn])) {
           broker.write(pending.subarray(0, forward));
           this.cut += 1;
           client.destroy();
@@ -90,11 +113,10 @@ export class AmqpProxy {
   }
 }
 
-function isConnectionClose(buffer: Buffer, at: number): boolean {
+function isMethod(buffer: Buffer, at: number, method: { classId: number; methodId: number }): boolean {
   return (
     buffer.readUInt8(at) === METHOD_FRAME &&
-    buffer.readUInt16BE(at + 1) === 0 &&
-    buffer.readUInt16BE(at + FRAME_HEADER_BYTES) === CONNECTION_CLOSE.classId &&
-    buffer.readUInt16BE(at + FRAME_HEADER_BYTES + 2) === CONNECTION_CLOSE.methodId
+    buffer.readUInt16BE(at + FRAME_HEADER_BYTES) === method.classId &&
+    buffer.readUInt16BE(at + FRAME_HEADER_BYTES + 2) === method.methodId
   );
 }

@@ -42,3 +42,20 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
+
+/**
+ * `promise`'s outcome (as `Promise.allSettled` reports it), or a rejection when it has not settled after
+ * `timeoutMs`: a bound for a promise that would otherwise hold the test until Jest's timeout.
+ */
+export async function settlesWithin<T>(
+  what: string,
+  promise: Promise<T>,
+  timeoutMs = 10_000,
+): Promise<PromiseSettledResult<T>> {
+  let outcome: PromiseSettledResult<T> | undefined;
+  void Promise.allSettled([promise]).then(([settled]) => {
+    outcome = settled;
+  });
+  await waitFor(what, () => outcome !== undefined, timeoutMs);
+  return outcome!;
+}

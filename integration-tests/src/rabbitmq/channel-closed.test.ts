@@ -1,6 +1,7 @@
 import { type AmqpConnection, createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { type Channel, connect } from 'amqplib';
-import { waitFor } from '../../support/net';
+import { AmqpProxy } from '../../support/amqp-proxy';
+import { settlesWithin, waitFor } from '../../support/net';
 import { forceCloseConnection, rabbitmqctlUnavailable } from '../../support/rabbitmqctl';
 import { describeWithServices } from '../../support/service';
 import { FAST, RabbitFixture, recordEvents, uniqueName } from './fixture';
@@ -90,5 +91,53 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a channel closed 
     expect(consumer.reconnecting).toBe(false);
     expect(warnings.some((w) => w.includes('consumption stopped for good'))).toBe(true);
     await consumer.stop();
+  });
+
+  it('with connection: the broker going away while stop() closes a channel (no close-ok) does not hold stop()', async () => {
+    await AmqpProxy.using(urls.rabbitmq, async (proxy, url) => {
+      const connection = await connect(url);
+      // The socket's end is the connection's 'error' ('Unexpected close'): the owner's to listen to.
+      connection.on('error', () => {});
+      const { consumer, events } = await fx.consumer(fx.idempotency(), {}, async () => 'ok', { connection });
+      // The proxy ends the socket instead of forwarding the first channel.close: amqplib closes the channel
+      // when its connection closes, and calls close()'s callback only on a close-ok.
+      proxy.cutOn = 'channel.close';
+      const stopped = await settlesWithin('stop() to settle', consumer.stop());
+      expect(stopped.status).toBe('fulfilled');
+      expect(proxy.cut).toBe(1);
+      expect(consumer.state).toBe('stopped');
+      expect(events.stopped).toHaveLength(1);
+      expect(events.channelClosed).toEqual([]);
+    });
+  }, 30_000);
+
+  it('with connection: the owner closing the connection while stop() closes a channel does not hold stop()', async () => {
+    const connection = await connect(urls.rabbitmq);
+    let ownerCloses = false;
+    // Once armed, the owner's connection.close() follows the consumer's channel.close at once: amqplib
+    // ignores the channel's close-ok on a closing connection, and calls close()'s callback only on it.
+    const closingTheConnection = <C extends { close(): Promise<void> }>(channel: C): C => {
+      const close = channel.close.bind(channel);
+      channel.close = () => {
+        const closing = close();
+        if (ownerCloses) void connection.close().catch(() => {});
+        return closing;
+      };
+      return channel;
+    };
+    const seen: AmqpConnection = {
+      createChannel: async () => closingTheConnection(await connection.createChannel()),
+      createConfirmChannel: async () => closingTheConnection(await connection.createConfirmChannel()),
+      on: (event, listener) => connection.on(event, listener),
+      off: (event, listener) => connection.off(event, listener),
+    };
+    const { consumer, events } = await fx.consumer(fx.idempotency(), {}, async () => 'ok', {
+      connection: seen,
+    });
+    ownerCloses = true;
+    const stopped = await settlesWithin('stop() to settle', consumer.stop());
+    expect(stopped.status).toBe('fulfilled');
+    expect(consumer.state).toBe('stopped');
+    expect(events.stopped).toHaveLength(1);
   });
 });

@@ -1,8 +1,8 @@
 import { TopologyMismatchError } from '@idempotent-consumer/core';
 import { createIdempotentConsumer, type IdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { type ChannelModel, connect } from 'amqplib';
-import { AmqpProxy } from '../../support/amqp-proxy';
-import { waitFor } from '../../support/net';
+import { AmqpProxy, type CloseMethod } from '../../support/amqp-proxy';
+import { settlesWithin, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { FAST, RabbitFixture, recordEvents } from './fixture';
 
@@ -162,24 +162,49 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the connections i
     expect((await fx.channel.checkQueue(fx.queue)).consumerCount).toBe(0);
   });
 
-  it('the broker going away while stop() closes the connection (no close-ok) neither ends the process with an unhandled error nor holds stop()', async () => {
-    const proxy = await AmqpProxy.start(urls.rabbitmq);
-    try {
-      connections.url = proxy.urlFor(urls.rabbitmq);
+  /**
+   * Starts a consumer through a proxy that forwards everything, then stops it with the proxy ending the
+   * socket instead of forwarding the client's first `cutOn`: stop() must resolve all the same.
+   */
+  async function stopThroughCut(cutOn: CloseMethod): Promise<void> {
+    await AmqpProxy.using(urls.rabbitmq, async (proxy, url) => {
+      connections.url = url;
       const c = consumer('assert');
       const events = recordEvents(c);
       await c.start();
-      // The proxy ends the socket instead of forwarding connection.close: amqplib emits 'error' on the
-      // connection ('Unexpected close'), and its close() never settles.
-      await c.stop();
+      proxy.cutOn = cutOn;
+      const stopped = await settlesWithin('stop() to settle', c.stop());
+      expect(stopped.status).toBe('fulfilled');
       expect(proxy.cut).toBe(1);
       expect(c.state).toBe('stopped');
       expect(events.stopped).toHaveLength(1);
       expect(connections.open.length).toBe(0);
-    } finally {
-      await proxy.close();
-    }
-  }, 15_000);
+    });
+  }
+
+  it('the broker going away while stop() closes the connection (no close-ok) neither ends the process with an unhandled error nor holds stop()', async () => {
+    // amqplib emits 'error' on the connection ('Unexpected close'), and its close() never settles.
+    await stopThroughCut('connection.close');
+  }, 30_000);
+
+  it('the broker going away while stop() closes a channel (no close-ok) does not hold stop()', async () => {
+    // amqplib closes the channel when its connection closes, and calls close()'s callback only on a close-ok.
+    await stopThroughCut('channel.close');
+  }, 30_000);
+
+  it('the broker going away while the topology check closes its channel (no close-ok) fails start() instead of holding it', async () => {
+    await AmqpProxy.using(urls.rabbitmq, async (proxy, url) => {
+      connections.url = url;
+      proxy.cutOn = 'channel.close';
+      const c = consumer('assert');
+      const started = await settlesWithin('start() to settle', c.start());
+      expect(started.status).toBe('rejected');
+      expect(proxy.cut).toBe(1);
+      expect(c.state).toBe('stopped');
+      expect(connections.opened).toHaveLength(1);
+      expect(connections.open.length).toBe(0);
+    });
+  }, 30_000);
 
   it('a second stop() resolves only once the consumer is stopped, as the first does', async () => {
     const c = consumer('assert');

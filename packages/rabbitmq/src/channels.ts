@@ -1,4 +1,5 @@
 import type { AmqpConnection, ConsumeChannel, PublishChannel } from './amqp-types';
+import { closeOrClosed } from './close';
 import { type CloseReason, closeReasonOf } from './close-reason';
 import { ConfirmPublisher } from './confirm-publisher';
 import { DeliveryAcks } from './delivery-acks';
@@ -121,7 +122,8 @@ export class ConsumerChannels {
 
   /**
    * Closes the channels it opened, after sending the acks still waiting for the end of the turn (the
-   * broker requeues what they left unacked); never rejects.
+   * broker requeues what they left unacked); done when they are closed, with or without the broker's
+   * `close-ok` ({@link closeOrClosed}); never rejects.
    */
   async close(): Promise<void> {
     this.#closing = true;
@@ -135,7 +137,7 @@ export class ConsumerChannels {
     this.#publisher = undefined;
     this.#consume = undefined;
     this.#consumeAcks = undefined;
-    await Promise.allSettled(channels.map((c) => c?.close()));
+    await Promise.all(channels.map((c) => c && closeOrClosed(c)));
   }
 
   /** {@link ConsumerChannels.close}, and stops listening to the connection. */

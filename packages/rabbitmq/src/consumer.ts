@@ -17,6 +17,7 @@ import {
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
+import { type Closable, closeOrClosed } from './close';
 import { DeliveryProcessor } from './delivery-processor';
 import { ensureTopology } from './ensure-topology';
 import type { ConsumerState, Emit, IdempotentConsumerEvents } from './events';
@@ -606,26 +607,15 @@ function isConsumeNotFound(error: unknown): boolean {
   return code === 404 && classId === 60 && methodId === 20;
 }
 
-/** amqplib's connections close; {@link AmqpConnection} leaves `close` out, as the consumer closes only its own. */
-type ClosableConnection = AmqpConnection & { close?(): Promise<void> };
-
 /**
  * Closes a connection the consumer opened with `connect`, which keeps its `error` listener: the broker
  * can go away during the close handshake (no `close-ok` comes), and amqplib then emits `error`
  * (`Unexpected close`, `ECONNRESET`), which ends the process when nobody listens, and never settles
- * `close()`; the close also ends with the connection's `close` event. Never rejects.
+ * `close()` ({@link closeOrClosed} ends with the connection's `close` event). Never rejects.
  */
-async function closeConnection(connection: AmqpConnection): Promise<void> {
-  let onClose: (() => void) | undefined;
-  const closed = new Promise<void>((resolve) => {
-    onClose = () => resolve();
-    connection.on?.('close', onClose);
-  });
-  try {
-    await Promise.race([(connection as ClosableConnection).close?.().catch(ignore), closed]);
-  } finally {
-    if (onClose) connection.off?.('close', onClose);
-  }
+function closeConnection(connection: AmqpConnection): Promise<void> {
+  // amqplib's connections close; AmqpConnection leaves `close` out, as the consumer closes only its own.
+  return closeOrClosed(connection as AmqpConnection & Closable);
 }
 
 /**

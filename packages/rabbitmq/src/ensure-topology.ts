@@ -1,5 +1,6 @@
 import { TopologyMismatchError } from '@idempotent-consumer/core';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
+import { closeOrClosed } from './close';
 import { type ConsumerTopology, delayTierArguments } from './topology';
 
 /**
@@ -72,6 +73,8 @@ export async function ensureTopology(
       }
     }
   } finally {
-    if (!closed) await channel.close().catch(() => {});
+    // With or without the broker's close-ok: a socket that ends meanwhile must not hold start() or a
+    // reconnect for ever (the next step then fails on the closed connection).
+    if (!closed) await closeOrClosed(channel);
   }
 }
