@@ -230,6 +230,45 @@ describeWithServices(
       });
     });
 
+    describe('fastify, a body stream destroyed without an error (was waited for forever: the request hung, the key was held)', () => {
+      /** A handler whose first run returns a stream of 8 KiB destroyed without an error, as `status`. */
+      const closingThenSecond = (status: number) => {
+        let runs = 0;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.type('text/plain');
+          if (runs > 1) return 'second';
+          reply.code(status);
+          return failingStream(undefined);
+        };
+        return { handler, runs: () => runs };
+      };
+
+      it('within the cap: answered 500 through the error handler, the key released: a retry runs again', async () => {
+        const { handler, runs } = closingThenSecond(200);
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          expect((await post(url, '/fail', { key, body: { a: 1 } })).status).toBe(500);
+          await expectRetryRunsAgain(url, key);
+        });
+        expect(runs()).toBe(2);
+      });
+
+      it.each([
+        ['pass-through, past the cap', 200],
+        ['a 5xx past the cap', 503],
+      ])('%s: the response is cut off, the key released: a retry runs again', async (_name, status) => {
+        const { handler, runs } = closingThenSecond(status);
+        const options = {
+          maxResponseBytes: 4096,
+          onResponseTooLarge: 'pass-through' as const,
+          conflictWaitMs: 10_000,
+        };
+        await using(startFastify(idempotency, handler, options), expectCutOffThenRunAgain);
+        expect(runs()).toBe(2);
+      });
+    });
+
     describe('fastify, reply.hijack()', () => {
       it('a handler that answers on the raw response completes the key without a stored response: a retry gets 409 response-not-stored and does not run (was held while the process lives)', async () => {
         let runs = 0;
@@ -330,6 +369,14 @@ describeWithServices(
 async function expectCutOffThenRunAgain(url: string): Promise<void> {
   const key = freshKey();
   await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
+  await expectRetryRunsAgain(url, key);
+}
+
+/**
+ * A retry with `key` waits for the first request's outcome (`conflictWaitMs`) and, the key released, runs
+ * the handler again, which answers 200 `second`.
+ */
+async function expectRetryRunsAgain(url: string, key: string): Promise<void> {
   const retry = await post(url, '/fail', { key, body: { a: 1 } });
   expect(retry.status).toBe(200);
   expect(retry.bytes.toString()).toBe('second');

@@ -9,13 +9,17 @@ export type BufferedStream =
       readonly bytes: number;
       /**
        * Everything the stream gives: the part already read, then the rest. A source that failed (before or
-       * after this call) fails the returned stream, after the part already read, with its error. The
-       * source is destroyed when the returned stream closes (a client that went away stops it).
+       * after this call), or closed before its end, fails the returned stream, after the part already read,
+       * with its error (`ERR_STREAM_PREMATURE_CLOSE` for a close). The source is destroyed when the returned
+       * stream closes (a client that went away stops it; that is no failure).
        */
       readonly whole: () => Readable;
       /** Stops reading the rest and destroys the source. */
       readonly discard: () => void;
-      /** The source's error, once it failed after the cap (`undefined` while it has not). */
+      /**
+       * The source's error, once it failed after the cap or closed before its end without one
+       * (`ERR_STREAM_PREMATURE_CLOSE`); `undefined` while it has not.
+       */
       readonly failure: () => { readonly error: unknown } | undefined;
     };
 
@@ -24,8 +28,10 @@ export type BufferedStream =
  * chunk past the cap; `whole()` then streams the buffered part followed by the rest, unchanged. From the cap
  * on the source always has an error listener: a source that fails before `whole()` or `discard()` took it
  * over (a paused stream still reads ahead, to its high-water mark) would otherwise emit an `error` nobody
- * listens to, which ends the process.
- * @throws the stream's error, when it fails before the end or the cap.
+ * listens to, which ends the process. A stream destroyed without an error (no `end`, no `error`, only
+ * `close`) fails with `ERR_STREAM_PREMATURE_CLOSE`, as Node's `stream.finished` reports it: waiting for its
+ * end would hold the response, and the key, forever.
+ * @throws the stream's error, when it fails (or closes) before the end or the cap.
  */
 export function bufferStream(stream: Readable, maxBytes: number): Promise<BufferedStream> {
   return new Promise((resolve, reject) => {
@@ -35,6 +41,7 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       stream.off('data', onData);
       stream.off('end', onEnd);
       stream.off('error', onError);
+      stream.off('close', onClose);
     };
     const onData = (chunk: Buffer | string) => {
       const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -44,8 +51,22 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       cleanup();
       stream.pause();
       let failure: { readonly error: unknown } | undefined;
-      stream.on('error', (error) => {
+      let out: PassThrough | undefined;
+      // Set when the source is destroyed here (discarded, or the returned stream closed): its close then
+      // is no failure.
+      let stopped = false;
+      const stop = () => {
+        stopped = true;
+        stream.destroy();
+      };
+      const fail = (error: unknown) => {
         failure ??= { error };
+        out?.destroy(failure.error as Error);
+      };
+      stream.on('error', fail);
+      stream.once('close', () => {
+        // `readableEnded` is `undefined` on a stream of another kind than Node's: its close is taken as an end.
+        if (!stopped && stream.readableEnded === false) fail(prematureClose());
       });
       resolve({
         complete: false,
@@ -53,14 +74,13 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
         whole: () => {
           const read = Buffer.concat(chunks);
           if (failure) return failingAfter(read, failure.error);
-          const out = new PassThrough();
+          out = new PassThrough();
           out.write(read);
-          stream.on('error', (error) => out.destroy(error as Error));
-          out.once('close', () => stream.destroy());
+          out.once('close', stop);
           stream.pipe(out);
           return out;
         },
-        discard: () => stream.destroy(),
+        discard: stop,
         failure: () => failure,
       });
     };
@@ -72,9 +92,18 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       cleanup();
       reject(error);
     };
+    const onClose = () => onError(prematureClose());
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
+    stream.once('close', onClose);
+  });
+}
+
+/** The error of a stream that closed before its end without one, as Node's `stream.finished` reports it. */
+function prematureClose(): Error {
+  return Object.assign(new Error('The response body stream closed before its end'), {
+    code: 'ERR_STREAM_PREMATURE_CLOSE',
   });
 }
 

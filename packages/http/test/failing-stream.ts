@@ -2,9 +2,10 @@ import { Readable } from 'node:stream';
 
 /**
  * A body stream of `chunks` chunks of 1 KiB of `x` that then fails with `error` (on the read after the
- * last chunk), for the tests of bodies past `maxResponseBytes` (unit and integration).
+ * last chunk), for the tests of bodies past `maxResponseBytes` (unit and integration). `error`
+ * `undefined`: it is destroyed without an error (a `close` with no `end` and no `error`).
  */
-export function failingStream(error: Error, chunks = 8): Readable {
+export function failingStream(error: Error | undefined, chunks = 8): Readable {
   let sent = 0;
   return new Readable({
     read() {

@@ -17,6 +17,26 @@ async function drain(stream: Readable): Promise<{ bytes: number; error?: unknown
   }
 }
 
+/**
+ * A source that gives five chunks of 1 KiB, then waits: `exhausted` resolves when it is asked for more (the
+ * test then fails or destroys it).
+ */
+function fiveChunksThenWait(): { source: Readable; exhausted: Promise<void> } {
+  let chunks = 0;
+  let askedForMore!: () => void;
+  const exhausted = new Promise<void>((resolve) => {
+    askedForMore = resolve;
+  });
+  const source = new Readable({
+    read() {
+      if (chunks === 5) return askedForMore();
+      chunks += 1;
+      this.push(Buffer.alloc(1024, 'x'));
+    },
+  });
+  return { source, exhausted };
+}
+
 function pastTheCap(buffered: BufferedStream): Extract<BufferedStream, { complete: false }> {
   if (buffered.complete) throw new Error('expected a stream past the cap');
   return buffered;
@@ -35,19 +55,7 @@ describe('bufferStream past the cap', () => {
 
   it('a source that fails after whole(): the returned stream fails with its error, and failure() reports it', async () => {
     const error = new Error('failed while streaming');
-    let chunks = 0;
-    // Resolves when the source gave its five chunks and is asked for more; it then fails when told to.
-    let askedForMore!: () => void;
-    const exhausted = new Promise<void>((resolve) => {
-      askedForMore = resolve;
-    });
-    const source = new Readable({
-      read() {
-        if (chunks === 5) return askedForMore();
-        chunks += 1;
-        this.push(Buffer.alloc(1024, 'x'));
-      },
-    });
+    const { source, exhausted } = fiveChunksThenWait();
     const buffered = pastTheCap(await bufferStream(source, 4096));
     expect(buffered.failure()).toBeUndefined();
     const drained = drain(buffered.whole());
@@ -67,5 +75,37 @@ describe('bufferStream past the cap', () => {
     await sourceClosed;
     expect(source.destroyed).toBe(true);
     expect(buffered.failure()).toBeUndefined();
+  });
+});
+
+describe('bufferStream, a source destroyed without an error (was waited for forever)', () => {
+  it('before the cap: rejects with a premature close', async () => {
+    await expect(bufferStream(failingStream(undefined, 2), 4096)).rejects.toMatchObject({
+      code: 'ERR_STREAM_PREMATURE_CLOSE',
+    });
+  });
+
+  it('past the cap, before whole(): failure() reports it and whole() gives the part read, then fails', async () => {
+    const source = failingStream(undefined);
+    const buffered = pastTheCap(await bufferStream(source, 4096));
+    await closed(source);
+    expect(buffered.failure()).toEqual({
+      error: expect.objectContaining({ code: 'ERR_STREAM_PREMATURE_CLOSE' }),
+    });
+    const drained = await drain(buffered.whole());
+    expect(drained.bytes).toBe(5 * 1024);
+    expect(drained.error).toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' });
+  });
+
+  it('past the cap, after whole(): the returned stream fails instead of never ending', async () => {
+    const { source, exhausted } = fiveChunksThenWait();
+    const buffered = pastTheCap(await bufferStream(source, 4096));
+    const drained = drain(buffered.whole());
+    await exhausted;
+    source.destroy();
+    const { bytes, error } = await drained;
+    expect(bytes).toBe(5 * 1024);
+    expect(error).toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' });
+    expect(buffered.failure()).toEqual({ error });
   });
 });
