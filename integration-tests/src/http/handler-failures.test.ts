@@ -192,6 +192,27 @@ describeWithServices(
       });
     });
 
+    describe('express, a handler that answers twice (a second res.json, a missing return)', () => {
+      it("the first answer goes out whole under its own status and headers and is replayed (was sent with the second answer's status and Content-Length: the client waited for the rest until the keep-alive timeout closed the connection, then failed)", async () => {
+        const handler: express.RequestHandler = (_req, res) => {
+          res.status(201).json({ a: 1 });
+          // Without the middleware this throws ERR_HTTP_HEADERS_SENT: the first answer went out.
+          res.status(400).json({ error: 'a second answer, longer than the first' });
+        };
+        await using(startExpress(idempotency, handler, { record: false }), async (url) => {
+          const key = freshKey();
+          for (const replayed of [null, 'true']) {
+            const reply = await post(url, '/fail', { key, body: { a: 1 } });
+            expect([reply.status, reply.json, reply.headers.get('idempotent-replayed')]).toEqual([
+              201,
+              { a: 1 },
+              replayed,
+            ]);
+          }
+        });
+      });
+    });
+
     describe('fastify, pass-through', () => {
       const options = {
         maxResponseBytes: 4096,

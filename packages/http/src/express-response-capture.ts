@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { replaceHeaders } from './answer';
 import type { Exchange } from './exchange';
 import type { HttpAnswer } from './problem';
+import type { OutgoingHeaders } from './stored-response';
 
 type WriteCallback = (error?: Error | null) => void;
 type Chunk = string | Buffer | Uint8Array;
@@ -157,9 +158,11 @@ export function captureExpressResponse(
     }
     mode = 'dropped';
     const body = Buffer.concat(chunks);
-    void exchange
-      .finish({ status: res.statusCode, headers: res.getHeaders(), body, bytes, error: failure?.error })
-      .then((answer) => send(answer, body, callback));
+    const ended = { status: res.statusCode, headers: res.getHeaders() };
+    void exchange.finish({ ...ended, body, bytes, error: failure?.error }).then((answer) => {
+      if (!answer) restoreHead(res, ended.status, ended.headers);
+      send(answer, body, callback);
+    });
     return this;
   } as ServerResponse['end'];
 
@@ -185,6 +188,20 @@ export function captureExpressResponse(
       // dropped, sent: the exchange is finishing already.
     },
   };
+}
+
+/**
+ * Puts back the status and headers a response had when the handler ended it. A handler that answers again
+ * while the record is written (a second `res.json`, which throws `ERR_HTTP_HEADERS_SENT` without the
+ * middleware) sees nothing sent yet and sets its own: its `Content-Length` would go out with the first
+ * body, and the client would wait for the rest until the connection closed, then fail.
+ */
+function restoreHead(res: ServerResponse, status: number, headers: OutgoingHeaders): void {
+  res.statusCode = status;
+  for (const name of res.getHeaderNames()) if (!(name in headers)) res.removeHeader(name);
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && res.getHeader(name) !== value) res.setHeader(name, value);
+  }
 }
 
 function writeArgs(rest: unknown[]): {
