@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
 import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
 import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
@@ -273,6 +275,25 @@ describeWithServices(
           await expectRetryRunsAgain(url, key);
         });
         expect(runs()).toBe(2);
+      });
+
+      it('already closed when the handler returns it: answered 500, the key released: a retry runs again', async () => {
+        let runs = 0;
+        const handler = async (reply: FastifyReply) => {
+          runs += 1;
+          reply.type('text/plain');
+          if (runs > 1) return 'second';
+          const body = new PassThrough();
+          body.destroy();
+          await once(body, 'close');
+          return body;
+        };
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          expect((await post(url, '/fail', { key, body: { a: 1 } })).status).toBe(500);
+          await expectRetryRunsAgain(url, key);
+        });
+        expect(runs).toBe(2);
       });
 
       it.each([

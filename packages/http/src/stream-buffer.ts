@@ -29,8 +29,8 @@ export type BufferedStream =
  * on the source always has an error listener: a source that fails before `whole()` or `discard()` took it
  * over (a paused stream still reads ahead, to its high-water mark) would otherwise emit an `error` nobody
  * listens to, which ends the process. A stream destroyed without an error (no `end`, no `error`, only
- * `close`) fails with `ERR_STREAM_PREMATURE_CLOSE`, as Node's `stream.finished` reports it: waiting for its
- * end would hold the response, and the key, forever.
+ * `close`, also before this call) fails with `ERR_STREAM_PREMATURE_CLOSE`, as Node's `stream.finished`
+ * reports it: waiting for its end would hold the response, and the key, forever.
  * @throws the stream's error, when it fails (or closes) before the end or the cap.
  */
 export function bufferStream(stream: Readable, maxBytes: number): Promise<BufferedStream> {
@@ -93,6 +93,8 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       reject(error);
     };
     const onClose = () => onError(prematureClose());
+    // Destroyed before it was given (its close may have been emitted already): it will never end.
+    if (stream.destroyed && stream.readableEnded === false) return reject(stream.errored ?? prematureClose());
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);

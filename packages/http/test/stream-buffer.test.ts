@@ -85,6 +85,14 @@ describe('bufferStream, a source destroyed without an error (was waited for fore
     });
   });
 
+  it('already closed when it is given: rejects with a premature close', async () => {
+    const source = new Readable({ read() {} });
+    source.destroy();
+    // Its close event, not only `closed` (set a tick before the event).
+    await new Promise((resolve) => source.once('close', resolve));
+    await expect(bufferStream(source, 4096)).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' });
+  });
+
   it('past the cap, before whole(): failure() reports it and whole() gives the part read, then fails', async () => {
     const source = failingStream(undefined);
     const buffered = pastTheCap(await bufferStream(source, 4096));
