@@ -64,6 +64,19 @@ export class RedisServer {
     await waitFor(`port ${this.port} to close`, async () => !(await isListening(this.port)), 10_000);
   }
 
+  /**
+   * Freezes the server (SIGSTOP): the kernel still accepts TCP connections for it, but nothing is answered,
+   * not even a new client's ready check, until {@link RedisServer.resume}.
+   */
+  freeze(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  /** Lets a frozen server run again (SIGCONT). */
+  resume(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
   /** Stops the server and removes its directory. */
   async dispose(): Promise<void> {
     await this.stop();

@@ -1,7 +1,8 @@
+import { once } from 'node:events';
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
-import { waitFor } from '../../support/net';
+import { settlesWithin, waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -130,6 +131,44 @@ describeWithServices(
         'during-2',
       ]);
       expect(Object.values(effects).every((n) => n === 1)).toBe(true);
+    });
+
+    it('stop() during a start() whose Redis client is still connecting (Redis accepts, never answers) resolves within the command timeout', async () => {
+      // A new client's TCP connection is accepted, its ready check never answered.
+      server.freeze();
+      const connecting = new Redis(server.url, { maxRetriesPerRequest: 0, disconnectTimeout: 0 });
+      try {
+        await once(connecting, 'connect');
+        expect(connecting.status).toBe('connect'); // connected, not ready: start()'s store check waits
+        const idempotency = new Idempotency(
+          { store: new RedisIdempotencyStore({ redis: connecting }, { commandTimeoutMs: 500 }) },
+          {},
+        );
+        const poller = new IdempotentSqsPoller(
+          { idempotency, sqs: fx.sqs, logger: false },
+          // Never asked: the stop comes before the start's dead-letter check.
+          { queueUrl: `${sqs}/000000000000/never-asked`, waitTimeSeconds: 0 },
+          () => 1,
+        );
+        let started = false;
+        poller.on('started', () => {
+          started = true;
+        });
+        const starting = poller.start();
+        // The SIGTERM of a rolling deploy during that start: stop() is documented to wait for the start
+        // at most the store's command timeout (500 ms). It waited for the connect wait of the store check
+        // (5 s) and then the PING's own timeout.
+        const stopped = await settlesWithin('stop()', poller.stop(), 2_500);
+        expect(stopped).toEqual({ status: 'fulfilled', value: { abandoned: 0 } });
+        await expect(starting).resolves.toBe(poller);
+        expect(started).toBe(false);
+        expect(poller.running).toBe(false);
+      } finally {
+        server.resume();
+        const ended = once(connecting, 'end');
+        connecting.disconnect();
+        await ended;
+      }
     });
   },
 );

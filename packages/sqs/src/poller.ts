@@ -170,7 +170,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   /**
    * {@link IdempotentSqsPoller.start}'s steps. The abort signal of this run is made first: a `stop()`
    * meanwhile aborts it, which aborts the dead-letter check in flight (an SQS endpoint that never answers
-   * must not hold `stop()`, nor keep its socket open), and the start then ends without polling.
+   * must not hold `stop()`, nor keep its socket open) and the store check's wait for a Redis client still
+   * connecting (up to 5 s otherwise), and the start then ends without polling.
    */
   async #start(): Promise<this> {
     if (this.#loop) return this;
@@ -186,7 +187,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       this.#log.close();
     };
     try {
-      await checkStoreAtStart(this.#deps.idempotency, this.#log);
+      await checkStoreAtStart(this.#deps.idempotency, this.#log, signal);
       if (!signal.aborted) await this.#processor.verifyDeadLetter(signal);
     } catch (error) {
       release();
@@ -230,7 +231,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted
    * without running). So `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
    * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's
-   * dead-letter check (`GetQueueAttributes`) and waits for the start to end (bounded by the store's command
+   * dead-letter check (`GetQueueAttributes`) and its store check's wait for a Redis client still
+   * connecting, and waits for the start to end (at most a `PING` already sent: the store's command
    * timeout); if polling had not started, it resolves with `{ abandoned: 0 }` and emits nothing.
    */
   async stop(): Promise<{ abandoned: number }> {

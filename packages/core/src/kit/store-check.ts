@@ -18,21 +18,27 @@ const CONNECT_WAIT_MS = 5000;
 
 /**
  * Resolves once a client that is still connecting (`new Redis(url)` a moment ago) is `ready`, has failed
- * to connect (`error`: the PING then says why), or {@link CONNECT_WAIT_MS} passed; `undefined` (nothing to
- * wait for, so the PING goes out at once, in the caller's tick) for any other status. Without it, a
- * client made with `enableOfflineQueue: false` answers a PING sent before its connection is up with
- * "Stream isn't writeable", and a healthy consumer would fail to start.
+ * to connect (`error`: the PING then says why), {@link CONNECT_WAIT_MS} passed, or `signal` aborted;
+ * `undefined` (nothing to wait for, so the PING goes out at once, in the caller's tick) for any other
+ * status or an aborted `signal`. Without it, a client made with `enableOfflineQueue: false` answers a PING
+ * sent before its connection is up with "Stream isn't writeable", and a healthy consumer would fail to start.
  */
-function untilConnected(redis: RedisLike | undefined): Promise<void> | undefined {
+function untilConnected(
+  redis: RedisLike | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> | undefined {
   if (redis?.status !== 'connecting' && redis?.status !== 'connect') return undefined;
+  if (signal?.aborted) return undefined;
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
       for (const event of ['ready', 'error', 'end']) redis.off(event, done);
+      signal?.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, CONNECT_WAIT_MS);
     for (const event of ['ready', 'error', 'end']) redis.on(event, done);
+    signal?.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -76,13 +82,21 @@ export function describeStoreLocation(store: object): string | undefined {
  * for `RedisIdempotencyStore`), so a consumer started against a wrong URL fails at once instead of
  * pausing on its first message. A client still connecting is given up to 5 s to connect first.
  * @param where - names the consumer in the error, e.g. `the consumer of queue orders`.
+ * @param signal - the consumer stops during its start: ends the wait for a connecting client at once,
+ *   and once it aborted no `PING` is sent (the check resolves without one: the caller gives up anyway).
+ *   A `PING` already sent is still awaited (its command timeout bounds it).
  * @throws `StoreUnavailableError` (code `STORE_UNAVAILABLE`) naming the consumer and where the store's
  *   Redis is (host and port), with the ping's error as `cause`.
  */
-export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, where: string): Promise<void> {
+export async function checkStoreAnswers(
+  store: Pick<IdempotencyStore, 'ping'>,
+  where: string,
+  signal?: AbortSignal,
+): Promise<void> {
   try {
-    const connecting = untilConnected(redisOf(store));
+    const connecting = untilConnected(redisOf(store), signal);
     if (connecting) await connecting;
+    if (signal?.aborted) return;
     await store.ping();
   } catch (error) {
     const location = describeStoreLocation(store);
@@ -99,17 +113,20 @@ export async function checkStoreAnswers(store: Pick<IdempotencyStore, 'ping'>, w
  * the runner fails closed (`storeFailureMode: 'closed'`, the default); under `storeFailureMode: 'open'`
  * (the application chose to run unprotected while the store is down) the failure is logged as a warning
  * and the start goes on.
+ * @param signal - the consumer stops during its start: see {@link checkStoreAnswers} (no warning then).
  * @throws `StoreUnavailableError` (see {@link checkStoreAnswers}) when the store does not answer and the
  *   runner fails closed.
  */
 export async function checkStoreAtStart(
   runner: { readonly store: Pick<IdempotencyStore, 'ping'>; readonly options: { storeFailureMode: string } },
   log: AdapterLog,
+  signal?: AbortSignal,
 ): Promise<void> {
   try {
-    await checkStoreAnswers(runner.store, log.where);
+    await checkStoreAnswers(runner.store, log.where, signal);
   } catch (error) {
     if (runner.options.storeFailureMode !== 'open') throw error;
+    if (signal?.aborted) return;
     log.warn(
       `${error instanceof Error ? error.message : String(error)} Starting anyway: storeFailureMode is 'open', so messages run without idempotency until it answers.`,
       { error },

@@ -185,6 +185,27 @@ describe('kit: checkStoreAnswers and watchRedisErrors', () => {
     expect(redis.listenerCount('error')).toBe(0);
   });
 
+  it('checkStoreAnswers ends the wait for a connecting client when its signal aborts, and sends no PING then', async () => {
+    const redis = Object.assign(new FakeRedis(), { status: 'connect' }); // connected, ready check unanswered
+    const store = Object.assign(new MemoryIdempotencyStore(), { redis });
+    let pings = 0;
+    store.ping = async () => {
+      pings++;
+    };
+    const stopping = new AbortController();
+    let settled = false;
+    const checked = checkStoreAnswers(store, 'c', stopping.signal).finally(() => {
+      settled = true;
+    });
+    stopping.abort();
+    // One macrotask is plenty for an ended wait; without the abort it lasts its whole 5 s.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(true);
+    await expect(checked).resolves.toBeUndefined();
+    expect(pings).toBe(0);
+    expect(redis.listenerCount('ready')).toBe(0);
+  });
+
   it('checkStoreAnswers does not wait for a client that failed to connect: the PING says why', async () => {
     const redis = Object.assign(new FakeRedis(), { status: 'connecting' });
     const store = Object.assign(new MemoryIdempotencyStore(), { redis });
