@@ -1,4 +1,4 @@
-import { createConnection, createServer } from 'node:net';
+import { type AddressInfo, createConnection, createServer, type Socket } from 'node:net';
 
 /** Resolves true when something accepts TCP connections on host:port within `timeoutMs`. */
 export function isListening(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
@@ -58,4 +58,48 @@ export async function settlesWithin<T>(
   });
   await waitFor(what, () => outcome !== undefined, timeoutMs);
   return outcome!;
+}
+
+/** What {@link blackHole} gives a test. */
+export interface BlackHole {
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  /** Resolves once a request's first bytes arrived (a client is waiting for an answer). */
+  readonly requested: Promise<void>;
+  /** Connections still open (a client that gave up on its request closes its own). */
+  readonly open: number;
+  /** Stops listening and ends every connection still open. */
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP endpoint that accepts connections, reads what is sent and never answers: a black-holed HTTP
+ * endpoint (an SQS endpoint behind a broken network path), whose requests end only when the client aborts.
+ */
+export async function blackHole(): Promise<BlackHole> {
+  const sockets = new Set<Socket>();
+  let onRequest!: () => void;
+  const requested = new Promise<void>((resolve) => {
+    onRequest = resolve;
+  });
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => onRequest());
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requested,
+    get open() {
+      return sockets.size;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }

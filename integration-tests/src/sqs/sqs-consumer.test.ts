@@ -5,10 +5,10 @@ import {
   type SqsHandlerContext,
 } from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
-import { waitFor } from '../../support/net';
+import { blackHole, settlesWithin, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
-import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
+import { queueDepth, receiveAll, sendMessage, sqsClient } from '../../support/sqs-helpers';
 
 // sqs-consumer 15 declares `engines.node >= 22` but runs on Node 20 (its CommonJS build is used here), so
 // these tests drive the wrappers through a real Consumer.
@@ -52,6 +52,33 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     consumers.push(c);
     return c;
   }
+
+  it("wiring.close() aborts the pre-receive dead-letter check an SQS endpoint never answers: the stopped Consumer's poll ends and no socket is left open", async () => {
+    const hole = await blackHole();
+    try {
+      const sqs = sqsClient(hole.url);
+      const queueUrl = `${hole.url}/000000000000/orders`;
+      const wiring = createSqsConsumerWiring(
+        { idempotency: fx.idempotency(), sqs, logger: false },
+        { queueUrl },
+        () => 1,
+      );
+      // It waits for its poll to end before `stopped`, up to pollingCompleteWaitTimeMs.
+      const c = consumer({ ...wiring, queueUrl, sqs, pollingCompleteWaitTimeMs: 60_000 });
+      c.start();
+      await hole.requested; // the poll's preReceiveMessageCallback: GetQueueAttributes, never answered
+      // Not events.once: the aborted check is reported as one receive `error` (the consumer helper ignores them).
+      const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
+      // The documented shutdown: the Consumer's stop(), then the wiring's close().
+      c.stop();
+      wiring.close();
+      // The check held the poll (and its socket) for ever: `stopped` came only at pollingCompleteWaitTimeMs.
+      expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+      await waitFor('the check closed its connection', () => hole.open === 0, 5_000);
+    } finally {
+      await hole.close();
+    }
+  });
 
   it('handleMessage: duplicates with the same key run once; every copy is deleted', async () => {
     const q = await fx.queue('c-dups');

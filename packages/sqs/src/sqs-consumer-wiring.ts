@@ -59,8 +59,10 @@ export interface SqsConsumerWiring {
   readonly events: TypedEventEmitter<SqsEvents>;
   /**
    * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
-   * watching the Redis client's errors, and stops the store gate's probe. Call it after the Consumer's
-   * `stop()`; a wiring is not used after `close()`. Safe to call twice.
+   * watching the Redis client's errors, stops the store gate's probe, and aborts a dead-letter check in
+   * flight (`GetQueueAttributes`: an SQS endpoint that never answers would hold the Consumer's last poll,
+   * which awaits it in `preReceiveMessageCallback`, and its socket for ever; the callback then rejects).
+   * Call it after the Consumer's `stop()`; a wiring is not used after `close()`. Safe to call twice.
    */
   close(): void;
   /**
@@ -119,6 +121,8 @@ export function createSqsConsumerWiring<T>(
   // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
   log.open();
   const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
+  // Aborted by close(): the dead-letter check's request, which SQS may never answer.
+  const closing = new AbortController();
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
@@ -194,7 +198,7 @@ export function createSqsConsumerWiring<T>(
     };
   }
   wiring.preReceiveMessageCallback = async () => {
-    await processor.verifyDeadLetter();
+    await processor.verifyDeadLetter(closing.signal);
     await gate.waitUntilOpen();
   };
   wiring.messageAttributeNames = [...RECEIVED_MESSAGE_ATTRIBUTES];
@@ -204,12 +208,13 @@ export function createSqsConsumerWiring<T>(
       return events;
     },
     async verifyDeadLetter() {
-      await processor.verifyDeadLetter();
+      await processor.verifyDeadLetter(closing.signal);
     },
     checkStore() {
       return checkStoreAnswers(dependencies.idempotency.store, log.where);
     },
     close() {
+      closing.abort();
       gate.dispose();
       unwatchRedis();
       log.close();

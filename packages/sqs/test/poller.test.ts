@@ -732,6 +732,22 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     wiring.close();
     expect(idempotency.listenerCount('leaseLost')).toBe(before);
   });
+
+  it("the sqs-consumer wiring's close() aborts a dead-letter check SQS never answers: the pre-receive callback rejects", async () => {
+    const { sqs, idempotency } = setup();
+    sqs.hangQueueAttributes = true;
+    const wiring = createSqsConsumerWiring(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE },
+      () => 1,
+    );
+    const polling = wiring.preReceiveMessageCallback();
+    await until('the dead-letter check sent', () => sqs.attributeRequests === 1);
+    wiring.close();
+    // Without the abort it never settles (the test times out), and holds the Consumer's last poll.
+    await expect(polling).rejects.toThrow('GetQueueAttributes');
+    expect(sqs.attributeAborts).toBe(1);
+  });
 });
 
 /**
