@@ -30,7 +30,9 @@ export interface SqsEvents {
   /**
    * Every message ends in exactly one `settled`, once its decision was carried out (the delete or
    * visibility change sent, or nothing sent for `leave`): the subject and the {@link Decision} taken, the
-   * same shape as in the RabbitMQ and Kafka adapters.
+   * same shape as in the RabbitMQ and Kafka adapters. A message the poller's `stop()` abandoned (still
+   * running at `stopTimeoutMs`, or its delete or visibility change unanswered when `stop()` stopped waiting
+   * for it) is reported once, with `leave`/`abandoned`, before `stopped`: nothing later is reported for it.
    */
   settled: [MessageSubject & { readonly decision: Decision }];
   /** A CONFLICT or retryable error: the message comes back after `delayMs` (its new visibility timeout). */
@@ -102,8 +104,9 @@ export interface SqsEvents {
   /** The poller started receiving (poller only). */
   started: [{ readonly queueUrl: string }];
   /**
-   * `stop()` finished (poller only): `abandoned` messages were still running at `stopTimeoutMs` and are
-   * left to their visibility timeout.
+   * `stop()` finished (poller only): `abandoned` messages were still running at `stopTimeoutMs`, or their
+   * delete or visibility change was unanswered when `stop()` stopped waiting for it; they are left to their
+   * visibility timeout (each was reported `settled` with `leave`/`abandoned`).
    */
   stopped: [{ readonly queueUrl: string; readonly abandoned: number }];
 }

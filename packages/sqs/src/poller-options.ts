@@ -33,7 +33,8 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
    * record decides (a handler that completed meanwhile makes them a DUPLICATE, one that failed for good
    * has them dead-lettered then). The pending deletes and visibility changes
    * are then sent and waited for what is left of it, at least 1 s; one SQS has not answered by then is not
-   * waited for (its message becomes visible again). `stop()` then resolves with the count abandoned.
+   * waited for (its message is abandoned too and becomes visible again, unless the request still lands).
+   * `stop()` then resolves with the count abandoned.
    * @defaultValue 30000
    */
   readonly stopTimeoutMs?: number;

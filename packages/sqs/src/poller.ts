@@ -77,8 +77,10 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   readonly #receivedAt = new WeakMap<Message, number>();
   /** Messages received and not yet settled. */
   readonly #inFlight = new Set<Message>();
-  /** Messages `stop()` gave up on: nothing more is sent to SQS for them. */
+  /** Messages `stop()` gave up on: nothing more is sent to SQS for them, nor reported. */
   readonly #abandoned = new WeakSet<Message>();
+  /** Messages whose decision is being carried out (its delete or visibility change sent), not yet reported. */
+  readonly #settling = new Set<Message>();
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
@@ -225,11 +227,15 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * for it, not even a dead-letter copy (its handler may still finish and record its outcome, which its
    * redelivery then meets), and it comes back after its visibility timeout. One whose handler had not
    * started (its claim, a claim of its CONFLICT wait, or a visibility change before its handler answered
-   * late) never starts, and the claim it got is released for its redelivery. Last, the pending deletes
-   * and visibility changes are sent, waited for what is left of `stopTimeoutMs` but at least 1 s: a
-   * delete or visibility change not answered by then is not waited for, and its message simply becomes
-   * visible again when its visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted
-   * without running). So `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
+   * late) never starts, and the claim it got is released for its redelivery. A message whose decision
+   * is made and whose delete or visibility change is already queued or sent is not abandoned then.
+   * Last, the pending deletes and visibility changes are sent, waited for what is left of
+   * `stopTimeoutMs` but at least 1 s: a message whose request SQS answered by then is reported `settled`
+   * with its decision; one whose request is not answered by then is not waited for and is abandoned (and
+   * counted) too, reported `settled` with `leave`/`abandoned` (an answer after that is not reported: one
+   * `settled` per message), and unless that request still lands, it becomes visible again when its
+   * visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted without running). So
+   * `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
    * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's
    * dead-letter check (`GetQueueAttributes`) and its store check's wait for a Redis client still
    * connecting, and waits for the start to end (at most a `PING` already sent: the store's command
@@ -253,7 +259,9 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     })();
     const ended = await within(drained, this.#settings.stopTimeoutMs);
-    const abandoned = ended === 'timeout' ? this.#abandonInFlight() : 0;
+    // Still running: abandoned. Those whose delete or visibility change is sent wait for it below.
+    let abandoned =
+      ended === 'timeout' ? this.#abandon([...this.#inFlight].filter((m) => !this.#settling.has(m))) : 0;
     // The last deletes and visibility changes get what is left of stopTimeoutMs, at least FINAL_FLUSH_MS:
     // an SQS endpoint that does not answer cannot hold stop() (what is not sent becomes visible again).
     const leftMs = this.#settings.stopTimeoutMs - (performance.now() - stopStarted);
@@ -261,6 +269,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       Promise.all([this.#deletes.drain(), this.#visibility.drain()]),
       Math.max(leftMs, FINAL_FLUSH_MS),
     );
+    // Not answered by then: not waited for, so abandoned too (reported once, here; its late answer is not).
+    abandoned += this.#abandon([...this.#settling]);
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
@@ -269,12 +279,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     return { abandoned };
   }
 
-  /** Marks every in-flight message abandoned and reports it settled; returns how many. */
-  #abandonInFlight(): number {
-    const messages = [...this.#inFlight];
+  /** Marks `messages` abandoned and reports each settled with `leave`/`abandoned`; returns how many. */
+  #abandon(messages: readonly Message[]): number {
     for (const message of messages) {
       this.#abandoned.add(message);
       this.#inFlight.delete(message);
+      this.#settling.delete(message);
       if (!this.hasListeners('settled')) continue;
       const key = this.#processor.keyed(message).request?.key;
       const subject = subjectOf(this.#options.queueUrl, this.#options.scope, message, {
@@ -352,6 +362,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     if (this.#abandoned.has(message)) return; // stop() gave up on it and reported it
     if (processed.storeUnavailable) this.#gate?.close(processed.storeError);
     const request = sqsRequestOf(processed);
+    this.#settling.add(message);
     if (message.ReceiptHandle && request === 'delete') {
       try {
         await this.#deletes.add({ ReceiptHandle: message.ReceiptHandle });
@@ -361,6 +372,9 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     } else if (typeof request === 'number') {
       await this.#changeVisibility(message, request);
     }
+    // stop() gave up waiting for that answer and reported the message abandoned: one `settled` only.
+    if (this.#abandoned.has(message)) return;
+    this.#settling.delete(message);
     reportProcessed(this, this.#options.queueUrl, this.#options.scope, processed);
   }
 

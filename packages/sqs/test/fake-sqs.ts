@@ -41,6 +41,12 @@ export class FakeSqs {
    */
   holdVisibility: Promise<void> | undefined;
   heldVisibility = 0;
+  /**
+   * While set, a `DeleteMessageBatch` sent is not answered until it resolves (a slow SQS round trip);
+   * `heldDeletes` counts the requests it held.
+   */
+  holdDeletes: Promise<void> | undefined;
+  heldDeletes = 0;
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
   redrivePolicy: string | undefined = JSON.stringify({ deadLetterTargetArn: 'arn:dlq', maxReceiveCount: 5 });
 
@@ -65,16 +71,17 @@ export class FakeSqs {
     }
     if (command instanceof DeleteMessageBatchCommand) {
       if (this.hangDeletes) return new Promise(() => {});
+      await this.#held('Deletes');
       return this.#answer(command.input.Entries as Entry[], (e) => this.deleted.push(e.ReceiptHandle));
     }
     if (command instanceof ChangeMessageVisibilityBatchCommand) {
-      await this.#held();
+      await this.#held('Visibility');
       return this.#answer(command.input.Entries as Entry[], (e) =>
         this.visibility.push({ receipt: e.ReceiptHandle, seconds: e.VisibilityTimeout! }),
       );
     }
     if (command instanceof ChangeMessageVisibilityCommand) {
-      await this.#held();
+      await this.#held('Visibility');
       this.visibility.push({
         receipt: command.input.ReceiptHandle!,
         seconds: command.input.VisibilityTimeout!,
@@ -115,10 +122,11 @@ export class FakeSqs {
     throw new Error(`FakeSqs: unexpected ${(command as object).constructor.name}`);
   }
 
-  async #held(): Promise<void> {
-    const hold = this.holdVisibility;
+  /** Waits for `hold${requests}` when set, counting the request in `held${requests}`. */
+  async #held(requests: 'Visibility' | 'Deletes'): Promise<void> {
+    const hold = this[`hold${requests}`];
     if (!hold) return;
-    this.heldVisibility += 1;
+    this[`held${requests}`] += 1;
     await hold;
   }
 

@@ -609,6 +609,54 @@ describe('IdempotentSqsPoller stop() and logging', () => {
     expect(await idempotency.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
   }, 20_000);
 
+  /**
+   * A poller with `stopTimeoutMs: 50` whose one message completed and waits for its delete, which SQS holds:
+   * `stop()` is called, and the delete is answered (`answer()`) when the test says.
+   */
+  async function stopWhileDeleteHeld() {
+    const { sqs, idempotency } = setup();
+    let answer!: () => void;
+    sqs.holdDeletes = new Promise<void>((resolve) => (answer = resolve));
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, stopTimeoutMs: 50 },
+      async () => 'done',
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    const stoppedEvents: number[] = [];
+    poller.on('stopped', (e) => stoppedEvents.push(e.abandoned));
+    await poller.start();
+    await until('the delete sent', () => sqs.heldDeletes === 1);
+    // stop() sets its stopTimeoutMs timer in this call: a timer set after it, and longer, fires after it.
+    const stopped = poller.stop();
+    return { sqs, m, answer, settled, stoppedEvents, stopped };
+  }
+
+  it('a delete SQS answers after stopTimeoutMs, within the final flush, settles the message once: deleted, not abandoned', async () => {
+    const { sqs, m, answer, settled, stoppedEvents, stopped } = await stopWhileDeleteHeld();
+    await new Promise((resolve) => setTimeout(resolve, 60)); // past stopTimeoutMs, within the flush's 1 s
+    answer();
+    await expect(stopped).resolves.toEqual({ abandoned: 0 });
+    expect(sqs.deleted).toEqual([m.ReceiptHandle]);
+    expect(settled).toEqual(['delete:completed']);
+    expect(stoppedEvents).toEqual([0]);
+  });
+
+  it('a delete SQS answers only after stop() gave up on it settles the message once: abandoned, as stop() resolved', async () => {
+    const { sqs, m, answer, settled, stoppedEvents, stopped } = await stopWhileDeleteHeld();
+    await expect(stopped).resolves.toEqual({ abandoned: 1 });
+    expect(settled).toEqual(['leave:abandoned']);
+    answer();
+    await until('the late delete answered', () => sqs.deleted.length === 1);
+    expect(sqs.deleted).toEqual([m.ReceiptHandle]);
+    await new Promise(setImmediate); // every continuation of that answer has run (no I/O in between)
+    expect(settled).toEqual(['leave:abandoned']);
+    expect(stoppedEvents).toEqual([1]);
+  }, 10_000);
+
   it('stop() during a start() whose dead-letter check SQS never answers ends the start and resolves', async () => {
     const { sqs, idempotency } = setup();
     sqs.hangQueueAttributes = true;
