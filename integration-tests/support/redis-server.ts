@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
 import { freePort, isListening, waitFor } from './net';
 
@@ -75,6 +77,29 @@ export class RedisServer {
   /** Lets a frozen server run again (SIGCONT). */
   resume(): void {
     this.#child?.kill('SIGCONT');
+  }
+
+  /**
+   * Runs `use` with a runner whose store's client is still connecting: the server is frozen
+   * ({@link RedisServer.freeze}), so the client's TCP connection is accepted (status `connect`) and its
+   * ready check is never answered; a consumer's `start()` then waits in its store check. The store's
+   * `commandTimeoutMs` is 500. Afterwards the server runs again and the client is disconnected.
+   */
+  async withStoreStillConnecting(use: (idempotency: Idempotency) => Promise<void>): Promise<void> {
+    this.freeze();
+    const connecting = new Redis(this.url, { maxRetriesPerRequest: 0, disconnectTimeout: 0 });
+    try {
+      await once(connecting, 'connect');
+      // Connected, not ready: start()'s store check waits for it.
+      if (connecting.status !== 'connect') throw new Error(`the client is ${connecting.status}, not connect`);
+      const store = new RedisIdempotencyStore({ redis: connecting }, { commandTimeoutMs: 500 });
+      await use(new Idempotency({ store }, {}));
+    } finally {
+      this.resume();
+      const ended = once(connecting, 'end');
+      connecting.disconnect();
+      await ended;
+    }
   }
 
   /** Stops the server and removes its directory. */

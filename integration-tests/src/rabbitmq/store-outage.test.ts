@@ -1,9 +1,10 @@
 import { RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import Redis from 'ioredis';
-import { waitFor } from '../../support/net';
+import { settlesWithin, waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
-import { acks, pause, RabbitFixture, requeues } from './fixture';
+import { acks, FAST, pause, RabbitFixture, requeues } from './fixture';
 
 const MESSAGES = 30;
 
@@ -94,4 +95,27 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
     await consumer.stop();
     expect(events.cancelled).toHaveLength(1);
   }, 30_000);
+
+  it('stop() during a start() whose Redis client is still connecting (Redis accepts, never answers) resolves without waiting for it', async () => {
+    await server.withStoreStillConnecting(async (idempotency) => {
+      const consumer = createIdempotentConsumer(
+        { idempotency, connection: fx.connection, logger: false },
+        { ...FAST, queue: fx.queue },
+        () => {},
+      );
+      let started = false;
+      consumer.on('started', () => {
+        started = true;
+      });
+      const starting = consumer.start();
+      // The SIGTERM of a rolling deploy during that start: stop() waits for the step under way, here the
+      // store check. It waited for that check's wait for the connecting client (5 s), then the PING's own
+      // timeout (500 ms), though nothing was opened yet and start() was to give up anyway.
+      const stopped = await settlesWithin('stop()', consumer.stop(), 2_500);
+      expect(stopped).toEqual({ status: 'fulfilled', value: undefined });
+      await expect(starting).resolves.toBeUndefined();
+      expect(started).toBe(false);
+      expect(consumer.state).toBe('stopped');
+    });
+  });
 });

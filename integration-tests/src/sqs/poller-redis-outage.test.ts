@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
@@ -134,16 +133,7 @@ describeWithServices(
     });
 
     it('stop() during a start() whose Redis client is still connecting (Redis accepts, never answers) resolves within the command timeout', async () => {
-      // A new client's TCP connection is accepted, its ready check never answered.
-      server.freeze();
-      const connecting = new Redis(server.url, { maxRetriesPerRequest: 0, disconnectTimeout: 0 });
-      try {
-        await once(connecting, 'connect');
-        expect(connecting.status).toBe('connect'); // connected, not ready: start()'s store check waits
-        const idempotency = new Idempotency(
-          { store: new RedisIdempotencyStore({ redis: connecting }, { commandTimeoutMs: 500 }) },
-          {},
-        );
+      await server.withStoreStillConnecting(async (idempotency) => {
         const poller = new IdempotentSqsPoller(
           { idempotency, sqs: fx.sqs, logger: false },
           // Never asked: the stop comes before the start's dead-letter check.
@@ -163,12 +153,7 @@ describeWithServices(
         await expect(starting).resolves.toBe(poller);
         expect(started).toBe(false);
         expect(poller.running).toBe(false);
-      } finally {
-        server.resume();
-        const ended = once(connecting, 'end');
-        connecting.disconnect();
-        await ended;
-      }
+      });
     });
   },
 );

@@ -230,7 +230,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 
   /**
    * {@link IdempotentConsumer.start}'s steps. A `stop()` meanwhile sets `stopping`: the next step is not
-   * taken, and `stop()` (which awaits this) closes what the steps opened.
+   * taken, and `stop()` (which awaits this) closes what the steps opened. Its abort also ends the store
+   * check's wait for a Redis client still connecting, and no `PING` is sent after it.
    */
   async #start(): Promise<void> {
     // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
@@ -238,7 +239,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     this.#log.open();
     this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
     try {
-      await checkStoreAtStart(this.#dependencies.idempotency, this.#log);
+      // A stop() meanwhile ends the check's wait for a Redis client still connecting (up to 5 s) at once.
+      await checkStoreAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
       if (this.#state !== 'starting') return;
       await this.#open();
       if (this.#state !== 'starting') return;
@@ -281,7 +283,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * left unacked) and the connection it opened with `connect`. Called during `start()` or a reconnect, it
    * waits for the step under way, then closes what that step opened; a `connect()` under way is not waited
    * for (a broker that does not answer would hold it for minutes): the connection it opens later is closed
-   * when it arrives. Safe to call more than once: every call resolves when the first one does, once the
+   * when it arrives. Nor is the store check's wait for a Redis client still connecting (up to 5 s): it ends
+   * at once, without a `PING` (a `PING` already sent is awaited, up to the store's command timeout). Safe to call more than once: every call resolves when the first one does, once the
    * consumer is stopped.
    */
   stop(): Promise<void> {
