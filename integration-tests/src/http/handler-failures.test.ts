@@ -201,18 +201,42 @@ describeWithServices(
           // Without the middleware this throws ERR_HTTP_HEADERS_SENT: the first answer went out.
           res.status(400).json({ error: 'a second answer, longer than the first' });
         };
-        await using(startExpress(idempotency, handler, { record: false }), async (url) => {
-          const key = freshKey();
-          for (const replayed of [null, 'true']) {
-            const reply = await post(url, '/fail', { key, body: { a: 1 } });
-            expect([reply.status, reply.json, reply.headers.get('idempotent-replayed')]).toEqual([
-              201,
-              { a: 1 },
-              replayed,
-            ]);
-          }
-        });
+        await using(startExpress(idempotency, handler, { record: false }), expectFirstAnswerReplayed);
       });
+    });
+
+    describe('fastify, a handler that answers twice', () => {
+      const answers: [string, (reply: FastifyReply) => unknown][] = [
+        [
+          'a second reply.send',
+          (reply) => {
+            reply.code(201).send({ a: 1 });
+            return reply.code(400).send({ error: 'a second answer, longer than the first' });
+          },
+        ],
+        [
+          'reply.send, then a different returned value',
+          (reply) => {
+            reply.code(201).send({ a: 1 });
+            return { error: 'a second answer, longer than the first' };
+          },
+        ],
+      ];
+
+      it.each(answers)(
+        '%s: the first answer goes out under its own status and is the one stored and replayed; the second is dropped, as Fastify drops it without the plugin (FST_ERR_REP_ALREADY_SENT) (was sent while the first was being stored: the client got the second answer, retries the first)',
+        async (_how, answer) => {
+          let runs = 0;
+          const handler = (reply: FastifyReply) => {
+            runs += 1;
+            return answer(reply);
+          };
+          // conflictWaitMs: a retry that finds the key still in progress waits for the first request's outcome.
+          const options = { conflictWaitMs: 10_000 };
+          await using(startFastify(idempotency, handler, options), expectFirstAnswerReplayed);
+          expect(runs).toBe(1);
+        },
+      );
     });
 
     describe('fastify, pass-through', () => {
@@ -412,6 +436,22 @@ async function expectCutOffThenRunAgain(url: string): Promise<void> {
   const key = freshKey();
   await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
   await expectRetryRunsAgain(url, key);
+}
+
+/**
+ * Two requests with one key to a handler whose first answer is 201 `{ a: 1 }`: the first gets that
+ * answer, the retry gets it replayed (`Idempotent-Replayed: true`).
+ */
+async function expectFirstAnswerReplayed(url: string): Promise<void> {
+  const key = freshKey();
+  for (const replayed of [null, 'true']) {
+    const reply = await post(url, '/fail', { key, body: { a: 1 } });
+    expect([reply.status, reply.json, reply.headers.get('idempotent-replayed')]).toEqual([
+      201,
+      { a: 1 },
+      replayed,
+    ]);
+  }
 }
 
 /**

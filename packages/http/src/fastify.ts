@@ -4,11 +4,12 @@
  */
 import type { Readable } from 'node:stream';
 import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idempotent-consumer/core';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { errorCodes, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type Exchange, type FinishedResponse, HttpIdempotency } from './exchange';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
 import type { HttpAnswer } from './problem';
+import type { OutgoingHeaders } from './stored-response';
 import { type BufferedStream, bufferStream } from './stream-buffer';
 
 /** Per-route setting, in the route's `config.idempotency`. */
@@ -75,6 +76,8 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   if (!idempotency) throw new InvalidOptionError('fastifyIdempotency needs { idempotency }');
   const http = new HttpIdempotency<FastifyRequest>(idempotency, resolveHttpOptions(httpOptions));
   const inFlight = new WeakMap<FastifyRequest, InFlight>();
+  /** Claimed requests whose handler's answer reached onSend, where it waits for the store. */
+  const answering = new WeakSet<FastifyRequest>();
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
 
   fastify.addHook('preHandler', async (request, reply) => {
@@ -98,7 +101,24 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
     finishOnHijack(request, reply, state);
+    sendOnce(request, reply);
   });
+
+  /**
+   * Fastify drops an answer sent after the response ended (it logs `FST_ERR_REP_ALREADY_SENT`), but while
+   * onSend stores the first answer nothing has been sent yet: a second `reply.send`, or a value returned
+   * after `reply.send` in an async handler, would go out instead of the first, which is the one stored
+   * and replayed. That second answer is dropped and logged as Fastify does once the response ended.
+   * Fastify's own error answer after a failed onSend goes through (the onError hook ends the guard).
+   */
+  function sendOnce(request: FastifyRequest, reply: FastifyReply): void {
+    const send = reply.send;
+    reply.send = function sendUnlessAnswering(this: FastifyReply, payload?: unknown) {
+      if (!answering.has(request)) return send.call(this, payload);
+      this.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(request.url, request.method) });
+      return this;
+    };
+  }
 
   /**
    * `reply.hijack()` skips onSend: the handler answers on `reply.raw` itself, so nothing is captured or
@@ -134,6 +154,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   }
 
   fastify.addHook('onError', async (request, _reply, error) => {
+    answering.delete(request); // Fastify answers the error next
     const state = inFlight.get(request);
     if (state) state.error = error;
   });
@@ -142,6 +163,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     const state = inFlight.get(request);
     if (!state) return payload;
     inFlight.delete(request);
+    if (state.error === undefined) answering.add(request);
     const status = reply.statusCode;
     const base = { status, headers: reply.getHeaders(), error: state.error };
     if (isReadable(payload)) {
@@ -165,6 +187,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       const finished: FinishedResponse = { ...base, body: undefined, bytes: buffered.bytes };
       if (status >= 500) {
         await state.exchange.finish(finished); // released; the error body streams on
+        setAnswer(reply, finished);
         return buffered.whole();
       }
       if (http.options.onResponseTooLarge === 'pass-through') {
@@ -177,6 +200,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
             failure ? { ...finished, failed: true, error: failure.error } : finished,
           );
         });
+        setAnswer(reply, finished);
         return buffered.whole();
       }
       buffered.discard();
@@ -200,10 +224,18 @@ async function finish(
   payload: unknown,
 ): Promise<unknown> {
   const answer = await exchange.finish(finished);
-  if (!answer) return payload;
+  setAnswer(reply, answer ?? finished);
+  return answer ? answer.body : payload;
+}
+
+/**
+ * Gives the reply the status and only the headers of `answer`: the stored answer replacing the handler's,
+ * or the handler's as they were when it reached onSend (what the exchange stored), which a second answer
+ * dropped meanwhile (`reply.code(400).send(...)`) may have changed.
+ */
+function setAnswer(reply: FastifyReply, answer: { status: number; headers: OutgoingHeaders }): void {
   for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
   setAnswerHeaders(reply.code(answer.status), answer);
-  return answer.body;
 }
 
 function send(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
@@ -211,9 +243,9 @@ function send(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
 }
 
 /** Sets an answer's headers on the reply; a multi-valued one (`Set-Cookie`) goes out as several lines. */
-function setAnswerHeaders(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
+function setAnswerHeaders(reply: FastifyReply, answer: { headers: OutgoingHeaders }): FastifyReply {
   for (const [name, value] of Object.entries(answer.headers))
-    reply.header(name, typeof value === 'string' ? value : [...value]);
+    if (value !== undefined) reply.header(name, typeof value === 'object' ? [...value] : value);
   return reply;
 }
 
