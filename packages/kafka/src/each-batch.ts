@@ -182,6 +182,9 @@ export function idempotentEachBatch<T>(
           return false;
         }
         payload.resolveOffset(message.offset);
+        // Only now: a message that ended while an earlier one's completion was written is not settled
+        // when that write stops the batch (its re-fetch settles it).
+        events.emit('settled', end.settled);
         if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
         await guard(async () => {
           await payload.heartbeat();

@@ -106,6 +106,8 @@ export function idempotentEachMessage<T>(
     const where = `${topic}[${partition}]@${message.offset}`;
     switch (end.action) {
       case 'resolve':
+        // KafkaJS resolves the offset on this return.
+        events.emit('settled', end.settled);
         return;
       case 'pause':
         if (end.delayMs === undefined) {

@@ -26,7 +26,13 @@ import {
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
 import { type Decision, type DecisionPolicy, decide } from './decide';
-import type { KafkaEventEmitter, KafkaSource, LeaseLostReason, MessageSubject } from './events';
+import type {
+  KafkaIdempotencyEvents as Events,
+  KafkaEventEmitter,
+  KafkaSource,
+  LeaseLostReason,
+  MessageSubject,
+} from './events';
 import type { KafkaHandler, KafkaHandlerContext } from './handler';
 import { heartbeatUntil, type WaitContext, waitHeartbeating } from './inline-wait';
 import type { ResolvedKafkaOptions } from './options';
@@ -48,7 +54,11 @@ export interface Delivery extends WaitContext {
  * the delivery ended first (`stop`: the consumer stops, the batch went stale).
  */
 export type ProcessEnd =
-  | { readonly action: 'resolve' }
+  | {
+      readonly action: 'resolve';
+      /** The `settled` event's payload: the wrapper emits it once it resolved the offset. */
+      readonly settled: Events['settled'][0];
+    }
   | Extract<Decision, { action: 'pause' }>
   | { readonly action: 'stop' };
 
@@ -475,8 +485,9 @@ export class MessageProcessor<T> {
   }
 
   /**
-   * Carries out a decision that ends the message's processing here: `resolve` (emits `settled`),
-   * `dead-letter` (sends, then `settled`; a failed produce pauses), `pause` (emits `retryScheduled`,
+   * Carries out a decision that ends the message's processing here: `resolve`, `dead-letter` (sends; a
+   * failed produce pauses), both ending `resolve` with the `settled` event for the wrapper to emit once it
+   * resolved the offset (a batch may stop before it: then no `settled`), `pause` (emits `retryScheduled`,
    * returned to the wrapper to pause).
    */
   async #finish(
@@ -488,8 +499,7 @@ export class MessageProcessor<T> {
       case 'resolve':
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, decision });
-        return { action: 'resolve' };
+        return { action: 'resolve', settled: { ...subject, decision } };
       case 'dead-letter': {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
           // An unprotected run's re-fetch sends this copy again without running the handler again.
@@ -498,8 +508,7 @@ export class MessageProcessor<T> {
         }
         delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        this.events.emit('settled', { ...subject, decision });
-        return { action: 'resolve' };
+        return { action: 'resolve', settled: { ...subject, decision } };
       }
       case 'pause': {
         delivery.span?.brokerAction(decision.action);

@@ -224,3 +224,29 @@ describe('idempotentEachBatch waits', () => {
     eachBatch.close();
   });
 });
+
+describe('idempotentEachBatch settled', () => {
+  it("a message that ended while the previous one's completion was written is not reported settled when that write stops the batch: settled once, when its offset resolves", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const t = setup({ retryBackoff: { baseMs: 5, jitter: 'none' } });
+    // b completed before: a DUPLICATE, settled at once while a's completion is still being written.
+    await t.eachBatch(batchPayload('pay', 0, [keyed(1, 'b')]));
+    // a's completion: the store is unavailable for the runner's write, then refuses the adapter's.
+    jest
+      .spyOn(t.store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockRejectedValueOnce(new Error('unexpected reply'));
+    const settled: string[] = [];
+    t.eachBatch.events.on('settled', (e) => settled.push(e.source.offset));
+    const first = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(first);
+    expect(first.resolved).toEqual([]);
+    expect(settled).toEqual([]);
+    // b's re-fetch resolves it: settled then, once.
+    const again = batchPayload('pay', 0, [keyed(1, 'b')]);
+    await t.eachBatch(again);
+    expect(again.resolved).toEqual(['1']);
+    expect(settled).toEqual(['1']);
+    t.eachBatch.close();
+  });
+});
