@@ -61,7 +61,11 @@ export interface IdempotentConsumerEvents {
       error: string | undefined;
     },
   ];
-  /** A copy went to the dead-letter exchange (confirmed), once per message. `settled` follows. */
+  /**
+   * A copy went to the dead-letter exchange (confirmed), once per message. `settled` follows, unless the
+   * original's `ack` then fails (its channel closed: a `brokerError`); its redelivery is then acked
+   * (`dead-lettered-before`) without another copy when its record is FAILED, else copied and reported again.
+   */
   deadLettered: [
     MessageSubject & {
       reason: DeadLetterReason;

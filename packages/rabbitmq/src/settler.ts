@@ -88,13 +88,15 @@ export class Settler {
           // The copy is confirmed: a redelivery of this FAILED record is acked without another copy.
           await this.context.markDeadLettered(key, decision.failedFencingToken).catch(() => {});
         }
-        if (!this.#settle(delivery, 'ack')) return false;
+        // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there, and
+        // a FAILED record's redelivery is acked without another one.
         this.context.emit('deadLettered', {
           ...delivery.subject,
           reason: decision.reason,
           error: decision.error,
           destination: { exchange, routingKey },
         });
+        if (!this.#settle(delivery, 'ack')) return false;
         this.#report(delivery, decision);
         return true;
       }

@@ -278,6 +278,32 @@ describe('IdempotentConsumer with a fake channel', () => {
 });
 
 describe('IdempotentConsumer failure paths', () => {
+  it('a dead-letter copy confirmed after its channel closed is reported deadLettered: its redelivery is acked without another copy or report', async () => {
+    const { channel, consumeChannels, confirm, consumer } = await setup(
+      () => {
+        throw new NonRetryableError('bad');
+      },
+      { reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+    );
+    confirm.autoConfirm = false;
+    const deadLettered: unknown[] = [];
+    consumer.on('deadLettered', (e) => deadLettered.push(e.key));
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the copy', () => confirm.published.length === 1);
+    const reconnected = new Promise((resolve) => consumer.once('reconnected', resolve));
+    channel.emit('close');
+    await reconnected;
+    const ackFailed = new Promise((resolve) => consumer.once('brokerError', resolve));
+    confirm.published[0]!.confirm(); // the copy is in the dead-letter exchange; the original's ack fails
+    await ackFailed;
+    const settled = new Promise((resolve) => consumer.once('settled', resolve));
+    consumeChannels[1]!.deliver('{}', { messageId: 'k' }, true); // RabbitMQ's redelivery
+    expect(await settled).toMatchObject({ decision: { action: 'ack', reason: 'dead-lettered-before' } });
+    expect(confirm.published).toHaveLength(1);
+    expect(deadLettered).toEqual(['k']);
+    await consumer.stop();
+  });
+
   it('an unprotected run whose dead-letter copy fails is not run again: its redelivery is dead-lettered without the handler', async () => {
     let runs = 0;
     const { channel, confirm, consumer } = await setup(
