@@ -49,7 +49,11 @@ export interface IdempotentConsumerEvents {
    * `ack`/`nack` (the channel closed: the broker redelivers it).
    */
   settled: [MessageSubject & { decision: Decision }];
-  /** A copy went to a delay tier (confirmed): a CONFLICT, or a retryable handler error. `settled` follows. */
+  /**
+   * A copy went to a delay tier (confirmed): a CONFLICT, or a retryable handler error. `settled` follows,
+   * unless the original's `ack` then fails (its channel closed: a `brokerError`); its redelivery is then
+   * decided again (a retryable error runs the handler again), and each copy it makes is reported too.
+   */
   retryScheduled: [
     MessageSubject & {
       reason: RetryReason;

@@ -66,7 +66,7 @@ export class Settler {
         const tier = this.context.topology.delayTiers.find((t) => t.delayMs === decision.delayMs)!;
         const headers = retryHeaders(delivery.message, delivery.subject, decision);
         if (!(await this.#republish(delivery, '', tier.queue, headers, decision.delayMs))) return false;
-        if (!this.#settle(delivery, 'ack')) return false;
+        // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there.
         this.context.emit('retryScheduled', {
           ...delivery.subject,
           reason: decision.reason,
@@ -75,6 +75,7 @@ export class Settler {
           delayQueue: tier.queue,
           error: decision.error,
         });
+        if (!this.#settle(delivery, 'ack')) return false;
         this.#report(delivery, decision);
         return true;
       }

@@ -277,30 +277,55 @@ describe('IdempotentConsumer with a fake channel', () => {
   });
 });
 
+/**
+ * Delivers `k` with a copy awaiting its confirm, closes the consume channel (a reconnect), then confirms the
+ * copy: the original's ack fails. Returns the consumer's listeners' view; the redelivery is for the test.
+ */
+async function confirmAfterChannelClosed(handler: Parameters<typeof createIdempotentConsumer>[2]) {
+  const fake = await setup(handler, { reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });
+  const { channel, confirm, consumer } = fake;
+  confirm.autoConfirm = false;
+  const reported: unknown[] = [];
+  consumer.on('deadLettered', (e) => reported.push(`deadLettered:${e.key}`));
+  consumer.on('retryScheduled', (e) => reported.push(`retryScheduled:${e.delayQueue}`));
+  channel.deliver('{}', { messageId: 'k' });
+  await until('the copy', () => confirm.published.length === 1);
+  const reconnected = new Promise((resolve) => consumer.once('reconnected', resolve));
+  channel.emit('close');
+  await reconnected;
+  const ackFailed = new Promise((resolve) => consumer.once('brokerError', resolve));
+  confirm.published[0]!.confirm(); // the copy is confirmed; the original's ack fails
+  await ackFailed;
+  return { ...fake, reported };
+}
+
 describe('IdempotentConsumer failure paths', () => {
   it('a dead-letter copy confirmed after its channel closed is reported deadLettered: its redelivery is acked without another copy or report', async () => {
-    const { channel, consumeChannels, confirm, consumer } = await setup(
-      () => {
-        throw new NonRetryableError('bad');
-      },
-      { reconnectBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
-    );
-    confirm.autoConfirm = false;
-    const deadLettered: unknown[] = [];
-    consumer.on('deadLettered', (e) => deadLettered.push(e.key));
-    channel.deliver('{}', { messageId: 'k' });
-    await until('the copy', () => confirm.published.length === 1);
-    const reconnected = new Promise((resolve) => consumer.once('reconnected', resolve));
-    channel.emit('close');
-    await reconnected;
-    const ackFailed = new Promise((resolve) => consumer.once('brokerError', resolve));
-    confirm.published[0]!.confirm(); // the copy is in the dead-letter exchange; the original's ack fails
-    await ackFailed;
+    const { consumeChannels, confirm, consumer, reported } = await confirmAfterChannelClosed(() => {
+      throw new NonRetryableError('bad');
+    });
     const settled = new Promise((resolve) => consumer.once('settled', resolve));
     consumeChannels[1]!.deliver('{}', { messageId: 'k' }, true); // RabbitMQ's redelivery
     expect(await settled).toMatchObject({ decision: { action: 'ack', reason: 'dead-lettered-before' } });
     expect(confirm.published).toHaveLength(1);
-    expect(deadLettered).toEqual(['k']);
+    expect(reported).toEqual(['deadLettered:k']);
+    await consumer.stop();
+  });
+
+  it('a delay-tier copy confirmed after its channel closed is reported retryScheduled: its redelivery runs again, is copied again and reported again', async () => {
+    let runs = 0;
+    const { consumeChannels, confirm, consumer, reported } = await confirmAfterChannelClosed(() => {
+      runs += 1;
+      throw new Error('transient');
+    });
+    expect(reported).toEqual([`retryScheduled:${confirm.published[0]!.routingKey}`]);
+    confirm.autoConfirm = true;
+    const settled = new Promise((resolve) => consumer.once('settled', resolve));
+    consumeChannels[1]!.deliver('{}', { messageId: 'k' }, true); // RabbitMQ's redelivery
+    expect(await settled).toMatchObject({ decision: { action: 'retry', reason: 'handler-error' } });
+    expect(runs).toBe(2);
+    expect(confirm.published).toHaveLength(2);
+    expect(reported).toEqual(confirm.published.map((p) => `retryScheduled:${p.routingKey}`));
     await consumer.stop();
   });
 
