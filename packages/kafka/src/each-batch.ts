@@ -8,6 +8,8 @@ import {
   BrokerHeartbeatFailure,
   type Delivery,
   idOf,
+  offsetResolved,
+  offsetUnresolved,
   type PreparedMessage,
   type ProcessEnd,
   sourceOf,
@@ -182,8 +184,9 @@ export function idempotentEachBatch<T>(
           return false;
         }
         payload.resolveOffset(message.offset);
-        // Only now: a message that ended while an earlier one's completion was written is not settled
-        // when that write stops the batch (its re-fetch settles it).
+        // Only now: a message that ended while an earlier one's completion was written is not settled,
+        // nor its broker action counted, when that write stops the batch (its re-fetch settles it).
+        offsetResolved(end);
         events.emit('settled', end.settled);
         if (stoppedAt.get(tp) === message.offset) stoppedAt.delete(tp);
         await guard(async () => {
@@ -233,8 +236,11 @@ export function idempotentEachBatch<T>(
         }
         await settleTail();
       } finally {
-        // Never leave a handler or a completion running behind an early return or a broker error.
-        await Promise.allSettled([current, tail?.ending]);
+        // Never leave a handler or a completion running behind an early return or a broker error; the
+        // messages among them that ended `resolve` stay unresolved.
+        for (const left of await Promise.allSettled([current, tail?.ending])) {
+          if (left.status === 'fulfilled') offsetUnresolved(left.value);
+        }
         await pending.releaseAll();
       }
       index = end;

@@ -2,7 +2,13 @@ import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer, partitionPausedError } from './errors';
 import type { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
-import { BrokerHeartbeatFailure, type Delivery, type ProcessEnd, sourceOf } from './message-processor';
+import {
+  BrokerHeartbeatFailure,
+  type Delivery,
+  offsetResolved,
+  type ProcessEnd,
+  sourceOf,
+} from './message-processor';
 import type { KafkaIdempotencyOptions } from './options';
 import type { EachMessagePayloadLike } from './types';
 import { buildWrapperParts } from './wrapper-parts';
@@ -107,6 +113,7 @@ export function idempotentEachMessage<T>(
     switch (end.action) {
       case 'resolve':
         // KafkaJS resolves the offset on this return.
+        offsetResolved(end);
         events.emit('settled', end.settled);
         return;
       case 'pause':

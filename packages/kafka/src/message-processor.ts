@@ -58,9 +58,25 @@ export type ProcessEnd =
       readonly action: 'resolve';
       /** The `settled` event's payload: the wrapper emits it once it resolved the offset. */
       readonly settled: Events['settled'][0];
+      /**
+       * The message's telemetry, still open: the wrapper reports whether it resolved the offset
+       * ({@link offsetResolved}, {@link offsetUnresolved}), as a batch may stop before it does.
+       */
+      readonly span: MessageSpan;
     }
   | Extract<Decision, { action: 'pause' }>
   | { readonly action: 'stop' };
+
+/** The wrapper resolved the offset of a `resolve` end: its broker action is recorded, its span ends. */
+export function offsetResolved(end: Extract<ProcessEnd, { action: 'resolve' }>): void {
+  end.span.brokerAction(end.settled.decision.action);
+  end.span.end();
+}
+
+/** A `resolve` end whose offset the batch left unresolved (its re-fetch ends it again): its span ends. */
+export function offsetUnresolved(end: ProcessEnd | undefined): void {
+  if (end?.action === 'resolve') end.span.end();
+}
 
 /** A message with its key read: a run request, or why there is none. */
 export type PreparedMessage =
@@ -201,6 +217,7 @@ export class MessageProcessor<T> {
     const traced = span === NOOP_MESSAGE_SPAN ? delivery : { ...delivery, span };
     try {
       const end = await span.run(() => this.#process(traced, prepared, firstReply, onHandlerReturned));
+      if (end.action === 'resolve') return { ...end, span }; // ended by the wrapper
       span.end();
       return end;
     } catch (error) {
@@ -486,9 +503,9 @@ export class MessageProcessor<T> {
 
   /**
    * Carries out a decision that ends the message's processing here: `resolve`, `dead-letter` (sends; a
-   * failed produce pauses), both ending `resolve` with the `settled` event for the wrapper to emit once it
-   * resolved the offset (a batch may stop before it: then no `settled`), `pause` (emits `retryScheduled`,
-   * returned to the wrapper to pause).
+   * failed produce pauses), both ending `resolve` with the `settled` event for the wrapper to emit, and the
+   * broker action to record, once it resolved the offset (a batch may stop before it: then neither),
+   * `pause` (emits `retryScheduled`, returned to the wrapper to pause).
    */
   async #finish(
     delivery: Delivery,
@@ -497,18 +514,16 @@ export class MessageProcessor<T> {
   ): Promise<ProcessEnd> {
     switch (decision.action) {
       case 'resolve':
-        delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        return { action: 'resolve', settled: { ...subject, decision } };
+        return { action: 'resolve', settled: { ...subject, decision }, span: NOOP_MESSAGE_SPAN };
       case 'dead-letter': {
         if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
           // An unprotected run's re-fetch sends this copy again without running the handler again.
           if (subject.outcome === 'UNPROTECTED') this.#unprotectedRuns.hold(offsetId(delivery), decision);
           return this.#finish(delivery, subject, this.#pauseAfterError('dead-letter-failed', undefined));
         }
-        delivery.span?.brokerAction(decision.action);
         this.#unprotectedRuns.forget(offsetId(delivery));
-        return { action: 'resolve', settled: { ...subject, decision } };
+        return { action: 'resolve', settled: { ...subject, decision }, span: NOOP_MESSAGE_SPAN };
       }
       case 'pause': {
         delivery.span?.brokerAction(decision.action);

@@ -1,4 +1,5 @@
 import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
+import { TelemetrySdk } from '../../../integration-tests/support/telemetry';
 import { idempotentEachBatch } from '../src';
 import { batchPayload, FakeConsumer, FakeProducer, message } from './fakes';
 
@@ -248,5 +249,43 @@ describe('idempotentEachBatch settled', () => {
     expect(again.resolved).toEqual(['1']);
     expect(settled).toEqual(['1']);
     t.eachBatch.close();
+  });
+});
+
+describe('idempotentEachBatch telemetry', () => {
+  it("a message that ended while the previous one's completion was written records no broker action when that write stops the batch: once, when its offset resolves", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const resolveActions = async () =>
+      (await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).resolve ?? 0;
+    const t = setup({
+      retryBackoff: { baseMs: 5, jitter: 'none' },
+      telemetry: { tracerProvider, meterProvider },
+    });
+    // b completed before: a DUPLICATE, ended at once while a's completion is still being written.
+    await t.eachBatch(batchPayload('pay', 0, [keyed(1, 'b')]));
+    sdk.exporter.reset();
+    const before = await resolveActions();
+    // a's completion: the store is unavailable for the runner's write, then refuses the adapter's.
+    jest
+      .spyOn(t.store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockRejectedValueOnce(new Error('unexpected reply'));
+    const first = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(first);
+    expect(first.resolved).toEqual([]);
+    // b's re-fetch resolves it: its broker action is recorded then, once.
+    const again = batchPayload('pay', 0, [keyed(1, 'b')]);
+    await t.eachBatch(again);
+    expect(again.resolved).toEqual(['1']);
+    const actions = sdk.exporter
+      .getFinishedSpans()
+      .map((s) => `${s.attributes['messaging.kafka.offset']}:${s.attributes['idempotency.broker_action']}`);
+    // a's refused write: a store error, the partition paused; b's first span ends without a broker action.
+    expect(actions.sort()).toEqual(['0:undefined', '1:resolve', '1:undefined']);
+    expect((await resolveActions()) - before).toBe(1);
+    t.eachBatch.close();
+    await sdk.close();
   });
 });
