@@ -13,6 +13,7 @@ import {
   DEAD_LETTER_ATTRIBUTES,
   IdempotentSqsPoller,
   type SqsEvents,
+  type SqsPollerOptions,
 } from '@idempotent-consumer/sqs';
 
 type Settled = SqsEvents['settled'][0];
@@ -356,8 +357,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
     const visibilityChanges = sqs.visibility.length;
     fail!();
-    await process.mock.results[0]!.value;
-    process.mockRestore();
+    await processed(process);
     expect(sqs.sent).toEqual([]);
     expect(sqs.deleted).toEqual([]);
     expect(sqs.visibility).toHaveLength(visibilityChanges);
@@ -427,14 +427,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
     const wait = jest.spyOn(idempotency, 'waitForOutcome');
     const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-    let runs = 0;
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 10_000, stopTimeoutMs: 50 },
-      () => {
-        runs += 1;
-      },
-    );
+    const { poller, ran } = watchedPoller(idempotency, sqs, { conflictWaitMs: 10_000, stopTimeoutMs: 50 });
     sqs.batches.push([message('x', { key: 'k' })]);
     await poller.start();
     await until('the wait', () => wait.mock.calls.length === 1);
@@ -451,9 +444,8 @@ describe('IdempotentSqsPoller failure paths', () => {
     await until('a claim of the wait sent', () => claimSpy.mock.calls.length >= 1);
     await expect(poller.stop()).resolves.toEqual({ abandoned: 1 });
     answerClaim(); // the wait acquires, after stop() gave up on the message
-    await process.mock.results[0]!.value;
-    process.mockRestore();
-    expect(runs).toBe(0);
+    await processed(process);
+    expect(ran).toEqual([]);
     const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
     expect(record).toMatchObject({ state: 'RELEASED' });
     expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
@@ -466,16 +458,10 @@ describe('IdempotentSqsPoller failure paths', () => {
     if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
     const wait = jest.spyOn(idempotency, 'waitForOutcome');
     const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-    let runs = 0;
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      { queueUrl: QUEUE, waitTimeSeconds: 0, conflictWaitMs: 10_000, stopTimeoutMs: 50 },
-      () => {
-        runs += 1;
-      },
-    );
-    const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
+      conflictWaitMs: 10_000,
+      stopTimeoutMs: 50,
+    });
     sqs.batches.push([message('x', { key: 'k' })]);
     await poller.start();
     await until('the wait', () => wait.mock.calls.length === 1); // its visibility change was answered
@@ -488,10 +474,9 @@ describe('IdempotentSqsPoller failure paths', () => {
     await until('the message abandoned', () => settled.length === 1);
     answer();
     await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await process.mock.results[0]!.value;
-    process.mockRestore();
+    await processed(process);
     expect(settled).toEqual(['leave:abandoned']);
-    expect(runs).toBe(0);
+    expect(ran).toEqual([]);
     const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
     expect(record).toMatchObject({ state: 'RELEASED' });
     expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
@@ -502,17 +487,11 @@ describe('IdempotentSqsPoller failure paths', () => {
     const store = new MemoryIdempotencyStore();
     const { sqs, idempotency } = setup(store);
     const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-    let runs = 0;
-    const poller = new IdempotentSqsPoller(
-      { idempotency, sqs: sqs.client, logger: false },
-      // A visibility timeout of 1 s could lapse before the first heartbeat: it is extended before the handler.
-      { queueUrl: QUEUE, waitTimeSeconds: 0, visibilityTimeoutSeconds: 1, stopTimeoutMs: 50 },
-      () => {
-        runs += 1;
-      },
-    );
-    const settled: string[] = [];
-    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    // A visibility timeout of 1 s could lapse before the first heartbeat: it is extended before the handler.
+    const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
+      visibilityTimeoutSeconds: 1,
+      stopTimeoutMs: 50,
+    });
     let answer!: () => void;
     sqs.holdVisibility = new Promise<void>((resolve) => (answer = resolve));
     sqs.batches.push([message('a', { key: 'a' })]);
@@ -522,10 +501,9 @@ describe('IdempotentSqsPoller failure paths', () => {
     await until('the message abandoned', () => settled.length === 1);
     answer();
     await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await process.mock.results[0]!.value;
-    process.mockRestore();
+    await processed(process);
     expect(settled).toEqual(['leave:abandoned']);
-    expect(runs).toBe(0);
+    expect(ran).toEqual([]);
     // The reservation is given back without an attempt spent: the redelivery runs at once.
     expect(await store.get({ scope: 'orders', key: 'a' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
     expect(sqs.deleted).toEqual([]);
@@ -811,16 +789,10 @@ async function stopDuringSecondFifoClaim(
   answer: () => void,
 ): Promise<{ settled: string[]; ran: string[] }> {
   const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
-  const ran: string[] = [];
-  const poller = new IdempotentSqsPoller(
-    { idempotency, sqs: sqs.client, logger: false },
-    { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0, stopTimeoutMs: 50 },
-    ({ key }) => {
-      ran.push(key!);
-    },
-  );
-  const settled: string[] = [];
-  poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+  const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
+    queueUrl: `${QUEUE}.fifo`,
+    stopTimeoutMs: 50,
+  });
   sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'b', group: 'g' })]);
   await poller.start();
   await until('the second message claimed', () => claimSpy.mock.calls.length === 1);
@@ -828,7 +800,33 @@ async function stopDuringSecondFifoClaim(
   await until('the second message abandoned', () => settled.length === 2);
   answer();
   await expect(stopped).resolves.toEqual({ abandoned: 1 });
-  await process.mock.results[1]!.value;
-  process.mockRestore();
+  await processed(process, 1);
   return { settled, ran };
+}
+
+/**
+ * A poller on the fake SQS (`QUEUE`, `waitTimeSeconds: 0`, then `options`) whose handler records the key of
+ * each message it runs (`ran`), with its `settled` events as `action:reason`.
+ */
+function watchedPoller(idempotency: Idempotency, sqs: FakeSqs, options: Partial<SqsPollerOptions>) {
+  const ran: string[] = [];
+  const poller = new IdempotentSqsPoller(
+    { idempotency, sqs: sqs.client, logger: false },
+    { queueUrl: QUEUE, waitTimeSeconds: 0, ...options },
+    ({ key }) => {
+      ran.push(key!);
+    },
+  );
+  const settled: string[] = [];
+  poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+  return { poller, ran, settled };
+}
+
+/**
+ * Waits for the `call`th call of the spied `SqsMessageProcessor.process` to end (the message's decision
+ * carried out: nothing more is sent for it after that), then restores the spy.
+ */
+async function processed(process: jest.SpyInstance, call = 0): Promise<void> {
+  await process.mock.results[call]!.value;
+  process.mockRestore();
 }
