@@ -446,10 +446,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     answerClaim(); // the wait acquires, after stop() gave up on the message
     await processed(process);
     expect(ran).toEqual([]);
-    const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
-    expect(record).toMatchObject({ state: 'RELEASED' });
-    expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
-    expect(sqs.deleted).toEqual([]);
+    await expectClaimGivenBack(idempotency, held, sqs);
   });
 
   it('a message stop() abandons while the visibility change after its CONFLICT wait is unanswered gives its claim back, and no handler starts', async () => {
@@ -477,10 +474,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     await processed(process);
     expect(settled).toEqual(['leave:abandoned']);
     expect(ran).toEqual([]);
-    const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
-    expect(record).toMatchObject({ state: 'RELEASED' });
-    expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
-    expect(sqs.deleted).toEqual([]);
+    await expectClaimGivenBack(idempotency, held, sqs);
   });
 
   it('a batch reservation stop() abandons while the visibility change before its handler is unanswered is released, and no handler starts', async () => {
@@ -802,6 +796,21 @@ async function stopDuringSecondFifoClaim(
   await expect(stopped).resolves.toEqual({ abandoned: 1 });
   await processed(process, 1);
   return { settled, ran };
+}
+
+/**
+ * The claim the poller got on `k` after the holder (`held`) gave it up is released for the redelivery (a
+ * greater token than the holder's), and the message was not deleted.
+ */
+async function expectClaimGivenBack(
+  idempotency: Idempotency,
+  held: { readonly fencingToken: number },
+  sqs: FakeSqs,
+): Promise<void> {
+  const record = await idempotency.store.get({ scope: 'orders', key: 'k' });
+  expect(record).toMatchObject({ state: 'RELEASED' });
+  expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
+  expect(sqs.deleted).toEqual([]);
 }
 
 /**
