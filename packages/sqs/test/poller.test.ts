@@ -467,13 +467,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     // The holder gives up: the wait acquires, and the visibility change to the lease is not answered.
     await idempotency.release({ scope: 'orders', key: 'k' }, held);
     await until('the visibility change to the lease', () => sqs.heldVisibility === 1);
-    const stopped = poller.stop();
-    await until('the message abandoned', () => settled.length === 1);
-    answer();
-    await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await processed(process);
-    expect(settled).toEqual(['leave:abandoned']);
-    expect(ran).toEqual([]);
+    await stopAbandoningUnrun({ poller, settled, ran }, answer, process);
     await expectClaimGivenBack(idempotency, held, sqs);
   });
 
@@ -491,13 +485,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     sqs.batches.push([message('a', { key: 'a' })]);
     await poller.start();
     await until('the visibility change before the handler', () => sqs.heldVisibility === 1);
-    const stopped = poller.stop();
-    await until('the message abandoned', () => settled.length === 1);
-    answer();
-    await expect(stopped).resolves.toEqual({ abandoned: 1 });
-    await processed(process);
-    expect(settled).toEqual(['leave:abandoned']);
-    expect(ran).toEqual([]);
+    await stopAbandoningUnrun({ poller, settled, ran }, answer, process);
     // The reservation is given back without an attempt spent: the redelivery runs at once.
     expect(await store.get({ scope: 'orders', key: 'a' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
     expect(sqs.deleted).toEqual([]);
@@ -811,6 +799,25 @@ async function expectClaimGivenBack(
   expect(record).toMatchObject({ state: 'RELEASED' });
   expect(record?.fencingToken).toBeGreaterThan(held.fencingToken);
   expect(sqs.deleted).toEqual([]);
+}
+
+/**
+ * `stop()` while the message's visibility change is held: once the message is reported abandoned the change
+ * is answered (`answer`); `stop()` resolves with it abandoned, and once its processing ended (`process`, the
+ * spied `SqsMessageProcessor.process`) no handler has run.
+ */
+async function stopAbandoningUnrun(
+  { poller, settled, ran }: ReturnType<typeof watchedPoller>,
+  answer: () => void,
+  process: jest.SpyInstance,
+): Promise<void> {
+  const stopped = poller.stop();
+  await until('the message abandoned', () => settled.length === 1);
+  answer();
+  await expect(stopped).resolves.toEqual({ abandoned: 1 });
+  await processed(process);
+  expect(settled).toEqual(['leave:abandoned']);
+  expect(ran).toEqual([]);
 }
 
 /**
