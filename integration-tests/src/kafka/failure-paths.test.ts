@@ -148,23 +148,8 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     expect(logger.lines.filter((l) => l.includes('lease lost'))).toHaveLength(1);
   });
   it('eachMessage: a rebalance while a completion write waits for Redis passes the rebalance error to KafkaJS, not a storeError and a pause', async () => {
-    let down = true;
-    /** The handler's claim is answered; its COMPLETED write and the store gate's pings are not, until `down` clears. */
-    class DownStore extends RedisIdempotencyStore {
-      override async complete(
-        id: RecordId,
-        token: number,
-        options: Parameters<RedisIdempotencyStore['complete']>[2],
-      ) {
-        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
-        return super.complete(id, token, options);
-      }
-      override async ping() {
-        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
-        return super.ping();
-      }
-    }
-    const store = new DownStore({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+    // The handler's claim is answered; its COMPLETED write and the store gate's pings are not, until the outage ends.
+    const store = new OutageStore(redis, 'complete');
     const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000, writeAttempts: 1 });
     const topic = uniqueName('write-rebalance');
     const groupId = uniqueName('g');
@@ -225,29 +210,14 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
         type: expect.stringMatching(/^(REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID)$/),
       });
     } finally {
-      down = false;
+      store.down = false;
       await second?.stop();
       store.close();
     }
   });
   it("eachBatch: a reservation's start that Redis does not answer runs no handler, closes the store gate and pauses the topic until a ping answers; the message is fetched again and runs once", async () => {
-    let down = true;
-    /** The batch's claimMany is answered; the start of a reservation and the gate's pings are not, until `down` clears. */
-    class StartlessStore extends RedisIdempotencyStore {
-      override async start(
-        id: RecordId,
-        token: number,
-        options: Parameters<RedisIdempotencyStore['start']>[2],
-      ) {
-        if (down) throw new StoreUnavailableError('Redis did not answer the start (injected)');
-        return super.start(id, token, options);
-      }
-      override async ping() {
-        if (down) throw new StoreUnavailableError('Redis did not answer (injected)');
-        return super.ping();
-      }
-    }
-    const store = new StartlessStore({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+    // The batch's claimMany is answered; the start of a reservation and the gate's pings are not, until the outage ends.
+    const store = new OutageStore(redis, 'start');
     const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000 });
     const topic = uniqueName('start-outage');
     const groupId = uniqueName('g');
@@ -301,7 +271,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       ]);
       // Fail closed: every partition of the topic, until a ping answers.
       expect(calls).toEqual([{ method: 'pause', topics: [{ topic }] }]);
-      down = false;
+      store.down = false;
       await waitFor('the store to recover', () => events.some((e) => e.type === 'storeRecovered'), 20_000);
       await waitFor(
         'the three messages to settle',
@@ -314,7 +284,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       expect(events.filter((e) => e.type === 'storeUnavailable')).toHaveLength(1);
       expect(calls[1]).toEqual({ method: 'resume', topics: [{ topic }] });
     } finally {
-      down = false;
+      store.down = false;
       store.close();
     }
   });
@@ -384,3 +354,39 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     });
   });
 });
+
+/**
+ * A store on `redis` (its own key prefix, `commandTimeoutMs` 1000) whose `unanswered` operation and pings
+ * fail with `StoreUnavailableError`, as when Redis does not answer, while `down` is true; every other call
+ * is answered. Set `down` to false to end the outage.
+ */
+class OutageStore extends RedisIdempotencyStore {
+  down = true;
+
+  constructor(
+    redis: Redis,
+    private readonly unanswered: 'complete' | 'start',
+  ) {
+    super({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+  }
+
+  #refuse(operation: 'complete' | 'start' | 'ping'): void {
+    if (this.down && (operation === 'ping' || operation === this.unanswered))
+      throw new StoreUnavailableError(`Redis did not answer the ${operation} (injected)`);
+  }
+
+  override async complete(...args: Parameters<RedisIdempotencyStore['complete']>) {
+    this.#refuse('complete');
+    return super.complete(...args);
+  }
+
+  override async start(...args: Parameters<RedisIdempotencyStore['start']>) {
+    this.#refuse('start');
+    return super.start(...args);
+  }
+
+  override async ping() {
+    this.#refuse('ping');
+    return super.ping();
+  }
+}
