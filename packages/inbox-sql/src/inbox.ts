@@ -355,23 +355,36 @@ class TransactionWatch {
 
   /**
    * Marks the transaction lost after a deadlock (always rolled back), or a lock wait timeout on a server
-   * that rolls back the transaction for it (asked only then, with a read that changes nothing: by default
-   * InnoDB rolls back only the statement and the transaction stays whole).
+   * that rolls back the transaction for it, or may (asked only then, with a read that changes nothing: by
+   * default InnoDB rolls back only the statement and the transaction stays whole).
    */
   async #noteFailure(error: unknown): Promise<void> {
     const errno = lockErrorOf(error);
     if (errno === undefined || this.#lost) return;
-    if (errno === ER_LOCK_WAIT_TIMEOUT) {
-      const { rows } = await this.tx.query('SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout', []);
-      if (Number(rows[0]?.rollback_on_timeout) !== 1) return;
-    }
+    const rolledBack = errno === ER_LOCK_DEADLOCK || (await this.#rollsBackOnTimeout());
+    if (rolledBack === false) return;
     const { scope, key } = this.context;
+    const reason = errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout';
     this.#lost = new TransactionLostError(
-      `The transaction of ${scope}/${key} was rolled back by the database (${
-        errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout'
+      `The transaction of ${scope}/${key} ${rolledBack ? 'was' : 'may have been'} rolled back by the database (${reason}${
+        rolledBack ? '' : '; innodb_rollback_on_timeout could not be read'
       }) and the side effect carried on: nothing is recorded; retry the whole effect`,
       { cause: error },
     );
+  }
+
+  /**
+   * Whether the server rolls back the whole transaction on a lock wait timeout; `undefined` when the read
+   * fails (a server or proxy without the variable, a lost connection). Unknown counts as rolled back: the
+   * commit is refused and the effect retried whole, and the effect still sees the lock error.
+   */
+  async #rollsBackOnTimeout(): Promise<boolean | undefined> {
+    try {
+      const { rows } = await this.tx.query('SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout', []);
+      return Number(rows[0]?.rollback_on_timeout) === 1;
+    } catch {
+      return undefined;
+    }
   }
 }
 

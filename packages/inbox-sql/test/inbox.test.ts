@@ -21,7 +21,12 @@ function scripted(
   dialect: 'postgres' | 'mysql' = 'postgres',
 ) {
   const log: string[] = [];
-  const state: { row: InboxRow | undefined; rollbackOnTimeout: number; failUpdate?: Error } = {
+  const state: {
+    row: InboxRow | undefined;
+    rollbackOnTimeout: number;
+    failUpdate?: Error;
+    failRollbackOnTimeoutRead?: Error;
+  } = {
     row,
     rollbackOnTimeout: 0,
   };
@@ -53,6 +58,7 @@ function scripted(
         throw state.failUpdate;
       } else if (sql.includes('@@innodb_rollback_on_timeout')) {
         log.push('rollback_on_timeout?');
+        if (state.failRollbackOnTimeoutRead) throw state.failRollbackOnTimeoutRead;
         return { rows: [{ rollback_on_timeout: state.rollbackOnTimeout }], rowCount: 1 };
       } else log.push(sql);
       return { rows: [], rowCount: 0 };
@@ -227,6 +233,29 @@ describe('TransactionalInbox.run on MySQL: an effect that catches a lock error a
           : ['UPDATE locks', 'rollback_on_timeout?', 'commit', 'commit-transaction'],
       );
     }
+  });
+
+  it('a lock wait timeout whose rollback setting cannot be read: the effect sees the lock error, TransactionLostError', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    const lockWait = Object.assign(new Error('Lock wait timeout exceeded'), { errno: 1205 });
+    state.failUpdate = lockWait;
+    state.failRollbackOnTimeoutRead = new Error("Unknown system variable 'innodb_rollback_on_timeout'");
+    let seen: unknown;
+    const run = inbox.run(ctx, async (tx) => {
+      await tx.query('INSERT ledger', []);
+      await tx.query('UPDATE locks', []).catch((error: unknown) => {
+        seen = error;
+      });
+      return 'carried on';
+    });
+    // Unknown whether InnoDB rolled the transaction back: the commit is refused, the effect retried whole.
+    await expect(run).rejects.toMatchObject({
+      code: 'TRANSACTION_LOST',
+      cause: lockWait,
+      message: expect.stringContaining('may have been rolled back'),
+    });
+    expect(seen).toBe(lockWait);
+    expect(log.slice(4)).toEqual(['UPDATE locks', 'rollback_on_timeout?', 'rollback']);
   });
 });
 
