@@ -43,7 +43,8 @@ import {
 /** Options of {@link RedisIdempotencyStore}. */
 export interface RedisIdempotencyStoreOptions {
   /**
-   * Prefix of every record key, so that several applications can share one Redis.
+   * Prefix of every record key, so that several applications can share one Redis. Their prefixes must not
+   * be one another followed by `:` (`app` and `app:1:a` can build the same key: docs/design.md#record-keys).
    * @defaultValue `'idem'`
    */
   keyPrefix?: string;
