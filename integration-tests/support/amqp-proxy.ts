@@ -1,4 +1,5 @@
-import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
+import { connectToBroker } from './tcp-pipe';
 
 /** AMQP 0-9-1's protocol header, the first 8 bytes a client sends. */
 const PROTOCOL_HEADER_BYTES = 8;
@@ -73,17 +74,7 @@ export class AmqpProxy {
   }
 
   #pipe(client: Socket, host: string, port: number): void {
-    const broker = tcpConnect({ host, port });
-    for (const socket of [client, broker]) {
-      this.#sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => {
-        this.#sockets.delete(socket);
-        client.destroy();
-        broker.destroy();
-      });
-    }
-    broker.on('data', (chunk: Buffer) => client.write(chunk));
+    const broker = connectToBroker(client, host, port, this.#sockets);
     let pending = Buffer.alloc(0);
     let headerSeen = false;
     client.on('data', (chunk: Buffer) => {

@@ -5,10 +5,19 @@ import type { KafkaEventEmitter, MessageSubject } from './events';
 import type { KafkaMessageLike, ProducerLike } from './types';
 
 /**
+ * How {@link DeadLetterSender.send} ended: `sent` (or dead-lettering is off): the offset may resolve;
+ * `failed`: the produce failed (a `brokerError` event); `stopped`: the wrapper was closed before the
+ * broker answered. After `failed` or `stopped` the message must stay unresolved.
+ */
+export type DeadLetterSend = 'sent' | 'failed' | 'stopped';
+
+/**
  * Carries out a `dead-letter` decision: sends the message to the dead-letter topic (or only reports it
  * when `deadLetterTopic` is `false`); for a FAILED record, then marks it dead-lettered
  * (`Idempotency.markDeadLettered`), so a re-fetch of the message settles without another copy. A mark
  * that cannot be written is a `storeError` event (the copy may then be sent again on a re-fetch).
+ * The wrapper's `close()` (`stopping`) ends the wait for the produce: a broker that does not answer would
+ * otherwise hold the message, and KafkaJS's disconnect, for the producer's request timeout and retries.
  */
 export class DeadLetterSender {
   constructor(
@@ -16,17 +25,19 @@ export class DeadLetterSender {
     private readonly producer: ProducerLike | undefined,
     private readonly topicOf: ((topic: string) => string) | false,
     private readonly events: KafkaEventEmitter,
+    private readonly stopping: AbortSignal,
   ) {}
 
   /**
-   * @returns true once the copy is sent (or dead-lettering is off): the offset may resolve; false when the
-   *   produce failed (a `brokerError` event): the message must stay unresolved.
+   * Sends the copy, marks the record, emits `deadLettered`. Once the wrapper is closed no produce starts,
+   * and one in flight is no longer waited for (it is left to end on its own; the copy may still land, and
+   * the message's re-fetch sends another: dead-letter consumers dedupe on `x-idempotency-key`).
    */
   async send(
     message: KafkaMessageLike,
     subject: MessageSubject,
     decision: Extract<Decision, { action: 'dead-letter' }>,
-  ): Promise<boolean> {
+  ): Promise<DeadLetterSend> {
     const { source, scope, key, outcome } = subject;
     const destination = this.topicOf ? this.topicOf(source.topic) : null;
     if (destination !== null) {
@@ -42,10 +53,12 @@ export class DeadLetterSender {
           scope,
           key,
         });
-        await this.producer!.send({ topic: destination, messages: [built] });
+        if (this.stopping.aborted) return 'stopped';
+        const sent = this.producer!.send({ topic: destination, messages: [built] });
+        if ((await unlessAborted(sent, this.stopping)) === ABORTED) return 'stopped';
       } catch (error) {
         this.events.emit('brokerError', { operation: 'produce', error, source });
-        return false;
+        return 'failed';
       }
     }
     if (decision.failedFencingToken !== undefined && key !== undefined) {
@@ -62,6 +75,20 @@ export class DeadLetterSender {
       error: decision.error,
       destination,
     });
-    return true;
+    return 'sent';
   }
+}
+
+const ABORTED: unique symbol = Symbol('aborted');
+
+/**
+ * `promise`'s outcome, or {@link ABORTED} as soon as `signal` aborts first; a later rejection of
+ * `promise` is then handled here (never an unhandled rejection).
+ */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }

@@ -22,12 +22,13 @@ export interface IdempotentEachMessage {
   /** The wrapper's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link KafkaIdempotencyEvents}. */
   readonly events: KafkaEventEmitter;
   /**
-   * Ends every inline wait (a conflict, a retry, the store, a completion write while the store is down:
-   * their offsets stay unresolved), clears pending resume timers and the store watcher, stops listening to
-   * the Redis client. Call it before `consumer.disconnect()`: KafkaJS's disconnect waits for the
-   * `eachMessage` in flight, and a completion write waiting for Redis ends only on `close()` (or when Redis
-   * answers). A message KafkaJS still hands over after `close()` is claimed and run as usual; one that would
-   * wait (a conflict, a retry delay, the store) ends at once, its offset unresolved.
+   * Ends every inline wait (a conflict, a retry, the store, a completion write while the store is down, a
+   * dead-letter produce the broker has not answered: their offsets stay unresolved), clears pending resume
+   * timers and the store watcher, stops listening to the Redis client. Call it before
+   * `consumer.disconnect()`: KafkaJS's disconnect waits for the `eachMessage` in flight, and a completion
+   * write waiting for Redis ends only on `close()` (or when Redis answers). A message KafkaJS still hands
+   * over after `close()` is claimed and run as usual; one that would wait (a conflict, a retry delay, the
+   * store, a dead-letter produce) ends at once, its offset unresolved.
    */
   close(): void;
   /**

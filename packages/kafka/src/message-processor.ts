@@ -128,7 +128,13 @@ export class MessageProcessor<T> {
       maxAttempts: options.maxAttempts ?? idempotency.options.maxAttempts,
       isRetryable: idempotency.options.isRetryable,
     };
-    this.#deadLetters = new DeadLetterSender(idempotency, producer, options.deadLetterTopicOf, events);
+    this.#deadLetters = new DeadLetterSender(
+      idempotency,
+      producer,
+      options.deadLetterTopicOf,
+      events,
+      stopping,
+    );
     this.#telemetry = kafkaTelemetry(options.groupId, options.telemetry);
   }
 
@@ -503,9 +509,10 @@ export class MessageProcessor<T> {
 
   /**
    * Carries out a decision that ends the message's processing here: `resolve`, `dead-letter` (sends; a
-   * failed produce pauses), both ending `resolve` with the `settled` event for the wrapper to emit, and the
-   * broker action to record, once it resolved the offset (a batch may stop before it: then neither),
-   * `pause` (emits `retryScheduled`, returned to the wrapper to pause).
+   * failed produce pauses, a produce the wrapper's `close()` ended stops), both ending `resolve` with the
+   * `settled` event for the wrapper to emit, and the broker action to record, once it resolved the offset
+   * (a batch may stop before it: then neither), `pause` (emits `retryScheduled`, returned to the wrapper
+   * to pause).
    */
   async #finish(
     delivery: Delivery,
@@ -517,9 +524,12 @@ export class MessageProcessor<T> {
         this.#unprotectedRuns.forget(offsetId(delivery));
         return { action: 'resolve', settled: { ...subject, decision }, span: NOOP_MESSAGE_SPAN };
       case 'dead-letter': {
-        if (!(await this.#deadLetters.send(delivery.message, subject, decision))) {
+        const sent = await this.#deadLetters.send(delivery.message, subject, decision);
+        if (sent !== 'sent') {
           // An unprotected run's re-fetch sends this copy again without running the handler again.
           if (subject.outcome === 'UNPROTECTED') this.#unprotectedRuns.hold(offsetId(delivery), decision);
+          // Closed before the broker answered: the offset stays unresolved, nothing more to wait for.
+          if (sent === 'stopped') return { action: 'stop' };
           return this.#finish(delivery, subject, this.#pauseAfterError('dead-letter-failed', undefined));
         }
         this.#unprotectedRuns.forget(offsetId(delivery));

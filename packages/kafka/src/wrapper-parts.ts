@@ -21,7 +21,10 @@ export interface WrapperParts<T> {
    * Redis client and detaches the logger (the consumer is going away).
    */
   readonly close: () => void;
-  /** Aborted by `close()`: every inline wait (conflict, retry, store, completion write) ends. */
+  /**
+   * Aborted by `close()`: every inline wait (conflict, retry, store, completion write, dead-letter produce)
+   * ends.
+   */
   readonly stopping: AbortSignal;
   /** Where the wrapper's warnings go. */
   readonly log: AdapterLog;

@@ -1,4 +1,5 @@
 import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
+import { settlesWithin } from '../../../integration-tests/support/net';
 import { TelemetrySdk } from '../../../integration-tests/support/telemetry';
 import { idempotentEachBatch } from '../src';
 import { batchPayload, FakeConsumer, FakeProducer, message } from './fakes';
@@ -287,5 +288,36 @@ describe('idempotentEachBatch telemetry', () => {
     expect((await resolveActions()) - before).toBe(1);
     t.eachBatch.close();
     await sdk.close();
+  });
+});
+
+describe('idempotentEachBatch close', () => {
+  it('close() while a dead-letter produce goes unanswered ends the batch at once: nothing resolves or pauses, nothing behind it runs', async () => {
+    const t = setup({ maxAttempts: 1 });
+    let sending!: () => void;
+    const sent = new Promise<void>((resolve) => {
+      sending = resolve;
+    });
+    // A broker that never answers the produce.
+    t.producer.send = () => {
+      sending();
+      return new Promise<never>(() => {});
+    };
+    t.failing.add('a');
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    const run = t.eachBatch(payload);
+    await sent;
+    t.eachBatch.close();
+    expect(await settlesWithin('eachBatch after close()', run, 2000)).toEqual({
+      status: 'fulfilled',
+      value: undefined,
+    });
+    expect(payload.resolved).toEqual([]);
+    expect(t.consumer.calls).toEqual([]);
+    expect(t.runs).toEqual(['a#1']);
+    expect(await t.store.get({ scope: 'g/pay', key: 'a' })).toMatchObject({
+      state: 'FAILED',
+      deadLettered: false,
+    });
   });
 });
