@@ -48,7 +48,12 @@ export interface KafkaIdempotencyEvents {
       error: unknown;
     },
   ];
-  /** A message went to the dead-letter topic (`destination`), or was dropped (`destination: null`). Once per message. */
+  /**
+   * A message went to the dead-letter topic (`destination`), or was dropped (`destination: null`): one
+   * event per copy sent. Once for a FAILED record (marked dead-lettered after its copy: a re-fetch settles
+   * it without another); a message dead-lettered without a FAILED record (no key, an invalid key, an
+   * UNPROTECTED run) has no mark, so a re-fetch before its offset is committed sends, and reports, another.
+   */
   deadLettered: [MessageSubject & { reason: DeadLetterReason; error: string; destination: string | null }];
   /** The key extractor found no key; `action` is what `missingKey` did with the message. */
   missingKey: [MessageSubject & { action: 'dead-letter' | 'process' }];

@@ -1,5 +1,5 @@
 import { NonRetryableError } from '@idempotent-consumer/core';
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import { DEAD_LETTER_HEADERS, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import { Kafka, logLevel, type Producer } from 'kafkajs';
 import { startConsumer, uniqueName } from '../../support/kafka-fixture';
 import { KafkaProxy } from '../../support/kafka-proxy';
@@ -10,7 +10,7 @@ import { type RecordedEvent, recordEvents } from './recorded-events';
 
 describeWithServices(
   ['redis', 'kafka'],
-  'kafka: a dead-letter produce the broker does not answer',
+  'kafka: dead letters (a produce the broker does not answer, a re-fetch before the commit)',
   ({ redis: redisUrl, kafka: brokers }) => {
     jest.setTimeout(90_000);
     const suite = useKafkaSuite(brokers, redisUrl);
@@ -136,6 +136,71 @@ describeWithServices(
         await proxy.close();
         await stalling.disconnect().catch(() => {});
       }
+    });
+
+    it('eachMessage: a message without a key is dead-lettered again (a second copy, a second deadLettered event); a FAILED record is not (one copy, one event): every deadLettered event is a copy on the dead-letter topic', async () => {
+      const topic = uniqueName('dl-again');
+      const groupId = uniqueName('g');
+      const idempotency = redisRunner(suite.redis, { leaseMs: 5000 });
+      await suite.producer.send({
+        topic,
+        messages: [
+          { partition: 0, value: 'no key' },
+          { partition: 0, value: 'poison', headers: { 'idempotency-key': 'poison' } },
+        ],
+      });
+      const events: RecordedEvent[] = [];
+      const consumer = await suite.start(groupId, topic, (c) => ({
+        eachMessage: recordEvents(
+          idempotentEachMessage(
+            { idempotency, consumer: c, producer: suite.producer },
+            // Only the header is a key (the default falls back to the message's position).
+            { groupId, idempotencyKey: (message) => message.headers?.['idempotency-key']?.toString() },
+            () => {
+              throw new NonRetryableError('card declined');
+            },
+          ),
+          events,
+        ),
+      }));
+      const of = (type: RecordedEvent['type'], offset: string) =>
+        events.filter((e) => e.type === type && 'source' in e && e.source?.offset === offset);
+      await waitFor('both dead-lettered', () => of('settled', '0').length + of('settled', '1').length === 2);
+      // Fetched again before a commit would be (a seek; a rebalance after a failed commit does the same).
+      consumer.seek({ topic, partition: 0, offset: '0' });
+      await waitFor('both settled again', () => of('settled', '0').length + of('settled', '1').length === 4);
+
+      expect(of('deadLettered', '0')).toHaveLength(2);
+      expect(of('deadLettered', '0')[1]).toMatchObject({
+        reason: 'missing-key',
+        destination: `${topic}.dlq`,
+      });
+      expect(of('deadLettered', '1')).toHaveLength(1);
+      expect(of('settled', '1')[1]).toMatchObject({
+        decision: { action: 'resolve', reason: 'dead-lettered-before' },
+      });
+
+      // The dead-letter topic holds exactly one copy per deadLettered event.
+      const admin = suite.kafka.admin();
+      await admin.connect();
+      try {
+        const ends = await admin.fetchTopicOffsets(`${topic}.dlq`);
+        expect(ends.reduce((n, p) => n + Number(p.high) - Number(p.low), 0)).toBe(3);
+      } finally {
+        await admin.disconnect();
+      }
+      const copies: string[] = [];
+      const reader = await startConsumer(suite.kafka, uniqueName('dlq-reader'), `${topic}.dlq`, () => ({
+        eachMessage: async ({ message }) => {
+          copies.push(String(message.headers?.[DEAD_LETTER_HEADERS.originalOffset]));
+        },
+      }));
+      try {
+        await waitFor('the three copies', () => copies.length === 3);
+      } finally {
+        await reader.disconnect();
+      }
+      expect(copies.sort()).toEqual(['0', '0', '1']);
     });
   },
 );
