@@ -99,5 +99,58 @@ describeWithServices(
         'messaging.destination.name': topic,
       });
     });
+
+    it('a handler error whose backoff exceeds maxInlineDelayMs pauses the partition once: one pause in idempotency.broker_actions and on the span, then one resolve', async () => {
+      const topic = uniqueName('tel-pause');
+      const groupId = uniqueName('g');
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
+      await suite.producer.send({
+        topic,
+        messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'tel-pause' } }],
+      });
+      let runs = 0;
+      let settled = 0;
+      let paused = 0;
+      await suite.start(groupId, topic, (c) => {
+        const consumer = {
+          pause: (topics: Parameters<typeof c.pause>[0]) => {
+            paused += 1;
+            c.pause(topics);
+          },
+          resume: (topics: Parameters<typeof c.resume>[0]) => c.resume(topics),
+        };
+        const eachMessage = idempotentEachMessage(
+          { idempotency, consumer, producer: suite.producer },
+          {
+            groupId,
+            maxInlineDelayMs: 0,
+            retryBackoff: { baseMs: 200, jitter: 'none' },
+            telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider },
+          },
+          () => {
+            runs += 1;
+            if (runs === 1) throw new Error('gateway down');
+          },
+        );
+        eachMessage.events.on('settled', () => {
+          settled += 1;
+        });
+        return { eachMessage };
+      });
+      await waitFor('the message settled after its pause', () => settled === 1, 30_000);
+      const name = `process ${topic}`;
+      await waitFor('two spans', () => sdk.spans(name).length === 2);
+      expect(paused).toBe(1);
+      expect(
+        sdk
+          .spans(name)
+          .map((s) => s.attributes['idempotency.broker_action'])
+          .sort(),
+      ).toEqual(['pause', 'resolve']);
+      expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
+        pause: 1,
+        resolve: 1,
+      });
+    });
   },
 );
