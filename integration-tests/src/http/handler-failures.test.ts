@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
 import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
@@ -335,6 +335,38 @@ describeWithServices(
       });
     });
 
+    describe('fastify, a client that disconnects while its body stream is buffered for storage (within the cap)', () => {
+      it('the stream is destroyed and the key released: a retry runs again (was read on forever: the producer kept running, the key held in progress while the process lives)', async () => {
+        let runs = 0;
+        const buffering = deferred();
+        let body: Readable | undefined;
+        const handler = (reply: FastifyReply) => {
+          runs += 1;
+          reply.type('text/plain');
+          if (runs > 1) return 'second';
+          let pushed = false;
+          // One chunk, then it never ends: asked for more, it has nothing yet (a slow producer).
+          body = new Readable({
+            read() {
+              if (pushed) return buffering.resolve();
+              pushed = true;
+              this.push('partial ');
+            },
+          });
+          return body;
+        };
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+          const key = freshKey();
+          // Gone once the plugin read the first chunk and waits for the rest (nothing was sent yet).
+          await postThenDisconnect(url, key, buffering.promise);
+          // The retry waits for the first request's outcome (conflictWaitMs): the key released, it runs.
+          await expectRetryRunsAgain(url, key);
+          expect(body?.destroyed).toBe(true);
+        });
+        expect(runs).toBe(2);
+      });
+    });
+
     describe('fastify, reply.hijack()', () => {
       it('a handler that answers on the raw response completes the key without a stored response: a retry gets 409 response-not-stored and does not run (was held while the process lives)', async () => {
         let runs = 0;
@@ -386,16 +418,7 @@ describeWithServices(
         };
         await using(startFastify(timed, handler, { conflictWaitMs: 10_000 }), async (url) => {
           const key = freshKey();
-          const disconnect = new AbortController();
-          const first = fetch(`${url}/fail`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'idempotency-key': key },
-            body: JSON.stringify({ a: 1 }),
-            signal: disconnect.signal,
-          });
-          await started.promise;
-          disconnect.abort();
-          await expect(first).rejects.toThrow();
+          await postThenDisconnect(url, key, started.promise);
           await gone.promise;
           // The first handler is still running (it never ends its response): the retry waits for the
           // outcome (conflictWaitMs) until the runner gives up on it after handlerTimeoutMs.
@@ -436,6 +459,23 @@ async function expectCutOffThenRunAgain(url: string): Promise<void> {
   const key = freshKey();
   await expect(post(url, '/fail', { key, body: { a: 1 } })).rejects.toThrow();
   await expectRetryRunsAgain(url, key);
+}
+
+/**
+ * `POST /fail` with `key` and the body `{ a: 1 }`, from a client that disconnects once `ready` resolves
+ * (before any answer): resolves once the request failed on the client's side.
+ */
+async function postThenDisconnect(url: string, key: string, ready: Promise<void>): Promise<void> {
+  const disconnect = new AbortController();
+  const sent = fetch(`${url}/fail`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify({ a: 1 }),
+    signal: disconnect.signal,
+  });
+  await ready;
+  disconnect.abort();
+  await expect(sent).rejects.toThrow();
 }
 
 /**

@@ -45,6 +45,8 @@ export interface FastifyIdempotencyOptions extends HttpIdempotencyOptions<Fastif
 
 interface InFlight {
   readonly exchange: Exchange;
+  /** Aborts when the response closes: the client went away, or the response was sent. */
+  readonly gone: AbortSignal;
   error?: unknown;
 }
 
@@ -97,7 +99,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     });
     if (admission.kind === 'pass') return;
     if (admission.kind === 'answer') return send(reply, admission.answer);
-    const state: InFlight = { exchange: admission.exchange };
+    const state: InFlight = { exchange: admission.exchange, gone: gone.signal };
     inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
     finishOnHijack(request, reply, state);
@@ -169,8 +171,16 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     if (isReadable(payload)) {
       let buffered: BufferedStream;
       try {
-        buffered = await bufferStream(payload, http.options.maxResponseBytes);
+        buffered = await bufferStream(payload, http.options.maxResponseBytes, state.gone);
       } catch (error) {
+        if (state.gone.aborted) {
+          // The client went away while the body was buffered: the stream was destroyed (Fastify destroys
+          // a payload stream whose response closed), so the body never ends and nothing can be sent. The
+          // key is released, as for a body stream that closes before its end; without this the stream
+          // would be read, and the claim held, for as long as the process lives.
+          await state.exchange.finish({ ...base, body: undefined, bytes: 0, failed: true, error });
+          return Buffer.alloc(0);
+        }
         // The stream failed: Fastify answers the error (onError, the error handler, then onSend again),
         // and that answer finishes the exchange (a 5xx releases the key). Without it the claim would be
         // held, and heartbeated, for as long as the process lives.

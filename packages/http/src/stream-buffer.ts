@@ -30,10 +30,18 @@ export type BufferedStream =
  * over (a paused stream still reads ahead, to its high-water mark) would otherwise emit an `error` nobody
  * listens to, which ends the process. A stream destroyed without an error (no `end`, no `error`, only
  * `close`, also before this call) fails with `ERR_STREAM_PREMATURE_CLOSE`, as Node's `stream.finished`
- * reports it: waiting for its end would hold the response, and the key, forever.
- * @throws the stream's error, when it fails (or closes) before the end or the cap.
+ * reports it: waiting for its end would hold the response, and the key, forever. `signal` (the client went
+ * away) stops the reading before the end or the cap: the stream is destroyed, as Fastify destroys a payload
+ * stream whose response closed, since nobody will read the rest (a stream that never ends would otherwise
+ * be read, and its producer run, for as long as the process lives).
+ * @throws the stream's error, when it fails (or closes) before the end or the cap; an
+ *   `ERR_STREAM_PREMATURE_CLOSE` error when `signal` aborts (or has aborted) before then.
  */
-export function bufferStream(stream: Readable, maxBytes: number): Promise<BufferedStream> {
+export function bufferStream(
+  stream: Readable,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<BufferedStream> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let bytes = 0;
@@ -42,6 +50,7 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       stream.off('end', onEnd);
       stream.off('error', onError);
       stream.off('close', onClose);
+      signal?.removeEventListener('abort', onAbort);
     };
     const onData = (chunk: Buffer | string) => {
       const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -93,8 +102,16 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
       reject(error);
     };
     const onClose = () => onError(prematureClose());
+    const onAbort = () => {
+      onError(prematureClose('The client went away before the response body stream ended'));
+      // An error from its teardown has nobody left to tell; unheard, it would end the process.
+      stream.on('error', () => undefined);
+      stream.destroy();
+    };
     // Destroyed before it was given (its close may have been emitted already): it will never end.
     if (stream.destroyed && stream.readableEnded === false) return reject(stream.errored ?? prematureClose());
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
@@ -102,9 +119,12 @@ export function bufferStream(stream: Readable, maxBytes: number): Promise<Buffer
   });
 }
 
-/** The error of a stream that closed before its end without one, as Node's `stream.finished` reports it. */
-function prematureClose(): Error {
-  return Object.assign(new Error('The response body stream closed before its end'), {
+/**
+ * The error of a stream that closed before its end without one, as Node's `stream.finished` reports it (or
+ * that was destroyed here because the client went away, `message` saying so).
+ */
+function prematureClose(message = 'The response body stream closed before its end'): Error {
+  return Object.assign(new Error(message), {
     code: 'ERR_STREAM_PREMATURE_CLOSE',
   });
 }

@@ -117,3 +117,30 @@ describe('bufferStream, a source destroyed without an error (was waited for fore
     expect(buffered.failure()).toEqual({ error });
   });
 });
+
+describe('bufferStream, stopped by its signal (a client that went away; was read on forever)', () => {
+  it('aborted within the cap, before the end: the source is destroyed and it rejects with a premature close', async () => {
+    const { source, exhausted } = fiveChunksThenWait();
+    const gone = new AbortController();
+    const buffering = bufferStream(source, 64 * 1024, gone.signal);
+    await exhausted;
+    gone.abort();
+    await expect(buffering).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' });
+    expect(source.destroyed).toBe(true);
+  });
+
+  it('aborted before it is given: the source is destroyed at once, unread', async () => {
+    const { source } = fiveChunksThenWait();
+    await expect(bufferStream(source, 64 * 1024, AbortSignal.abort())).rejects.toMatchObject({
+      code: 'ERR_STREAM_PREMATURE_CLOSE',
+    });
+    expect(source.destroyed).toBe(true);
+  });
+
+  it('aborted after the end: the body read stays whole', async () => {
+    const gone = new AbortController();
+    const buffered = await bufferStream(Readable.from(['a', 'b']), 4096, gone.signal);
+    gone.abort();
+    expect(buffered).toEqual({ complete: true, body: Buffer.from('ab') });
+  });
+});
