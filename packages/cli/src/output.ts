@@ -1,5 +1,5 @@
 import Table from 'cli-table3';
-import type { CliIo } from './io';
+import type { TrackedStream } from './tracked-stream';
 
 /** Writes a command's result: JSON for `--json`, otherwise the human form. */
 export interface Output {
@@ -10,14 +10,18 @@ export interface Output {
   note(line: string): void;
 }
 
-export function output(io: CliIo, json: boolean): Output {
+/** The {@link Output} of a run, on its followed stdout and stderr (see `trackWrites`). */
+export function output(
+  streams: { readonly stdout: TrackedStream; readonly stderr: TrackedStream },
+  json: boolean,
+): Output {
   return {
     json,
     result(value, human) {
-      io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+      streams.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
     },
     note(line) {
-      io.stderr.write(`${line}\n`);
+      streams.stderr.write(`${line}\n`);
     },
   };
 }

@@ -10,6 +10,7 @@ import { NotConfirmedError } from './confirm';
 import { connect } from './connect';
 import { type CliIo, EXIT } from './io';
 import { output } from './output';
+import { type TrackedStream, trackWrites, type WritesOutcome } from './tracked-stream';
 
 const STATES: readonly RecordState[] = ['IN_PROGRESS', 'COMPLETED', 'RELEASED', 'FAILED'];
 
@@ -40,10 +41,16 @@ function stateList(value: string, previous: RecordState[] = []): RecordState[] {
 
 /**
  * Runs the `idempotent-consumer` command with `args` (the arguments after the program name) and resolves
- * with its exit status (see {@link EXIT}); never calls `process.exit`.
+ * with its exit status (see {@link EXIT}) once its output was written (handed to `io.stdout`, which the
+ * caller reads meanwhile); never calls `process.exit`. A stdout or stderr whose reader went away (EPIPE)
+ * never ends the process: see {@link EXIT}'s `outputCut` for the status.
  */
 export async function runCli(args: readonly string[], io: CliIo): Promise<number> {
   let status: number = EXIT.ok;
+  const stdout = trackWrites(io.stdout);
+  const stderr = trackWrites(io.stderr);
+  /** The command run, when it changes records (its report must not be lost unnoticed). */
+  let change: 'release' | 'purge' | undefined;
   const program = new Command('idempotent-consumer')
     .description(
       'Inspect and repair the idempotency records of idempotent-consumer in Redis (standalone or Cluster).',
@@ -66,17 +73,24 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({
-      writeOut: (text) => io.stdout.write(text),
-      writeErr: (text) => io.stderr.write(text),
+      writeOut: (text) => stdout.write(text),
+      writeErr: (text) => stderr.write(text),
     });
 
-  /** Wraps a command: connects, runs it, maps failures to an exit status, disconnects. */
+  /**
+   * Wraps a command: connects, runs it, maps failures to an exit status, disconnects. `changes`: the
+   * command changes records.
+   */
   const action =
-    <A extends unknown[]>(body: (ctx: CommandContext, ...args: A) => Promise<number>) =>
+    <A extends unknown[]>(
+      body: (ctx: CommandContext, ...args: A) => Promise<number>,
+      changes?: 'release' | 'purge',
+    ) =>
     async (...args: A) => {
+      change = changes;
       const options = program.opts<GlobalOptions>();
       const url = options.url ?? io.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-      const out = output(io, options.json);
+      const out = output({ stdout, stderr }, options.json);
       const redis = await connect({
         url,
         cluster: options.cluster,
@@ -140,8 +154,10 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
     )
     .option('--preview-chars <n>', 'longest result / error preview', positiveInt, 200)
     .action(
-      action((ctx, scope: string, key: string, o: { retentionMs: number; previewChars: number }) =>
-        release(ctx, scope, key, o),
+      action(
+        (ctx, scope: string, key: string, o: { retentionMs: number; previewChars: number }) =>
+          release(ctx, scope, key, o),
+        'release',
       ),
     );
 
@@ -158,24 +174,56 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
       [],
     )
     .action(
-      action((ctx, scope: string, o: { state: RecordState[] }) => purge(ctx, scope, { states: o.state })),
+      action(
+        (ctx, scope: string, o: { state: RecordState[] }) => purge(ctx, scope, { states: o.state }),
+        'purge',
+      ),
     );
 
   try {
     await program.parseAsync(args, { from: 'user' });
-    return status;
   } catch (error) {
-    if (error instanceof CommanderError) {
-      return error.exitCode === 0 ? EXIT.ok : EXIT.usage; // help and version exit 0
-    }
-    if (error instanceof NotConfirmedError) {
-      io.stderr.write(`${error.message}\n`);
-      return EXIT.usage;
-    }
-    const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
-    io.stderr.write(
-      `idempotent-consumer: ${error instanceof Error ? error.message : String(error)}${code}\n`,
-    );
-    return EXIT.error;
+    status = failureStatus(error, stderr);
   }
+  status = statusAfterOutput(status, await stdout.settled(), change, stderr);
+  await stderr.settled();
+  return status;
+}
+
+/** The exit status of a command that threw `error`, which is told on `stderr` when it is not usage. */
+function failureStatus(error: unknown, stderr: TrackedStream): number {
+  if (error instanceof CommanderError) {
+    return error.exitCode === 0 ? EXIT.ok : EXIT.usage; // help and version exit 0
+  }
+  if (error instanceof NotConfirmedError) {
+    stderr.write(`${error.message}\n`);
+    return EXIT.usage;
+  }
+  const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
+  stderr.write(`idempotent-consumer: ${error instanceof Error ? error.message : String(error)}${code}\n`);
+  return EXIT.error;
+}
+
+/**
+ * The exit status once stdout's writes ended as `written` says. A reader that went away (`| head -1`)
+ * is no failure of a read-only command: it stops quietly with its status. A `change` whose report was
+ * cut says so on stderr and exits `outputCut` (its changes are done and stay done), unless Redis failed
+ * (`error`, already told on stderr); a write that failed otherwise is told the same way.
+ */
+function statusAfterOutput(
+  status: number,
+  written: WritesOutcome,
+  change: 'release' | 'purge' | undefined,
+  stderr: TrackedStream,
+): number {
+  if (written.kind === 'written' || (written.kind === 'cut' && change === undefined)) return status;
+  if (written.kind === 'cut') {
+    stderr.write(
+      `idempotent-consumer: stdout closed before the ${change} report was written; what it changed stays changed (see inspect, stats)\n`,
+    );
+  } else {
+    const reason = written.error instanceof Error ? written.error.message : String(written.error);
+    stderr.write(`idempotent-consumer: the output could not be written: ${reason}\n`);
+  }
+  return status === EXIT.error ? status : EXIT.outputCut;
 }

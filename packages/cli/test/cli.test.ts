@@ -1,6 +1,7 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { runCli } from '../src';
 import { cut, recordView } from '../src/record-view';
+import { trackWrites } from '../src/tracked-stream';
 
 /** Runs the CLI in-process with no Redis behind it: only what fails or prints before connecting. */
 async function run(args: string[]) {
@@ -72,6 +73,71 @@ describe('idempotent-consumer CLI (no Redis)', () => {
     expect(status).toBe(1);
     // At most as many: a timer of an earlier test may end meanwhile, but the run must not add one.
     expect(timers()).toBeLessThanOrEqual(before);
+  });
+});
+
+/** A stream whose every write fails with `code`, as a pipe whose reader closed fails with EPIPE. */
+const failingWrites = (code: string) =>
+  new Writable({
+    write(_chunk, _encoding, callback) {
+      callback(Object.assign(new Error(`write ${code}`), { code }));
+    },
+  });
+
+describe('idempotent-consumer CLI writing to a stdout that fails', () => {
+  const io = (stdout: Writable, stderr: Writable = new PassThrough().resume()) => ({
+    stdout,
+    stderr,
+    stdin: new PassThrough(),
+    interactive: false,
+    env: {},
+  });
+
+  it('a reader that went away (EPIPE): a read-only output stops quietly with its status (was an unhandled error event)', async () => {
+    const stderr = new PassThrough();
+    let err = '';
+    stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
+    expect(await runCli(['--help'], io(failingWrites('EPIPE'), stderr))).toBe(0);
+    expect(err).toBe('');
+  });
+
+  it('stderr closed as well: nothing is thrown, the status stays', async () => {
+    expect(await runCli(['frobnicate'], io(failingWrites('EPIPE'), failingWrites('EPIPE')))).toBe(2);
+  });
+});
+
+describe('trackWrites', () => {
+  it('EPIPE is a cut output, and nothing more is written after it', async () => {
+    let writes = 0;
+    const stream = new Writable({
+      write(_chunk, _encoding, callback) {
+        writes += 1;
+        callback(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+      },
+    });
+    const tracked = trackWrites(stream);
+    tracked.write('a');
+    expect(await tracked.settled()).toEqual({ kind: 'cut' });
+    tracked.write('b');
+    expect(await tracked.settled()).toEqual({ kind: 'cut' });
+    expect(writes).toBe(1);
+  });
+
+  it('another write error (a full disk) is a failed output, with its error', async () => {
+    const tracked = trackWrites(failingWrites('ENOSPC'));
+    tracked.write('a');
+    expect(await tracked.settled()).toEqual({
+      kind: 'failed',
+      error: expect.objectContaining({ code: 'ENOSPC' }),
+    });
+  });
+
+  it('writes handed on are written', async () => {
+    const tracked = trackWrites(new PassThrough().resume());
+    tracked.write('a');
+    expect(await tracked.settled()).toEqual({ kind: 'written' });
   });
 });
 
