@@ -336,8 +336,9 @@ describeWithServices(
     });
 
     describe('fastify, a client that disconnects while its body stream is buffered for storage (within the cap)', () => {
-      it('the stream is destroyed and the key released: a retry runs again (was read on forever: the producer kept running, the key held in progress while the process lives)', async () => {
+      it('the stream is destroyed and the key completed without a stored response: a retry gets 409 response-not-stored and does not run (was read on forever: the producer kept running, the key held in progress while the process lives)', async () => {
         let runs = 0;
+        const notStored: unknown[] = [];
         const buffering = deferred();
         let body: Readable | undefined;
         const handler = (reply: FastifyReply) => {
@@ -355,15 +356,24 @@ describeWithServices(
           });
           return body;
         };
-        await using(startFastify(idempotency, handler, { conflictWaitMs: 10_000 }), async (url) => {
+        const options = {
+          conflictWaitMs: 10_000,
+          onResponseNotStored: (info: unknown) => notStored.push(info),
+        };
+        await using(startFastify(idempotency, handler, options), async (url) => {
           const key = freshKey();
           // Gone once the plugin read the first chunk and waits for the rest (nothing was sent yet).
           await postThenDisconnect(url, key, buffering.promise);
-          // The retry waits for the first request's outcome (conflictWaitMs): the key released, it runs.
-          await expectRetryRunsAgain(url, key);
+          // The retry waits for the first request's outcome (conflictWaitMs): completed, nothing to replay.
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.status).toBe(409);
+          expect(retry.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:response-not-stored' });
           expect(body?.destroyed).toBe(true);
+          expect(notStored).toEqual([
+            { scope: expect.any(String), key: key.slice(1, -1), status: 200, bytes: 0 },
+          ]);
         });
-        expect(runs).toBe(2);
+        expect(runs).toBe(1);
       });
     });
 

@@ -61,8 +61,8 @@ export interface FinishedResponse {
    */
   readonly failed?: boolean;
   /**
-   * The handler sent the response itself, past the capture (Fastify `reply.hijack()`), so there is nothing
-   * to store: an answer below 500 completes the key without a stored response whatever
+   * The handler sent the response itself, past the capture (Fastify `reply.hijack()`), or the client went
+   * away before its body stream ended (Fastify), so there is nothing to store: an answer below 500 completes the key without a stored response whatever
    * `onResponseTooLarge` says (later requests get 409 `response-not-stored`; `onResponseNotStored` is
    * called, with `bytes` 0: nothing was counted); a 5xx releases it.
    */

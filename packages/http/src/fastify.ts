@@ -175,10 +175,11 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       } catch (error) {
         if (state.gone.aborted) {
           // The client went away while the body was buffered: the stream was destroyed (Fastify destroys
-          // a payload stream whose response closed), so the body never ends and nothing can be sent. The
-          // key is released, as for a body stream that closes before its end; without this the stream
-          // would be read, and the claim held, for as long as the process lives.
-          await state.exchange.finish({ ...base, body: undefined, bytes: 0, failed: true, error });
+          // a payload stream whose response closed), so the body never ends and nothing can be sent or
+          // stored. The handler returned, so its side effects are done: the key completes without a
+          // stored response (a 5xx releases it), as when the client leaves a pass-through body. Without
+          // this the stream would be read, and the claim held, for as long as the process lives.
+          await state.exchange.finish({ ...base, body: undefined, bytes: 0, uncaptured: true });
           return Buffer.alloc(0);
         }
         // The stream failed: Fastify answers the error (onError, the error handler, then onSend again),
