@@ -1,4 +1,11 @@
 import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import { NonRetryableError } from '@idempotent-consumer/core';
+import {
   createSqsConsumerWiring,
   type SqsConsumerWiring,
   type SqsEvents,
@@ -21,6 +28,24 @@ function settledOf(wiring: SqsConsumerWiring): Settled[] {
   const all: Settled[] = [];
   wiring.events.on('settled', (e) => all.push(e as Settled));
   return all;
+}
+
+/**
+ * The emulator's client, except that every command of class `blackHoled` goes to a client of `hole` (the
+ * same SDK, its options such as `abortSignal` passed on): SQS that never answers that one kind of request.
+ */
+function blackHoling(
+  sqs: SQSClient,
+  hole: SQSClient,
+  blackHoled: abstract new (...args: never[]) => unknown,
+) {
+  return {
+    send: (command: unknown, options?: unknown) =>
+      ((command instanceof blackHoled ? hole : sqs).send as (c: unknown, o?: unknown) => Promise<unknown>)(
+        command,
+        options,
+      ),
+  } as unknown as SQSClient;
 }
 
 describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consumer', ({ redis, sqs }) => {
@@ -79,6 +104,62 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       await hole.close();
     }
   });
+
+  it.each([
+    ['a retry backoff (ChangeMessageVisibility)', false, ChangeMessageVisibilityCommand, new Error('flaky')],
+    [
+      'a retry backoff (ChangeMessageVisibilityBatch)',
+      true,
+      ChangeMessageVisibilityBatchCommand,
+      new Error('flaky'),
+    ],
+    ['a dead-letter copy (SendMessage)', false, SendMessageCommand, new NonRetryableError('declined')],
+  ])(
+    'wiring.close() aborts %s an SQS endpoint never answers: the Consumer stops at once, no socket is left open, and the message comes back',
+    async (_what, batch, blackHoled, thrown) => {
+      const hole = await blackHole();
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        const dlq = await fx.queue('c-hole-dlq', {}, false, { redrive: false });
+        const q = await fx.queue('c-hole');
+        const sqs = blackHoling(fx.sqs, sqsClient(hole.url), blackHoled);
+        const wiring = createSqsConsumerWiring(
+          { idempotency: fx.idempotency(), sqs, logger: false },
+          { queueUrl: q.url, batch, deadLetter: { queueUrl: dlq.url } },
+          () => {
+            throw thrown;
+          },
+        );
+        await sendMessage(fx.sqs, q.url, 'pay', { key: 'k' });
+        // Received invisible for 2 s; its `stopped` waits for its poll (handlers included) up to 60 s.
+        const c = consumer({
+          ...wiring,
+          queueUrl: q.url,
+          sqs,
+          visibilityTimeout: 2,
+          pollingCompleteWaitTimeMs: 60_000,
+        });
+        c.start();
+        await hole.requested; // the wiring's request for the handler's error, never answered
+        const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
+        // The documented shutdown: the Consumer's stop(), then the wiring's close().
+        c.stop();
+        wiring.close();
+        // The request held the handler (so the poll) until the SDK's socket timeout (15 min, then a retry).
+        expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+        await waitFor('the request closed its connection', () => hole.open === 0, 5_000);
+        // Nothing deleted nor copied: the message comes back once the receive's visibility timeout lapses.
+        expect((await receiveAll(fx.sqs, q.url, 10)).map((m) => m.Body)).toEqual(['pay']);
+        expect(await queueDepth(fx.sqs, dlq.url)).toBe(0);
+        expect(unhandled).toEqual([]);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+        await hole.close();
+      }
+    },
+  );
 
   it('handleMessage: duplicates with the same key run once; every copy is deleted', async () => {
     const q = await fx.queue('c-dups');

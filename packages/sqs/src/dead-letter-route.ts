@@ -2,7 +2,7 @@ import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { TopologyMismatchError } from '@idempotent-consumer/core';
 import { SqsOperationError } from './errors';
 import type { DeadLetterTarget } from './options';
-import type { SqsClientLike } from './sqs-client';
+import { abortableBy, type SqsClientLike } from './sqs-client';
 
 /**
  * Where dead-lettered messages of a queue go, as checked against SQS at start:
@@ -66,7 +66,7 @@ async function queueAttributes(
   try {
     const out = await sqs.send(
       new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: [name] }),
-      signal ? { abortSignal: signal } : {},
+      abortableBy(signal),
     );
     return out.Attributes?.[name];
   } catch (error) {

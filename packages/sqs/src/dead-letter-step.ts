@@ -18,8 +18,8 @@ export type DeadLetterStep =
  * copy to the dead-letter queue (the caller deletes the original), or, with the redrive policy, leaves the
  * caller to make it visible at once (SQS moves it after `maxReceiveCount` receives; `final` is set on the
  * receive that reaches it). Resolves `ok: false` with the error when the check or the copy failed (a
- * {@link DeadLetterRefusedError} when SQS refused the copy for good): the message is then left invisible
- * (`dead-letter-failed`) and comes back after its visibility timeout.
+ * {@link DeadLetterRefusedError} when SQS refused the copy for good, or `signal` aborted it): the message is
+ * then left invisible (`dead-letter-failed`) and comes back after its visibility timeout.
  */
 export async function carryOutDeadLetter(
   sqs: SqsClientLike,
@@ -27,6 +27,7 @@ export async function carryOutDeadLetter(
   message: Message,
   decision: Extract<Decision, { action: 'dead-letter' }>,
   details: { outcome: RunOutcome | undefined; key: string | undefined; scope: string },
+  signal?: AbortSignal,
 ): Promise<DeadLetterStep> {
   let resolved: DeadLetterRoute;
   try {
@@ -45,10 +46,15 @@ export async function carryOutDeadLetter(
     };
   }
   try {
-    await sendToDeadLetterQueue(sqs, resolved.queueUrl, message, decision.reason, decision.error, {
-      ...details,
-      attempt: decision.attempt,
-    });
+    await sendToDeadLetterQueue(
+      sqs,
+      resolved.queueUrl,
+      message,
+      decision.reason,
+      decision.error,
+      { ...details, attempt: decision.attempt },
+      signal,
+    );
   } catch (error) {
     return { ok: false, error: refusedForGood(error, resolved.queueUrl, message) ?? error };
   }

@@ -2,7 +2,7 @@ import { type Message, type MessageAttributeValue, SendMessageCommand } from '@a
 import { type DeadLetterReason, describeError, type RunOutcome } from '@idempotent-consumer/core';
 import { DEAD_LETTER_FIELDS, NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import { messageGroupId } from './message-attributes';
-import type { SqsClientLike } from './sqs-client';
+import { abortableBy, type SqsClientLike } from './sqs-client';
 
 /** SQS allows at most 10 message attributes per message. */
 const MAX_MESSAGE_ATTRIBUTES = 10;
@@ -36,7 +36,7 @@ export interface DeadLetterDetails {
  * never over an attribute of the same name) the reason, the error, the original `MessageId`, then the claim
  * outcome, the attempt, the key and the scope of `details` ({@link DEAD_LETTER_ATTRIBUTES}). A copy for a FIFO dead-letter queue keeps the `MessageGroupId` and is
  * deduplicated by the original `MessageId`, so sending it twice after a crash stores it once (within the
- * 5-minute deduplication interval). Rejects with the SQS error when the send fails.
+ * 5-minute deduplication interval). Rejects with the SQS error when the send fails or `signal` aborted it.
  */
 export async function sendToDeadLetterQueue(
   sqs: SqsClientLike,
@@ -45,6 +45,7 @@ export async function sendToDeadLetterQueue(
   reason: DeadLetterReason,
   error: unknown,
   details: DeadLetterDetails = {},
+  signal?: AbortSignal,
 ): Promise<void> {
   const attributes: Record<string, MessageAttributeValue> = {};
   for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
@@ -81,5 +82,6 @@ export async function sendToDeadLetterQueue(
           }
         : {}),
     }),
+    abortableBy(signal),
   );
 }

@@ -54,6 +54,13 @@ export interface ProcessorHooks {
    * claim whose loss could abort it) aborts with it. @defaultValue none (only `handlerTimeoutMs` aborts it)
    */
   stopping?(): AbortSignal | undefined;
+  /**
+   * Aborts the SQS requests the processor sends itself (the dead-letter copy, and a dead-letter check it
+   * repeats): the sqs-consumer wiring's `close()`, so an SQS endpoint that never answers cannot hold the
+   * message's processing. An aborted copy leaves the message (`dead-letter-failed`). @defaultValue none
+   * (the poller's `stop()` bounds its wait by time instead)
+   */
+  readonly closing?: AbortSignal;
 }
 
 /** A message with its idempotency request, or the reason it has none. */
@@ -476,11 +483,15 @@ export class SqsMessageProcessor<T> {
       if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);
       return { ...base, decision: { action: 'leave', reason: 'abandoned' } };
     }
-    const step = await carryOutDeadLetter(this.#deps.sqs, () => this.verifyDeadLetter(), message, decision, {
-      outcome: described.outcome,
-      key,
-      scope: this.#options.scope,
-    });
+    const { closing } = this.#hooks;
+    const step = await carryOutDeadLetter(
+      this.#deps.sqs,
+      () => this.verifyDeadLetter(closing),
+      message,
+      decision,
+      { outcome: described.outcome, key, scope: this.#options.scope },
+      closing,
+    );
     if (!step.ok) {
       this.#hooks.onError('dead-letter', step.error, message);
       if (step.error instanceof DeadLetterRefusedError) {

@@ -4,7 +4,7 @@ import {
   DeleteMessageBatchCommand,
 } from '@aws-sdk/client-sqs';
 import { SqsOperationError } from './errors';
-import type { SqsClientLike } from './sqs-client';
+import { abortableBy, type SqsClientLike } from './sqs-client';
 
 /** SQS accepts at most 10 entries per batch request. */
 export const MAX_SQS_BATCH_ENTRIES = 10;
@@ -117,17 +117,22 @@ export function deleteBatcher(
   );
 }
 
-/** A `ChangeMessageVisibilityBatch` batcher for one queue. */
+/**
+ * A `ChangeMessageVisibilityBatch` batcher for one queue. `signal` aborts its requests (in flight and
+ * later ones): their entries then reject.
+ */
 export function visibilityBatcher(
   sqs: SqsClientLike,
   queueUrl: string,
   windowMs: number,
+  signal?: AbortSignal,
 ): SqsBatcher<{ ReceiptHandle: string; VisibilityTimeout: number }> {
   return new SqsBatcher(
     'ChangeMessageVisibilityBatch',
     async (entries) => {
       const out = await sqs.send(
         new ChangeMessageVisibilityBatchCommand({ QueueUrl: queueUrl, Entries: [...entries] }),
+        abortableBy(signal),
       );
       return { successful: (out.Successful ?? []).map((s) => s.Id ?? ''), failed: out.Failed ?? [] };
     },

@@ -7,6 +7,14 @@ import type { Idempotency, IdempotencyLogger } from '@idempotent-consumer/core';
  */
 export type SqsClientLike = Pick<SQSClient, 'send'>;
 
+/**
+ * The options of an `SqsClientLike.send` that `signal` aborts (an SQS endpoint that never answers would
+ * otherwise hold the request, and its socket, until the SDK's socket timeout); none without a signal.
+ */
+export function abortableBy(signal: AbortSignal | undefined): { abortSignal?: AbortSignal } {
+  return signal ? { abortSignal: signal } : {};
+}
+
 /** The dependencies of every SQS adapter form: the idempotency runner and the SQS client, apart from options. */
 export interface SqsDependencies {
   /** The runner whose store holds the records (`@idempotent-consumer/core` `Idempotency`). */

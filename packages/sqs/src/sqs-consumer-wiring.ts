@@ -20,7 +20,7 @@ import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf } from './report';
 import { visibilityBatcher } from './sqs-batcher';
-import type { SqsDependencies } from './sqs-client';
+import { abortableBy, type SqsDependencies } from './sqs-client';
 
 /** Options of {@link createSqsConsumerWiring}. */
 export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
@@ -59,9 +59,14 @@ export interface SqsConsumerWiring {
   readonly events: TypedEventEmitter<SqsEvents>;
   /**
    * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
-   * watching the Redis client's errors, stops the store gate's probe, and aborts a dead-letter check in
-   * flight (`GetQueueAttributes`: an SQS endpoint that never answers would hold the Consumer's last poll,
-   * which awaits it in `preReceiveMessageCallback`, and its socket for ever; the callback then rejects).
+   * watching the Redis client's errors, stops the store gate's probe, and aborts the SQS requests the
+   * wiring sends itself, in flight or later: the dead-letter check (`GetQueueAttributes`; the
+   * `preReceiveMessageCallback` awaiting it then rejects), the dead-letter copy (`SendMessage`) and the
+   * visibility changes (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch`: retry backoff, CONFLICT
+   * delay, lease heartbeat). An SQS endpoint that never answers one would otherwise hold the Consumer's last
+   * poll (its `stopped` waits up to `pollingCompleteWaitTimeMs` for it) and a socket for up to the SDK's
+   * socket timeout. An aborted request is a `brokerError`; its message is not deleted (an aborted copy
+   * leaves it `dead-letter-failed`) and comes back when the visibility timeout it has lapses.
    * Call it after the Consumer's `stop()`; a wiring is not used after `close()`. Safe to call twice.
    */
   close(): void;
@@ -121,7 +126,8 @@ export function createSqsConsumerWiring<T>(
   // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
   log.open();
   const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
-  // Aborted by close(): the dead-letter check's request, which SQS may never answer.
+  // Aborted by close(): the wiring's own SQS requests (dead-letter check and copy, visibility changes),
+  // which SQS may never answer.
   const closing = new AbortController();
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
@@ -134,6 +140,7 @@ export function createSqsConsumerWiring<T>(
           ReceiptHandle: message.ReceiptHandle,
           VisibilityTimeout: seconds,
         }),
+        abortableBy(closing.signal),
       );
     } catch (error) {
       brokerError('ChangeMessageVisibility', error, message);
@@ -150,6 +157,7 @@ export function createSqsConsumerWiring<T>(
         source: message && sourceOf(queueUrl, message),
       }),
     log,
+    closing: closing.signal,
   });
   const gate = new StoreGate(
     dependencies.idempotency.store,
@@ -166,7 +174,7 @@ export function createSqsConsumerWiring<T>(
 
   const wiring: Record<string, unknown> = {};
   if (options.batch) {
-    const visibility = visibilityBatcher(dependencies.sqs, queueUrl, 5);
+    const visibility = visibilityBatcher(dependencies.sqs, queueUrl, 5, closing.signal);
     wiring.handleMessageBatch = async (messages: Message[]): Promise<Message[]> => {
       const toDelete: Message[] = [];
       const changes: Promise<void>[] = [];
