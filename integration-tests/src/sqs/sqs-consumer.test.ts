@@ -1,10 +1,11 @@
 import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
+  ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { NonRetryableError } from '@idempotent-consumer/core';
+import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import {
   createSqsConsumerWiring,
   type SqsConsumerWiring,
@@ -12,6 +13,7 @@ import {
   type SqsHandlerContext,
 } from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
+import { withClosedRedis } from '../../support/closed-redis';
 import { blackHole, settlesWithin, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -160,6 +162,53 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       }
     },
   );
+
+  it("wiring.close() while the store does not answer: the stopped Consumer's last poll, paused for the store, receives nothing", async () => {
+    await withClosedRedis(async ({ redis: closed }) => {
+      const q = await fx.queue('c-closed-gate');
+      const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 300 });
+      let receivesAfterClose = 0;
+      let isClosed = false;
+      const sqs = {
+        send: (command: unknown, options?: unknown) => {
+          if (command instanceof ReceiveMessageCommand && isClosed) receivesAfterClose += 1;
+          return (fx.sqs.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options);
+        },
+      } as unknown as SQSClient;
+      const wiring = createSqsConsumerWiring(
+        { idempotency: new Idempotency({ store, logger: false }), sqs, logger: false },
+        { queueUrl: q.url },
+        () => 1,
+      );
+      const down = new Promise<void>((resolve) => wiring.events.once('storeUnavailable', () => resolve()));
+      let polls = 0;
+      const c = consumer({
+        ...wiring,
+        preReceiveMessageCallback: () => {
+          polls += 1;
+          return wiring.preReceiveMessageCallback();
+        },
+        queueUrl: q.url,
+        sqs,
+        pollingCompleteWaitTimeMs: 60_000,
+      });
+      await sendMessage(fx.sqs, q.url, 'first', { key: 'a' });
+      c.start();
+      await down; // the first message met the store down: the wiring fails closed
+      // The next poll waits in preReceiveMessageCallback for a ping to answer.
+      await waitFor('the next poll', () => polls === 2);
+      await sendMessage(fx.sqs, q.url, 'second', { key: 'b' });
+      const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
+      c.stop();
+      isClosed = true;
+      wiring.close();
+      expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+      // Still fail closed: the stopped Consumer did not receive (so hide, and count a receive of) `second`.
+      expect(receivesAfterClose).toBe(0);
+      const visible = await receiveAll(fx.sqs, q.url, 0);
+      expect(visible.map((m) => [m.Body, m.Attributes?.ApproximateReceiveCount])).toEqual([['second', '1']]);
+    });
+  });
 
   it('handleMessage: duplicates with the same key run once; every copy is deleted', async () => {
     const q = await fx.queue('c-dups');

@@ -3,7 +3,7 @@ import {
   type Message,
   type MessageSystemAttributeName,
 } from '@aws-sdk/client-sqs';
-import { InvalidOptionError } from '@idempotent-consumer/core';
+import { InvalidOptionError, StoreUnavailableError } from '@idempotent-consumer/core';
 import {
   AdapterLog,
   checkStoreAnswers,
@@ -45,7 +45,9 @@ export interface SqsConsumerWiring {
   readonly handleMessageBatch?: (messages: Message[]) => Promise<Message[]>;
   /**
    * Fail closed: resolves at once while the store answers; after a message found it unavailable, resolves
-   * once a ping succeeds, so the Consumer receives nothing meanwhile. It first awaits the dead-letter check
+   * once a ping succeeds, so the Consumer receives nothing meanwhile, and rejects with a
+   * `StoreUnavailableError` when {@link SqsConsumerWiring.close} ends that wait first (the stopped
+   * Consumer's last poll then receives nothing; sqs-consumer reports it as one receive `error`). It first awaits the dead-letter check
    * ({@link SqsConsumerWiring.verifyDeadLetter}) and rejects with its error, so a Consumer whose
    * dead-letter mode cannot work receives nothing (sqs-consumer reports the rejection as an `error` event
    * and polls again).
@@ -59,7 +61,8 @@ export interface SqsConsumerWiring {
   readonly events: TypedEventEmitter<SqsEvents>;
   /**
    * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
-   * watching the Redis client's errors, stops the store gate's probe, and aborts the SQS requests the
+   * watching the Redis client's errors, stops the store gate's probe (a `preReceiveMessageCallback` waiting
+   * for the store to answer then rejects: nothing is received), and aborts the SQS requests the
    * wiring sends itself, in flight or later: the dead-letter check (`GetQueueAttributes`; the
    * `preReceiveMessageCallback` awaiting it then rejects), the dead-letter copy (`SendMessage`) and the
    * visibility changes (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch`: retry backoff, CONFLICT
@@ -207,7 +210,13 @@ export function createSqsConsumerWiring<T>(
   }
   wiring.preReceiveMessageCallback = async () => {
     await processor.verifyDeadLetter(closing.signal);
-    await gate.waitUntilOpen();
+    // `false`: close() disposed the gate while the store was down. Still fail closed: the Consumer's last
+    // poll must not receive (and so hide, and count a receive of) messages nothing can process.
+    if (!(await gate.waitUntilOpen())) {
+      throw new StoreUnavailableError(
+        `${log.where} was closed while the idempotency store did not answer: nothing is received`,
+      );
+    }
   };
   wiring.messageAttributeNames = [...RECEIVED_MESSAGE_ATTRIBUTES];
   wiring.messageSystemAttributeNames = [...RECEIVED_SYSTEM_ATTRIBUTES];
