@@ -50,6 +50,21 @@ function blackHoling(
   } as unknown as SQSClient;
 }
 
+/**
+ * The documented shutdown, the Consumer's `stop()` then the wiring's `close()`: resolves with whether the
+ * Consumer emitted `stopped` within 10 s. Give the Consumer a longer `pollingCompleteWaitTimeMs`, so its
+ * `stopped` waits for its last poll (handlers included) to end.
+ */
+async function stopAndClose(c: Consumer, wiring: SqsConsumerWiring): Promise<'stopped' | 'still polling'> {
+  const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
+  c.stop();
+  wiring.close();
+  const { status } = await settlesWithin('the Consumer stopped', stopped, 10_000).catch(() => ({
+    status: 'timeout',
+  }));
+  return status === 'fulfilled' ? 'stopped' : 'still polling';
+}
+
 describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consumer', ({ redis, sqs }) => {
   const fx = SqsFixture.forSuite(redis, sqs);
   const consumers: Consumer[] = [];
@@ -94,13 +109,9 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       const c = consumer({ ...wiring, queueUrl, sqs, pollingCompleteWaitTimeMs: 60_000 });
       c.start();
       await hole.requested; // the poll's preReceiveMessageCallback: GetQueueAttributes, never answered
-      // Not events.once: the aborted check is reported as one receive `error` (the consumer helper ignores them).
-      const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
-      // The documented shutdown: the Consumer's stop(), then the wiring's close().
-      c.stop();
-      wiring.close();
+      // The aborted check is reported as one receive `error` (the consumer helper ignores them).
       // The check held the poll (and its socket) for ever: `stopped` came only at pollingCompleteWaitTimeMs.
-      expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+      expect(await stopAndClose(c, wiring)).toBe('stopped');
       await waitFor('the check closed its connection', () => hole.open === 0, 5_000);
     } finally {
       await hole.close();
@@ -145,12 +156,8 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
         });
         c.start();
         await hole.requested; // the wiring's request for the handler's error, never answered
-        const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
-        // The documented shutdown: the Consumer's stop(), then the wiring's close().
-        c.stop();
-        wiring.close();
         // The request held the handler (so the poll) until the SDK's socket timeout (15 min, then a retry).
-        expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+        expect(await stopAndClose(c, wiring)).toBe('stopped');
         await waitFor('the request closed its connection', () => hole.open === 0, 5_000);
         // Nothing deleted nor copied: the message comes back once the receive's visibility timeout lapses.
         expect((await receiveAll(fx.sqs, q.url, 10)).map((m) => m.Body)).toEqual(['pay']);
@@ -167,11 +174,11 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
     await withClosedRedis(async ({ redis: closed }) => {
       const q = await fx.queue('c-closed-gate');
       const store = new RedisIdempotencyStore({ redis: closed }, { commandTimeoutMs: 300 });
-      let receivesAfterClose = 0;
-      let isClosed = false;
+      let receivesAfterStop = 0;
+      let stopping = false;
       const sqs = {
         send: (command: unknown, options?: unknown) => {
-          if (command instanceof ReceiveMessageCommand && isClosed) receivesAfterClose += 1;
+          if (command instanceof ReceiveMessageCommand && stopping) receivesAfterStop += 1;
           return (fx.sqs.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options);
         },
       } as unknown as SQSClient;
@@ -198,16 +205,61 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       // The next poll waits in preReceiveMessageCallback for a ping to answer.
       await waitFor('the next poll', () => polls === 2);
       await sendMessage(fx.sqs, q.url, 'second', { key: 'b' });
-      const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
-      c.stop();
-      isClosed = true;
-      wiring.close();
-      expect((await settlesWithin('the Consumer stopped', stopped, 10_000)).status).toBe('fulfilled');
+      stopping = true;
+      expect(await stopAndClose(c, wiring)).toBe('stopped');
       // Still fail closed: the stopped Consumer did not receive (so hide, and count a receive of) `second`.
-      expect(receivesAfterClose).toBe(0);
+      expect(receivesAfterStop).toBe(0);
       const visible = await receiveAll(fx.sqs, q.url, 0);
       expect(visible.map((m) => [m.Body, m.Attributes?.ApproximateReceiveCount])).toEqual([['second', '1']]);
     });
+  });
+
+  it("wiring.close() ends a CONFLICT wait for the key's holder: the Consumer stops at once, nothing deleted", async () => {
+    const q = await fx.queue('c-close-wait');
+    const idempotency = fx.idempotency();
+    await idempotency.claim({ scope: 'c-close-wait', key: 'k' }); // another worker holds the key
+    const wait = jest.spyOn(idempotency, 'waitForOutcome');
+    let runs = 0;
+    const wiring = createSqsConsumerWiring(
+      { idempotency, sqs: fx.sqs, logger: false },
+      { queueUrl: q.url, scope: 'c-close-wait', conflictWaitMs: 30_000 },
+      () => {
+        runs += 1;
+      },
+    );
+    await sendMessage(fx.sqs, q.url, 'pay', { key: 'k' });
+    const c = consumer({ ...wiring, queueUrl: q.url, pollingCompleteWaitTimeMs: 60_000 });
+    c.start();
+    await waitFor('the wiring waits for the holder', () => wait.mock.calls.length === 1);
+    // The wait held the handler (so the poll) for its whole conflictWaitMs.
+    expect(await stopAndClose(c, wiring)).toBe('stopped');
+    expect(runs).toBe(0);
+    expect(await queueDepth(fx.sqs, q.url)).toBe(1);
+  });
+
+  it("wiring.close() aborts the signal of an unprotected handler (missingKey: 'process'): the Consumer stops at once", async () => {
+    const q = await fx.queue('c-close-unprotected');
+    let running!: () => void;
+    const started = new Promise<void>((resolve) => {
+      running = resolve;
+    });
+    const wiring = createSqsConsumerWiring(
+      { idempotency: fx.idempotency(), sqs: fx.sqs, logger: false },
+      { queueUrl: q.url, idempotencyKey: () => undefined, missingKey: 'process' },
+      // A handler that passes its signal on to its I/O, as the docs ask: it ends when the signal aborts.
+      ({ signal }) =>
+        new Promise<never>((_, reject) => {
+          signal.addEventListener('abort', () => reject(signal.reason));
+          running();
+        }),
+    );
+    await sendMessage(fx.sqs, q.url, 'no-key');
+    const c = consumer({ ...wiring, queueUrl: q.url, pollingCompleteWaitTimeMs: 60_000 });
+    c.start();
+    await started;
+    // Nothing aborted the signal (handlerTimeoutMs is 0 by default): the handler, so the poll, ran for ever.
+    expect(await stopAndClose(c, wiring)).toBe('stopped');
+    expect(await queueDepth(fx.sqs, q.url)).toBe(1);
   });
 
   it('handleMessage: duplicates with the same key run once; every copy is deleted', async () => {

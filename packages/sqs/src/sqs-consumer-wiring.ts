@@ -66,7 +66,10 @@ export interface SqsConsumerWiring {
    * wiring sends itself, in flight or later: the dead-letter check (`GetQueueAttributes`; the
    * `preReceiveMessageCallback` awaiting it then rejects), the dead-letter copy (`SendMessage`) and the
    * visibility changes (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch`: retry backoff, CONFLICT
-   * delay, lease heartbeat). An SQS endpoint that never answers one would otherwise hold the Consumer's last
+   * delay, lease heartbeat). It also ends a CONFLICT wait for the key's holder (`conflictWaitMs`; the message
+   * settles as a CONFLICT still held) and aborts the `signal` of an unprotected handler (outcome
+   * `UNPROTECTED`, which holds no claim), as the poller's `stop()` does, so neither holds the Consumer's
+   * last poll. An SQS endpoint that never answers one would otherwise hold the Consumer's last
    * poll (its `stopped` waits up to `pollingCompleteWaitTimeMs` for it) and a socket for up to the SDK's
    * socket timeout. An aborted request is a `brokerError`; its message is not deleted (an aborted copy
    * leaves it `dead-letter-failed`) and comes back when the visibility timeout it has lapses.
@@ -161,6 +164,8 @@ export function createSqsConsumerWiring<T>(
       }),
     log,
     closing: closing.signal,
+    // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
+    stopping: () => closing.signal,
   });
   const gate = new StoreGate(
     dependencies.idempotency.store,
