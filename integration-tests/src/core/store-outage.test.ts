@@ -122,4 +122,51 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
       await server.dispose();
     }
   });
+  it('Redis full (maxmemory with noeviction, OOM): run fails closed, retryably, and ping rejects until Redis takes writes again (was a non-retryable UnexpectedReplyError, and a PING that answered let consumers resume)', async () => {
+    const { store, idempotency, events } = make();
+    const admin = redisHandle.admin;
+    const handler = jest.fn(() => 'ran');
+    // Below what the server already holds: every command that may grow memory is refused with OOM.
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      const error = await idempotency.run({ scope: 'o', key: 'full' }, handler).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', retryable: true });
+      expect((error as Error).message).toMatch(/maxmemory/);
+      expect(handler).not.toHaveBeenCalled();
+      expect(events).toEqual(['storeError:claim']);
+      // A consumer that paused probes with ping before it resumes: a PING would answer.
+      await expect(admin.ping()).resolves.toBe('PONG');
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    await expect(store.ping()).resolves.toBeUndefined();
+    await expect(idempotency.run({ scope: 'o', key: 'full' }, handler)).resolves.toMatchObject({
+      outcome: 'ACQUIRED',
+      status: 'completed',
+    });
+  });
+
+  it('a read-only replica (a failover the client has not followed yet): ping rejects, as the claims do', async () => {
+    const replica = await RedisServer.start({
+      args: ['--replicaof', '127.0.0.1', String(redisHandle.server.port)],
+    });
+    const client = new Redis(replica.url);
+    const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'outage-replica' });
+    try {
+      await expect(client.ping()).resolves.toBe('PONG');
+      await expect(store.ping()).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      await expect(
+        store.claim({ scope: 'o', key: 'replica' }, { leaseMs: 1000, retentionMs: 1000 }),
+      ).rejects.toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+      });
+    } finally {
+      store.close();
+      client.disconnect();
+      await replica.dispose();
+    }
+  });
 });

@@ -28,47 +28,70 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
   });
   afterEach(() => storeRedis.disconnect());
 
-  it('fails closed: pauses, acks nothing it did not complete, resumes, loses nothing, no double effect', async () => {
-    const store = new RedisIdempotencyStore(
-      { redis: storeRedis },
-      { keyPrefix: fx.prefix, commandTimeoutMs: 300 },
-    );
-    const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
-    const handlerRan = new Set<string>();
-    const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
-      handlerRan.add(key!);
-      await pause(40);
-      await fx.effect(key!);
-    });
-    for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
+  /** How the store becomes unavailable and comes back: stopped, or full (it refuses every write with OOM). */
+  const outages = {
+    stopped: { begin: () => server.stop(), end: () => server.restart() },
+    'full (maxmemory, noeviction: OOM)': {
+      begin: () =>
+        withAdmin((admin) => admin.config('SET', 'maxmemory-policy', 'noeviction', 'maxmemory', '1')),
+      end: () => withAdmin((admin) => admin.config('SET', 'maxmemory', '0')),
+    },
+  };
+  const withAdmin = async (body: (admin: Redis) => Promise<unknown>) => {
+    const admin = new Redis(server.url);
+    try {
+      await body(admin);
+    } finally {
+      admin.disconnect();
+    }
+  };
 
-    await waitFor('a few acks', () => acks(events).length >= 5);
-    await server.stop();
-    await waitFor('the consumer to pause', () => events.storeUnavailable.length >= 1);
-    expect(consumer.state).toBe('paused');
-    await waitFor('the in-flight claims to be requeued', () =>
-      requeues(events).some((e) => e.decision.reason === 'store-unavailable'),
-    );
+  it.each(Object.keys(outages) as (keyof typeof outages)[])(
+    'the store %s: fails closed: pauses, acks nothing it did not complete, resumes, loses nothing, no double effect',
+    async (kind) => {
+      const outage = outages[kind];
+      const store = new RedisIdempotencyStore(
+        { redis: storeRedis },
+        { keyPrefix: fx.prefix, commandTimeoutMs: 300 },
+      );
+      const idempotency = fx.idempotency({ leaseMs: 1000 }, store);
+      const handlerRan = new Set<string>();
+      const { consumer, events } = await fx.consumer(idempotency, { prefetch: 2 }, async ({ key }) => {
+        handlerRan.add(key!);
+        await pause(40);
+        await fx.effect(key!);
+      });
+      for (let i = 0; i < MESSAGES; i++) fx.publish({ amount: i }, { messageId: `p-${i}` });
 
-    // While the store is down, hold an interval and watch that nothing new runs or is acked blindly.
-    const ranBefore = handlerRan.size;
-    const ackedBefore = acks(events).length;
-    await pause(1200);
-    expect(handlerRan.size).toBe(ranBefore);
-    for (const e of acks(events).slice(ackedBefore)) expect(handlerRan.has(e.key!)).toBe(true);
-    // Every message not acked is still in RabbitMQ (ready, or unacked in flight).
-    expect(await fx.depth()).toBeGreaterThanOrEqual(MESSAGES - acks(events).length - consumer.inFlight);
-    expect(events.retryScheduled).toHaveLength(0);
-    expect(events.deadLettered).toHaveLength(0);
+      await waitFor('a few acks', () => acks(events).length >= 5);
+      await outage.begin();
+      await waitFor('the consumer to pause', () => events.storeUnavailable.length >= 1);
+      expect(consumer.state).toBe('paused');
+      await waitFor('the in-flight claims to be requeued', () =>
+        requeues(events).some((e) => e.decision.reason === 'store-unavailable'),
+      );
 
-    await server.restart();
-    await waitFor('the consumer to resume', () => events.storeRecovered.length >= 1, 10_000);
-    const effects = await fx.allDone(events, MESSAGES, 15_000);
-    expect(Object.values(effects).every((count) => count === '1')).toBe(true);
-    await consumer.stop();
-    expect(await fx.depth()).toBe(0);
-    expect(events.deadLettered).toHaveLength(0);
-  }, 30_000);
+      // While the store is down, hold an interval and watch that nothing new runs or is acked blindly.
+      const ranBefore = handlerRan.size;
+      const ackedBefore = acks(events).length;
+      await pause(1200);
+      expect(handlerRan.size).toBe(ranBefore);
+      for (const e of acks(events).slice(ackedBefore)) expect(handlerRan.has(e.key!)).toBe(true);
+      // Every message not acked is still in RabbitMQ (ready, or unacked in flight).
+      expect(await fx.depth()).toBeGreaterThanOrEqual(MESSAGES - acks(events).length - consumer.inFlight);
+      expect(events.retryScheduled).toHaveLength(0);
+      expect(events.deadLettered).toHaveLength(0);
+
+      await outage.end();
+      await waitFor('the consumer to resume', () => events.storeRecovered.length >= 1, 10_000);
+      const effects = await fx.allDone(events, MESSAGES, 15_000);
+      expect(Object.values(effects).every((count) => count === '1')).toBe(true);
+      await consumer.stop();
+      expect(await fx.depth()).toBe(0);
+      expect(events.deadLettered).toHaveLength(0);
+    },
+    30_000,
+  );
 
   it('a work queue deleted while paused ends like one deleted while running: closed, one cancelled event, no reconnect loop', async () => {
     const store = new RedisIdempotencyStore(

@@ -32,7 +32,7 @@ export interface IdempotentEachMessage {
    */
   close(): void;
   /**
-   * Sends one `PING` to the idempotency store (bounded by its command timeout). Await it before
+   * Sends one ping to the idempotency store (bounded by its command timeout). Await it before
    * `consumer.run()` to refuse to start against a store that does not answer; the wrapper also pings once
    * on its first message and logs a failure as an error (the message then waits fail-closed).
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the wrapper and where Redis is (host and port).

@@ -28,7 +28,7 @@ export interface WrapperParts<T> {
   readonly stopping: AbortSignal;
   /** Where the wrapper's warnings go. */
   readonly log: AdapterLog;
-  /** One `PING` to the store; see `IdempotentEachMessage.checkStore`. */
+  /** One ping to the store; see `IdempotentEachMessage.checkStore`. */
   readonly checkStore: () => Promise<void>;
   /**
    * The first call checks the store once (`checkStore`, not awaited by the wrappers) and logs a failure

@@ -206,13 +206,13 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Checks that the store answers (one `PING`, {@link IdempotentConsumer.checkStore}; under the runner's
+   * Checks that the store answers (one ping, {@link IdempotentConsumer.checkStore}; under the runner's
    * `storeFailureMode: 'open'` a store that does not answer is only logged), opens a connection
    * (with `connect`), declares or checks the topology, opens the consume channel (with `prefetch`) and the
    * confirm channel, and starts consuming (`basic.consume`, manual acks). Resolves once subscribed, or
    * once a `stop()` called meanwhile ended it (nothing is consumed then, and what it opened is closed).
    * A start that fails closes what it opened, the connection from `connect` included.
-   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the `PING` and the runner fails closed (nothing is opened).
+   * @throws {@link @idempotent-consumer/core!StoreUnavailableError} when the store does not answer the ping and the runner fails closed (nothing is opened).
    * @throws {@link @idempotent-consumer/core!TopologyMismatchError} when the topology is missing or differs (nothing is consumed).
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when called twice.
    * @throws the error of `connect`, or of opening a channel, when the broker cannot be reached.
@@ -231,7 +231,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /**
    * {@link IdempotentConsumer.start}'s steps. A `stop()` meanwhile sets `stopping`: the next step is not
    * taken, and `stop()` (which awaits this) closes what the steps opened. Its abort also ends the store
-   * check's wait for a Redis client still connecting, and no `PING` is sent after it.
+   * check's wait for a Redis client still connecting, and no ping is sent after it.
    */
   async #start(): Promise<void> {
     // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
@@ -262,7 +262,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Sends one `PING` to the idempotency store (bounded by the store's command timeout); `start()` calls it
+   * Sends one ping to the idempotency store (bounded by the store's command timeout); `start()` calls it
    * first. The same check as the Kafka wrappers' and the SQS forms' `checkStore()`.
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
    */
@@ -284,7 +284,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * waits for the step under way, then closes what that step opened; a `connect()` under way is not waited
    * for (a broker that does not answer would hold it for minutes): the connection it opens later is closed
    * when it arrives. Nor is the store check's wait for a Redis client still connecting (up to 5 s): it ends
-   * at once, without a `PING` (a `PING` already sent is awaited, up to the store's command timeout). Safe to call more than once: every call resolves when the first one does, once the
+   * at once, without a ping (a ping already sent is awaited, up to the store's command timeout). Safe to call more than once: every call resolves when the first one does, once the
    * consumer is stopped.
    */
   stop(): Promise<void> {

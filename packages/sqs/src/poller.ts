@@ -143,7 +143,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   }
 
   /**
-   * Starts polling; a no-op while already running. First checks that the store answers one `PING`
+   * Starts polling; a no-op while already running. First checks that the store answers one ping
    * ({@link IdempotentSqsPoller.checkStore}; under the runner's `storeFailureMode: 'open'` a store that does
    * not answer is only logged), then, once, that the dead-letter mode can work (`GetQueueAttributes`): with `deadLetter: 'redrive-policy'` (the default) the queue must have a
    * `RedrivePolicy`, with `{ queueUrl }` that queue must exist. Resolves with the poller once polling has
@@ -161,7 +161,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   }
 
   /**
-   * Sends one `PING` to the idempotency store (bounded by its command timeout); `start()` calls it first.
+   * Sends one ping to the idempotency store (bounded by its command timeout); `start()` calls it first.
    * The same check as the RabbitMQ consumer's and the Kafka wrappers' `checkStore()`.
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
    */
@@ -238,7 +238,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
    * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's
    * dead-letter check (`GetQueueAttributes`) and its store check's wait for a Redis client still
-   * connecting, and waits for the start to end (at most a `PING` already sent: the store's command
+   * connecting, and waits for the start to end (at most a ping already sent: the store's command
    * timeout); if polling had not started, it resolves with `{ abandoned: 0 }` and emits nothing.
    */
   async stop(): Promise<{ abandoned: number }> {

@@ -86,7 +86,7 @@ export interface SqsConsumerWiring {
    */
   verifyDeadLetter(): Promise<void>;
   /**
-   * Sends one `PING` to the idempotency store (bounded by its command timeout). Await it (with
+   * Sends one ping to the idempotency store (bounded by its command timeout). Await it (with
    * {@link SqsConsumerWiring.verifyDeadLetter}) before `Consumer.start()` to refuse to start against a store
    * that does not answer. The same check as the poller's and the other adapters' `checkStore()`.
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).

@@ -13,7 +13,7 @@
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
- * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one `PING` at start, one log line per Redis outage;
+ * - {@link checkStoreAnswers} and {@link watchRedisErrors}: one ping at start, one log line per Redis outage;
  * - {@link runUnprotected}: a run without a claim, whose `signal` aborts when the consumer stops;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;

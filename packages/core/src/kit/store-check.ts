@@ -18,9 +18,9 @@ const CONNECT_WAIT_MS = 5000;
 
 /**
  * Resolves once a client that is still connecting (`new Redis(url)` a moment ago) is `ready`, has failed
- * to connect (`error`: the PING then says why), {@link CONNECT_WAIT_MS} passed, or `signal` aborted;
- * `undefined` (nothing to wait for, so the PING goes out at once, in the caller's tick) for any other
- * status or an aborted `signal`. Without it, a client made with `enableOfflineQueue: false` answers a PING
+ * to connect (`error`: the ping then says why), {@link CONNECT_WAIT_MS} passed, or `signal` aborted;
+ * `undefined` (nothing to wait for, so the ping goes out at once, in the caller's tick) for any other
+ * status or an aborted `signal`. Without it, a client made with `enableOfflineQueue: false` answers a ping
  * sent before its connection is up with "Stream isn't writeable", and a healthy consumer would fail to start.
  */
 function untilConnected(
@@ -83,8 +83,8 @@ export function describeStoreLocation(store: object): string | undefined {
  * pausing on its first message. A client still connecting is given up to 5 s to connect first.
  * @param where - names the consumer in the error, e.g. `the consumer of queue orders`.
  * @param signal - the consumer stops during its start: ends the wait for a connecting client at once,
- *   and once it aborted no `PING` is sent (the check resolves without one: the caller gives up anyway).
- *   A `PING` already sent is still awaited (its command timeout bounds it).
+ *   and once it aborted no ping is sent (the check resolves without one: the caller gives up anyway).
+ *   A ping already sent is still awaited (its command timeout bounds it).
  * @throws `StoreUnavailableError` (code `STORE_UNAVAILABLE`) naming the consumer and where the store's
  *   Redis is (host and port), with the ping's error as `cause`.
  */
@@ -102,7 +102,7 @@ export async function checkStoreAnswers(
     const location = describeStoreLocation(store);
     const detail = error instanceof Error ? error.message : String(error);
     throw new StoreUnavailableError(
-      `${where} cannot start: the idempotency store${location ? ` (${location})` : ''} did not answer a PING: ${detail}. Check the Redis URL and that Redis is running.`,
+      `${where} cannot start: the idempotency store${location ? ` (${location})` : ''} did not answer a ping: ${detail}. Check the Redis URL and that Redis is running.`,
       { cause: error },
     );
   }

@@ -298,8 +298,10 @@ export interface IdempotencyStore {
   /** Reads a record without changing it; `null` when there is none. */
   get(id: RecordId): Promise<IdempotencyRecord | null>;
   /**
-   * Resolves when the store answers (Redis `PING`), for adapters that paused after a
-   * `StoreUnavailableError` and probe before they resume. Rejects with `StoreUnavailableError`.
+   * Resolves when the store answers and would take a write (Redis: a script that may write and writes
+   * nothing, which a full server or a read-only replica refuses where `PING` would answer), for adapters
+   * that paused after a `StoreUnavailableError` and probe before they resume. Rejects with
+   * `StoreUnavailableError`.
    */
   ping(): Promise<void>;
 }

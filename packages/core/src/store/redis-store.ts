@@ -99,8 +99,18 @@ export interface RedisIdempotencyStoreOptions {
   waitForReplicas?: WaitForReplicasOptions;
 }
 
-/** Reply errors that mean the server cannot serve now (a failover, loading, cluster reconfiguring). */
-const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY|MOVED|ASK|NOREPLICAS)\b/;
+/**
+ * Reply errors that mean the server cannot serve now: a failover (a read-only replica), loading, a cluster
+ * reconfiguring, or a server full (`OOM`: `maxmemory` reached under `noeviction`, until memory is freed).
+ */
+const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY|MOVED|ASK|NOREPLICAS|OOM)\b/;
+
+/**
+ * The probe of {@link RedisIdempotencyStore.ping}: a script declared with flags (Redis 7) and without
+ * `no-writes`, which the server refuses before running it while it could not take a write (`OOM` when
+ * full, `READONLY` on a replica), where a `PING` would answer. It writes nothing.
+ */
+const WRITABLE_PROBE = "#!lua\nreturn 'PONG'";
 
 /**
  * {@link IdempotencyStore} on Redis through ioredis, standalone or Cluster. Each operation is one Lua
@@ -389,8 +399,15 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     };
   }
 
+  /**
+   * Resolves when Redis answers and would take a write: a script that may write and writes nothing (not
+   * `PING`, which a full server or a read-only replica answers too). Needs Redis 7 (script flags), as the
+   * store's sharded Pub/Sub does.
+   * @throws {@link StoreUnavailableError} when Redis does not answer within `commandTimeoutMs`, or refuses
+   *   writes (`OOM`, `READONLY`, `LOADING`, …).
+   */
   async ping(): Promise<void> {
-    await this.#guard(this.#redis.ping());
+    await this.#guard(this.#redis.eval(WRITABLE_PROBE, 0));
   }
 
   /** Runs one script on one key (the only key it touches), mapping failures to typed errors. */
@@ -423,8 +440,12 @@ const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
 export function toStoreError(err: unknown): Error {
   if (isIdempotencyError(err)) return err;
   const e = err as { name?: string; message?: string };
-  if (e?.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message ?? '')) {
-    return new UnexpectedReplyError(`Redis refused a script call: ${e.message}`, { cause: err });
+  const message = e?.message ?? String(err);
+  if (e?.name === 'ReplyError' && !TRANSIENT_REPLY.test(message)) {
+    return new UnexpectedReplyError(`Redis refused a script call: ${message}`, { cause: err });
   }
-  return new StoreUnavailableError(`Redis is unavailable: ${e?.message ?? String(err)}`, { cause: err });
+  const hint = message.startsWith('OOM')
+    ? ' (it reached maxmemory and evicts nothing: free memory, raise maxmemory or shorten retentionMs)'
+    : '';
+  return new StoreUnavailableError(`Redis is unavailable: ${message}${hint}`, { cause: err });
 }
