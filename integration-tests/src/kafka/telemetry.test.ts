@@ -1,10 +1,30 @@
-import { idempotentEachMessage } from '@idempotent-consumer/kafka';
+import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import { SpanKind } from '@opentelemetry/api';
+import Redis from 'ioredis';
+import type { Consumer } from 'kafkajs';
 import { uniqueName } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
+import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 import { parentOf, producedTrace, TelemetrySdk } from '../../support/telemetry';
 import { redisRunner, useKafkaSuite } from './kafka-suite';
+
+/**
+ * The one message of `topic` was paused once, then resolved: one `pause` and one `resolve` on its spans and
+ * in `idempotency.broker_actions`.
+ */
+async function expectPausedOnceThenResolved(sdk: TelemetrySdk, topic: string): Promise<void> {
+  expect(
+    sdk
+      .spans(`process ${topic}`)
+      .map((s) => s.attributes['idempotency.broker_action'])
+      .sort(),
+  ).toEqual(['pause', 'resolve']);
+  expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
+    pause: 1,
+    resolve: 1,
+  });
+}
 
 describeWithServices(
   ['redis', 'kafka'],
@@ -141,16 +161,85 @@ describeWithServices(
       const name = `process ${topic}`;
       await waitFor('two spans', () => sdk.spans(name).length === 2);
       expect(paused).toBe(1);
-      expect(
-        sdk
-          .spans(name)
-          .map((s) => s.attributes['idempotency.broker_action'])
-          .sort(),
-      ).toEqual(['pause', 'resolve']);
-      expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
-        pause: 1,
-        resolve: 1,
-      });
+      await expectPausedOnceThenResolved(sdk, topic);
     });
   },
 );
+
+describeWithServices(['kafka'], 'kafka: OpenTelemetry while Redis is stopped', ({ kafka: brokers }) => {
+  jest.setTimeout(60_000);
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+  afterAll(() => server.dispose());
+  const suite = useKafkaSuite(brokers);
+  let sdk: TelemetrySdk;
+  beforeEach(() => {
+    sdk = new TelemetrySdk();
+  });
+  afterEach(() => sdk.close());
+
+  it.each(['eachMessage', 'eachBatch'] as const)(
+    '%s: a topic paused until the store answers is one pause in idempotency.broker_actions and on a span, then one resolve',
+    async (wrapper) => {
+      const redis = new Redis(server.url, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => 100,
+      });
+      try {
+        await waitFor('redis ready', () => redis.status === 'ready', 5000);
+        const topic = uniqueName('tel-outage');
+        const groupId = uniqueName('g');
+        const idempotency = redisRunner(redis, { leaseMs: 3000 }, { commandTimeoutMs: 300 });
+        let paused = 0;
+        let settled = 0;
+        let unavailable = 0;
+        const options = {
+          groupId,
+          deadLetterTopic: false as const,
+          maxInlineDelayMs: 100,
+          storeProbeBackoff: { baseMs: 100, maxMs: 100 },
+          telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider },
+        };
+        await suite.start(groupId, topic, (c: Consumer) => {
+          const consumer = {
+            pause: (topics: Parameters<typeof c.pause>[0]) => {
+              paused += 1;
+              c.pause(topics);
+            },
+            resume: (topics: Parameters<typeof c.resume>[0]) => c.resume(topics),
+          };
+          const wrapped =
+            wrapper === 'eachMessage'
+              ? idempotentEachMessage({ idempotency, consumer }, options, () => {})
+              : idempotentEachBatch({ idempotency, consumer }, options, () => {});
+          wrapped.events.on('settled', () => {
+            settled += 1;
+          });
+          wrapped.events.on('storeUnavailable', () => {
+            unavailable += 1;
+          });
+          return wrapper === 'eachMessage'
+            ? { eachMessage: wrapped as ReturnType<typeof idempotentEachMessage> }
+            : { eachBatch: wrapped as ReturnType<typeof idempotentEachBatch> };
+        });
+        // Redis stops before the message arrives: its claim meets the outage, and the topic is paused.
+        await server.stop();
+        await suite.producer.send({
+          topic,
+          messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'tel-outage' } }],
+        });
+        await waitFor('the topic paused for the outage', () => unavailable >= 1 && paused >= 1, 30_000);
+        await server.restart();
+        await waitFor('the message settled after the outage', () => settled === 1, 30_000);
+        expect(paused).toBe(1);
+        await expectPausedOnceThenResolved(sdk, topic);
+      } finally {
+        await server.restart();
+        redis.disconnect();
+      }
+    },
+  );
+});

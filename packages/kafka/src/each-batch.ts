@@ -8,6 +8,7 @@ import {
   BrokerHeartbeatFailure,
   type Delivery,
   idOf,
+  offsetPaused,
   offsetResolved,
   offsetUnresolved,
   type PreparedMessage,
@@ -77,7 +78,6 @@ export function idempotentEachBatch<T>(
     ...(resolved.leaseMs !== undefined && { leaseMs: resolved.leaseMs }),
     ...(resolved.maxAttempts !== undefined && { maxAttempts: resolved.maxAttempts }),
   };
-  const fallbackDelayMs = resolved.retryBackoff.baseMs ?? 1000;
 
   const eachBatch = async (payload: EachBatchPayloadLike): Promise<void> => {
     const { topic, partition, messages } = payload.batch;
@@ -91,12 +91,13 @@ export function idempotentEachBatch<T>(
       heartbeat: () => payload.heartbeat(),
       shouldStop,
     });
-    /** Applies an end that leaves `message` unresolved. */
+    /** Applies an end that leaves `message` unresolved: a pause is recorded once carried out. */
     const stop = (message: KafkaMessageLike, end: Exclude<ProcessEnd, { action: 'resolve' }>) => {
       if (end.action === 'stop') return;
       stoppedAt.set(tp, message.offset);
       if (end.delayMs !== undefined) pauser.pauseFor(topic, partition, end.delayMs);
       else pauser.pauseUntilStoreAnswers(topic, () => !gate.closed);
+      offsetPaused(end);
     };
 
     let index = 0;
@@ -138,7 +139,9 @@ export function idempotentEachBatch<T>(
           const answered = await guard(() => processor.awaitStore(deliveryOf(first), error));
           if (answered === 'up') continue;
           if (answered === 'down') {
-            stop(first, { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error });
+            // No message ran: the span of the one the batch stops at records the pause.
+            const span = processor.span(deliveryOf(first), window[0]!.prepared);
+            stop(first, { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error, span });
           }
           return;
         }
@@ -207,17 +210,8 @@ export function idempotentEachBatch<T>(
           const handlerReturned = new Promise<'returned'>((resolve) => {
             returned = () => resolve('returned');
           });
-          const ending = guard(
-            () => processor.process(deliveryOf(message), prepared, reply, returned),
-            (error): ProcessEnd => {
-              events.emit('storeError', {
-                operation: 'process',
-                error,
-                source: sourceOf(deliveryOf(message)),
-              });
-              return { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs, error };
-            },
-          );
+          // A store error ends as a pause (process()); a broker heartbeat failure passes through guard.
+          const ending = guard(() => processor.process(deliveryOf(message), prepared, reply, returned));
           current = ending;
           // On until this message's handler returned (its completion may still be in flight) or its
           // processing ended (a duplicate, a failure, a pause: those are never overlapped).
@@ -249,14 +243,15 @@ export function idempotentEachBatch<T>(
 
   /**
    * Runs `fn`; a broker error (a rebalance seen by `heartbeat()` or a commit) passes through unless KafkaJS
-   * would stop the consumer on it; any other error goes to `onOther` (default: rethrow it safely).
+   * would stop the consumer on it; any other error is rethrown safely. The message span a heartbeat
+   * failure carries ends with it.
    */
-  async function guard<R>(fn: () => Promise<R>, onOther?: (error: unknown) => R): Promise<R> {
+  async function guard<R>(fn: () => Promise<R>): Promise<R> {
     try {
       return await fn();
     } catch (error) {
       const cause = error instanceof BrokerHeartbeatFailure ? error.cause : error;
-      if (onOther && !(error instanceof BrokerHeartbeatFailure)) return onOther(error);
+      if (error instanceof BrokerHeartbeatFailure) error.span.end(cause);
       if (!isFatalToConsumer(cause)) throw cause;
       events.emit('brokerError', { operation: 'broker', error: cause, source: undefined });
       throw new Error(`eachBatch stopped on a broker error: ${String((cause as Error)?.message ?? cause)}`, {

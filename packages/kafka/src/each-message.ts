@@ -1,3 +1,4 @@
+import { NOOP_MESSAGE_SPAN } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer, partitionPausedError } from './errors';
 import type { KafkaEventEmitter } from './events';
@@ -5,6 +6,7 @@ import type { KafkaHandler } from './handler';
 import {
   BrokerHeartbeatFailure,
   type Delivery,
+  offsetPaused,
   offsetResolved,
   type ProcessEnd,
   sourceOf,
@@ -98,8 +100,15 @@ export function idempotentEachMessage<T>(
     try {
       end = await processor.process(delivery, processor.prepare(topic, partition, message));
     } catch (error) {
+      // process() ends a store error as a pause itself; what else is thrown came before its span (a
+      // `scope` function that threw).
+      let span = NOOP_MESSAGE_SPAN;
       if (error instanceof BrokerHeartbeatFailure) {
-        if (!isFatalToConsumer(error.cause)) throw error.cause; // a rebalance: KafkaJS rejoins
+        span = error.span;
+        if (!isFatalToConsumer(error.cause)) {
+          span.end(error.cause);
+          throw error.cause; // a rebalance: KafkaJS rejoins
+        }
         events.emit('brokerError', {
           operation: 'heartbeat',
           error: error.cause,
@@ -108,7 +117,15 @@ export function idempotentEachMessage<T>(
       } else {
         events.emit('storeError', { operation: 'process', error, source: sourceOf(delivery) });
       }
-      end = { action: 'pause', reason: 'store-error', delayMs: fallbackDelayMs, error };
+      const failure = error instanceof BrokerHeartbeatFailure ? error.cause : error;
+      end = {
+        action: 'pause',
+        reason: 'store-error',
+        delayMs: fallbackDelayMs,
+        error: failure,
+        span,
+        failure,
+      };
     }
     const where = `${topic}[${partition}]@${message.offset}`;
     switch (end.action) {
@@ -120,6 +137,7 @@ export function idempotentEachMessage<T>(
       case 'pause':
         if (end.delayMs === undefined) {
           pauser.pauseUntilStoreAnswers(topic, () => !gate.closed);
+          offsetPaused(end);
           throw partitionPausedError(
             `Paused ${topic} until the idempotency store answers; ${where} stays unresolved`,
             topic,
@@ -128,6 +146,7 @@ export function idempotentEachMessage<T>(
           );
         }
         pauser.pauseFor(topic, partition, end.delayMs);
+        offsetPaused(end);
         throw partitionPausedError(
           `Paused ${topic}[${partition}] for ${end.delayMs} ms (${end.reason}); ${where} stays unresolved`,
           topic,

@@ -64,8 +64,22 @@ export type ProcessEnd =
        */
       readonly span: MessageSpan;
     }
-  | Extract<Decision, { action: 'pause' }>
+  | PauseEnd
   | { readonly action: 'stop' };
+
+/** A `pause` end: the decision the wrapper carries out, with the message's telemetry. */
+export type PauseEnd = Extract<Decision, { action: 'pause' }> & {
+  /**
+   * The message's telemetry, still open: the wrapper reports whether it paused ({@link offsetPaused},
+   * {@link offsetUnresolved}), as a batch may stop before it does.
+   */
+  readonly span: MessageSpan;
+  /** An error of the adapter itself the span ends with (status ERROR): a store error the processing threw. */
+  readonly failure?: unknown;
+};
+
+/** How the processing ended inside {@link MessageProcessor}: a {@link ProcessEnd} before its span is attached. */
+type Ending = Exclude<ProcessEnd, PauseEnd> | Extract<Decision, { action: 'pause' }>;
 
 /** The wrapper resolved the offset of a `resolve` end: its broker action is recorded, its span ends. */
 export function offsetResolved(end: Extract<ProcessEnd, { action: 'resolve' }>): void {
@@ -73,9 +87,22 @@ export function offsetResolved(end: Extract<ProcessEnd, { action: 'resolve' }>):
   end.span.end();
 }
 
-/** A `resolve` end whose offset the batch left unresolved (its re-fetch ends it again): its span ends. */
+/**
+ * The wrapper paused the partition (or the topic) of a `pause` end: its broker action (`pause`) is
+ * recorded, once per paused message, and its span ends.
+ */
+export function offsetPaused(end: PauseEnd): void {
+  end.span.brokerAction(end.action);
+  end.span.end(end.failure);
+}
+
+/**
+ * A `resolve` or `pause` end the batch did not carry out (an earlier message stopped it; the re-fetch ends
+ * it again): its span ends without a broker action.
+ */
 export function offsetUnresolved(end: ProcessEnd | undefined): void {
   if (end?.action === 'resolve') end.span.end();
+  else if (end?.action === 'pause') end.span.end(end.failure);
 }
 
 /** A message with its key read: a run request, or why there is none. */
@@ -88,9 +115,16 @@ export type PreparedMessage =
       readonly error: string;
     };
 
-/** A rejection of the broker's `heartbeat()` during an inline wait (a rebalance); the wrappers rethrow it. */
+/**
+ * A rejection of the broker's `heartbeat()` during an inline wait (a rebalance); the wrappers rethrow it.
+ * Thrown by {@link MessageProcessor.process} with the message's telemetry still open (`span`): the
+ * wrapper ends it, recording a `pause` when it pauses instead ({@link offsetPaused}).
+ */
 export class BrokerHeartbeatFailure {
-  constructor(readonly cause: unknown) {}
+  constructor(
+    readonly cause: unknown,
+    readonly span: MessageSpan = NOOP_MESSAGE_SPAN,
+  ) {}
 }
 
 const isStoreUnavailable = (e: unknown) => isIdempotencyError(e) && e.code === 'STORE_UNAVAILABLE';
@@ -207,7 +241,11 @@ export class MessageProcessor<T> {
    * already made it (a batch claim); otherwise it claims. `onHandlerReturned` is called when a run of the
    * handler returned (before its outcome is written): a batch may start the next message's handler then,
    * while this one's completion is being written (each-batch.ts). A claim whose start the store does not
-   * answer runs nothing and ends like an unanswered claim: the topic paused until the store answers.
+   * answer runs nothing and ends like an unanswered claim: the topic paused until the store answers. Any
+   * other error of the processing (a store error the runner threw) ends as a `pause` of one backoff step,
+   * with a `storeError` event (`operation` `process`). A `resolve` or `pause` end comes with the message's
+   * span still open: the wrapper records its broker action once it carried it out ({@link offsetResolved},
+   * {@link offsetPaused}).
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects during an inline wait.
    */
   async process(
@@ -216,20 +254,31 @@ export class MessageProcessor<T> {
     firstReply?: ClaimReply,
     onHandlerReturned?: () => void,
   ): Promise<ProcessEnd> {
-    const span = this.#telemetry.start(
-      delivery,
-      prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope,
-    );
+    const span = this.span(delivery, prepared);
     const traced = span === NOOP_MESSAGE_SPAN ? delivery : { ...delivery, span };
     try {
       const end = await span.run(() => this.#process(traced, prepared, firstReply, onHandlerReturned));
-      if (end.action === 'resolve') return { ...end, span }; // ended by the wrapper
-      span.end();
-      return end;
+      if (end.action === 'stop') {
+        span.end();
+        return end;
+      }
+      return { ...end, span }; // ended by the wrapper
     } catch (error) {
-      span.end(error);
-      throw error;
+      if (error instanceof BrokerHeartbeatFailure) throw new BrokerHeartbeatFailure(error.cause, span);
+      this.events.emit('storeError', { operation: 'process', error, source: sourceOf(delivery) });
+      return { ...this.#pauseAfterError('store-error', error), span, failure: error };
     }
+  }
+
+  /**
+   * Starts the telemetry of one message ({@link MessageProcessor.process} does for each message it
+   * handles; a batch whose claim the store did not answer, for the message it pauses at).
+   */
+  span(delivery: Delivery, prepared: PreparedMessage): MessageSpan {
+    return this.#telemetry.start(
+      delivery,
+      prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope,
+    );
   }
 
   async #process(
@@ -237,7 +286,7 @@ export class MessageProcessor<T> {
     prepared: PreparedMessage,
     firstReply?: ClaimReply,
     onHandlerReturned?: () => void,
-  ): Promise<ProcessEnd> {
+  ): Promise<Ending> {
     const span = delivery.span ?? NOOP_MESSAGE_SPAN;
     if (prepared.kind === 'unkeyed') {
       const subject = this.#subject(delivery, prepared.scope, undefined, undefined, 0);
@@ -367,7 +416,7 @@ export class MessageProcessor<T> {
     request: RunRequest,
     claim: ClaimReply,
     error: unknown,
-  ): Promise<ProcessEnd | 'again'> {
+  ): Promise<Ending | 'again'> {
     let answered: 'up' | 'down' | 'stop';
     try {
       answered = await this.awaitStore(delivery, error);
@@ -402,7 +451,7 @@ export class MessageProcessor<T> {
     delivery: Delivery,
     request: RunRequest,
     ran: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>,
-  ): Promise<ProcessEnd | 'again'> {
+  ): Promise<Ending | 'again'> {
     let result = ran;
     delivery.span?.result(result, request.key);
     const subject = this.#subject(delivery, request.scope, request.key, result.outcome, result.attempt);
@@ -432,7 +481,7 @@ export class MessageProcessor<T> {
     subject: MessageSubject,
   ): Promise<
     | { readonly status: 'written'; readonly result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }
-    | { readonly status: 'ended'; readonly end: ProcessEnd }
+    | { readonly status: 'ended'; readonly end: Ending }
   > {
     const written = await writeCompletion(
       this.idempotency,
@@ -496,7 +545,7 @@ export class MessageProcessor<T> {
     delivery: Delivery,
     subject: MessageSubject,
     decision: Decision,
-  ): Promise<ProcessEnd | 'again'> {
+  ): Promise<Ending | 'again'> {
     if (decision.action !== 'retry') return this.#finish(delivery, subject, decision);
     const { reason, delayMs, error } = decision;
     delivery.span?.brokerAction(decision.action);
@@ -512,13 +561,13 @@ export class MessageProcessor<T> {
    * failed produce pauses, a produce the wrapper's `close()` ended stops), both ending `resolve` with the
    * `settled` event for the wrapper to emit, and the broker action to record, once it resolved the offset
    * (a batch may stop before it: then neither), `pause` (emits `retryScheduled`, returned to the wrapper
-   * to pause).
+   * to pause, which records the broker action once it paused).
    */
   async #finish(
     delivery: Delivery,
     subject: MessageSubject,
     decision: Exclude<Decision, { action: 'retry' }>,
-  ): Promise<ProcessEnd> {
+  ): Promise<Ending> {
     switch (decision.action) {
       case 'resolve':
         this.#unprotectedRuns.forget(offsetId(delivery));
@@ -536,7 +585,7 @@ export class MessageProcessor<T> {
         return { action: 'resolve', settled: { ...subject, decision }, span: NOOP_MESSAGE_SPAN };
       }
       case 'pause': {
-        delivery.span?.brokerAction(decision.action);
+        // Recorded on the span by the wrapper once it paused (offsetPaused).
         const { reason, delayMs, error } = decision;
         if (reason !== 'store-unavailable' && delayMs !== undefined) {
           this.events.emit('retryScheduled', { ...subject, reason, delayMs, paused: true, error });
@@ -565,7 +614,7 @@ export class MessageProcessor<T> {
     scope: string,
     key: string | undefined,
     runOnce: (attempt: number) => Promise<RunResult<T>>,
-  ): Promise<ProcessEnd | { readonly claimed: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }> {
+  ): Promise<Ending | { readonly claimed: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> }> {
     const id = offsetId(delivery);
     for (;;) {
       const held = this.#unprotectedRuns.get(id)?.held;

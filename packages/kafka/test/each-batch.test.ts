@@ -258,8 +258,8 @@ describe('idempotentEachBatch telemetry', () => {
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     const sdk = new TelemetrySdk();
     const { tracerProvider, meterProvider } = sdk;
-    const resolveActions = async () =>
-      (await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).resolve ?? 0;
+    const actionCount = async (action: 'resolve' | 'pause') =>
+      (await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action'))[action] ?? 0;
     const t = setup({
       retryBackoff: { baseMs: 5, jitter: 'none' },
       telemetry: { tracerProvider, meterProvider },
@@ -267,7 +267,7 @@ describe('idempotentEachBatch telemetry', () => {
     // b completed before: a DUPLICATE, ended at once while a's completion is still being written.
     await t.eachBatch(batchPayload('pay', 0, [keyed(1, 'b')]));
     sdk.exporter.reset();
-    const before = await resolveActions();
+    const before = { resolve: await actionCount('resolve'), pause: await actionCount('pause') };
     // a's completion: the store is unavailable for the runner's write, then refuses the adapter's.
     jest
       .spyOn(t.store, 'complete')
@@ -283,10 +283,51 @@ describe('idempotentEachBatch telemetry', () => {
     const actions = sdk.exporter
       .getFinishedSpans()
       .map((s) => `${s.attributes['messaging.kafka.offset']}:${s.attributes['idempotency.broker_action']}`);
-    // a's refused write: a store error, the partition paused; b's first span ends without a broker action.
-    expect(actions.sort()).toEqual(['0:undefined', '1:resolve', '1:undefined']);
-    expect((await resolveActions()) - before).toBe(1);
+    // a's refused write: a store error, the partition paused (one pause, on a's span); b's first span ends
+    // without a broker action.
+    expect(actions.sort()).toEqual(['0:pause', '1:resolve', '1:undefined']);
+    expect((await actionCount('resolve')) - before.resolve).toBe(1);
+    expect((await actionCount('pause')) - before.pause).toBe(1);
     t.eachBatch.close();
+    await sdk.close();
+  });
+});
+
+describe('idempotentEachBatch pause telemetry', () => {
+  it("a pause the batch does not carry out (the previous message's completion write stopped it) is not counted: one pause, on the message it stopped at", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const store = new MemoryIdempotencyStore();
+    // One write try in the runner: the adapter writes a's completion itself, and the store refuses it.
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, writeAttempts: 1 });
+    const consumer = new FakeConsumer();
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer, producer: new FakeProducer(), logger: false },
+      {
+        groupId: 'g',
+        maxInlineDelayMs: 0,
+        retryBackoff: { baseMs: 60_000, jitter: 'none' },
+        telemetry: { tracerProvider, meterProvider },
+      },
+      ({ key }) => {
+        if (key === 'b') throw new Error('gateway down');
+      },
+    );
+    jest
+      .spyOn(store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockRejectedValueOnce(new Error('unexpected reply'));
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await eachBatch(payload);
+    expect(payload.resolved).toEqual([]);
+    expect(consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] }]);
+    const actions = sdk
+      .spans('process pay')
+      .map((s) => `${s.attributes['messaging.kafka.offset']}:${s.attributes['idempotency.broker_action']}`);
+    expect(actions.sort()).toEqual(['0:pause', '1:undefined']);
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ pause: 1 });
+    eachBatch.close();
     await sdk.close();
   });
 });

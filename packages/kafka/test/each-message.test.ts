@@ -4,6 +4,7 @@ import {
   MemoryIdempotencyStore,
   NonRetryableError,
 } from '@idempotent-consumer/core';
+import { TelemetrySdk } from '../../../integration-tests/support/telemetry';
 import { idempotentEachMessage, type KafkaIdempotencyEvents, PartitionPausedError } from '../src';
 import { FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
 
@@ -394,5 +395,79 @@ describe('idempotentEachMessage failure paths', () => {
     eachMessage.close();
     expect(await outcome).toBeInstanceOf(PartitionPausedError);
     expect(settled).toEqual([]);
+  });
+});
+
+describe('idempotentEachMessage telemetry', () => {
+  it('a store error the processing throws pauses the partition: one pause in idempotency.broker_actions and on the span (status ERROR)', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const t = setup({ telemetry: { tracerProvider, meterProvider } });
+    // The runner's completion write: unavailable, then a reply it does not understand (thrown to the wrapper).
+    jest
+      .spyOn(t.store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockRejectedValueOnce(new Error('unexpected reply'));
+    const storeErrors: string[] = [];
+    t.eachMessage.events.on('storeError', (e) => storeErrors.push(e.operation));
+    const error = await t
+      .eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartitionPausedError);
+    expect(storeErrors).toEqual(['process']);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] }]);
+    const spans = sdk.spans('process pay');
+    expect(spans.map((s) => s.attributes['idempotency.broker_action'])).toEqual(['pause']);
+    expect(spans[0]!.status.code).toBe(2); // SpanStatusCode.ERROR
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ pause: 1 });
+    t.eachMessage.close();
+    await sdk.close();
+  });
+
+  it('a heartbeat KafkaJS would stop the consumer on, during an inline retry, pauses the partition: one pause on the span', async () => {
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const t = setup({
+      maxInlineDelayMs: 1000,
+      retryBackoff: { baseMs: 300, jitter: 'none' },
+      brokerHeartbeatIntervalMs: 1,
+      telemetry: { tracerProvider, meterProvider },
+    });
+    t.failWith((_, attempt) => (attempt === 1 ? new Error('gateway down') : undefined));
+    const payload = {
+      ...messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })),
+      heartbeat: () => Promise.reject(Object.assign(new Error('not retriable'), { retriable: false })),
+    };
+    const error = await t.eachMessage(payload).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartitionPausedError);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] }]);
+    expect(sdk.spans('process pay').map((s) => s.attributes['idempotency.broker_action'])).toEqual(['pause']);
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({
+      retry: 1,
+      pause: 1,
+    });
+    t.eachMessage.close();
+    await sdk.close();
+  });
+
+  it('a topic paused until the store answers is one pause in idempotency.broker_actions and on the span', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const t = setup({
+      maxInlineDelayMs: 0,
+      storeProbeBackoff: { baseMs: 5, maxMs: 5 },
+      telemetry: { tracerProvider, meterProvider },
+    });
+    jest.spyOn(t.store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
+    jest.spyOn(t.store, 'ping').mockRejectedValue(new StoreUnavailableError('down'));
+    const error = await t.eachMessage(messagePayload('pay', 0, message(0, 'v'))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartitionPausedError);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay' }] }]);
+    expect(sdk.spans('process pay').map((s) => s.attributes['idempotency.broker_action'])).toEqual(['pause']);
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ pause: 1 });
+    t.eachMessage.close();
+    await sdk.close();
   });
 });
