@@ -149,6 +149,37 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     });
   });
 
+  it('Redis unable to persist (MISCONF: a failed RDB save with stop-writes-on-bgsave-error): run fails closed, retryably, until Redis takes writes again (was a non-retryable UnexpectedReplyError)', async () => {
+    // Its snapshots go to a directory nobody can create files in: the first BGSAVE fails, and Redis then
+    // refuses every write (and PING) until a save succeeds or the option is turned off.
+    const server = await RedisServer.start({ args: ['--dir', '/proc', '--save', '3600 1'] });
+    const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'outage-misconf' });
+    const idempotency = new Idempotency({ store }, { leaseMs: 5_000 });
+    const handler = jest.fn(() => 'ran');
+    try {
+      await client.bgsave();
+      await waitFor('the RDB save to fail', async () =>
+        /rdb_last_bgsave_status:err/.test(await client.info('persistence')),
+      );
+      const error = await idempotency.run({ scope: 'o', key: 'misconf' }, handler).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', retryable: true });
+      expect(handler).not.toHaveBeenCalled();
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      await client.config('SET', 'stop-writes-on-bgsave-error', 'no');
+      await expect(store.ping()).resolves.toBeUndefined();
+      await expect(idempotency.run({ scope: 'o', key: 'misconf' }, handler)).resolves.toMatchObject({
+        outcome: 'ACQUIRED',
+        status: 'completed',
+      });
+    } finally {
+      store.close();
+      client.disconnect();
+      await server.dispose();
+    }
+  });
+
   it('a read-only replica (a failover the client has not followed yet): ping rejects, as the claims do', async () => {
     const replica = await RedisServer.start({
       args: ['--replicaof', '127.0.0.1', String(redisHandle.server.port)],

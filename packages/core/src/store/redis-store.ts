@@ -101,14 +101,17 @@ export interface RedisIdempotencyStoreOptions {
 
 /**
  * Reply errors that mean the server cannot serve now: a failover (a read-only replica), loading, a cluster
- * reconfiguring, or a server full (`OOM`: `maxmemory` reached under `noeviction`, until memory is freed).
+ * reconfiguring, a server full (`OOM`: `maxmemory` reached under `noeviction`, until memory is freed), or
+ * one that cannot persist (`MISCONF`: a failed RDB save under `stop-writes-on-bgsave-error`).
  */
-const TRANSIENT_REPLY = /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY|MOVED|ASK|NOREPLICAS|OOM)\b/;
+const TRANSIENT_REPLY =
+  /^(LOADING|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|READONLY|BUSY|MOVED|ASK|NOREPLICAS|OOM|MISCONF)\b/;
 
 /**
  * The probe of {@link RedisIdempotencyStore.ping}: a script declared with flags (Redis 7) and without
  * `no-writes`, which the server refuses before running it while it could not take a write (`OOM` when
- * full, `READONLY` on a replica), where a `PING` would answer. It writes nothing.
+ * full, `READONLY` on a replica, `MISCONF` unable to persist), where a `PING` would answer (but under
+ * `MISCONF`). It writes nothing.
  */
 const WRITABLE_PROBE = "#!lua\nreturn 'PONG'";
 
@@ -404,7 +407,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
    * `PING`, which a full server or a read-only replica answers too). Needs Redis 7 (script flags), as the
    * store's sharded Pub/Sub does.
    * @throws {@link StoreUnavailableError} when Redis does not answer within `commandTimeoutMs`, or refuses
-   *   writes (`OOM`, `READONLY`, `LOADING`, …).
+   *   writes (`OOM`, `READONLY`, `MISCONF`, `LOADING`, …).
    */
   async ping(): Promise<void> {
     await this.#guard(this.#redis.eval(WRITABLE_PROBE, 0));
