@@ -104,3 +104,21 @@ export async function receiveAll(sqs: SQSClient, queueUrl: string, waitTimeSecon
   );
   return out.Messages ?? [];
 }
+
+/**
+ * The emulator's client, except that every command of class `blackHoled` goes to a client of `hole` (the
+ * same SDK, its options such as `abortSignal` passed on): SQS that never answers that one kind of request.
+ */
+export function blackHoling(
+  sqs: SQSClient,
+  hole: SQSClient,
+  blackHoled: abstract new (...args: never[]) => unknown,
+) {
+  return {
+    send: (command: unknown, options?: unknown) =>
+      ((command instanceof blackHoled ? hole : sqs).send as (c: unknown, o?: unknown) => Promise<unknown>)(
+        command,
+        options,
+      ),
+  } as unknown as SQSClient;
+}

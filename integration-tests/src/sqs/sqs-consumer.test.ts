@@ -17,7 +17,7 @@ import { withClosedRedis } from '../../support/closed-redis';
 import { blackHole, settlesWithin, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
-import { queueDepth, receiveAll, sendMessage, sqsClient } from '../../support/sqs-helpers';
+import { blackHoling, queueDepth, receiveAll, sendMessage, sqsClient } from '../../support/sqs-helpers';
 
 // sqs-consumer 15 declares `engines.node >= 22` but runs on Node 20 (its CommonJS build is used here), so
 // these tests drive the wrappers through a real Consumer.
@@ -30,24 +30,6 @@ function settledOf(wiring: SqsConsumerWiring): Settled[] {
   const all: Settled[] = [];
   wiring.events.on('settled', (e) => all.push(e as Settled));
   return all;
-}
-
-/**
- * The emulator's client, except that every command of class `blackHoled` goes to a client of `hole` (the
- * same SDK, its options such as `abortSignal` passed on): SQS that never answers that one kind of request.
- */
-function blackHoling(
-  sqs: SQSClient,
-  hole: SQSClient,
-  blackHoled: abstract new (...args: never[]) => unknown,
-) {
-  return {
-    send: (command: unknown, options?: unknown) =>
-      ((command instanceof blackHoled ? hole : sqs).send as (c: unknown, o?: unknown) => Promise<unknown>)(
-        command,
-        options,
-      ),
-  } as unknown as SQSClient;
 }
 
 /**
