@@ -55,12 +55,13 @@ export interface ProcessorHooks {
    */
   stopping?(): AbortSignal | undefined;
   /**
-   * Aborts the SQS requests the processor sends itself (the dead-letter copy, and a dead-letter check it
-   * repeats): the sqs-consumer wiring's `close()`, so an SQS endpoint that never answers cannot hold the
-   * message's processing. An aborted copy leaves the message (`dead-letter-failed`). @defaultValue none
-   * (the poller's `stop()` bounds its wait by time instead)
+   * The signal that aborts the SQS requests the processor sends itself (the dead-letter copy, and a
+   * dead-letter check it repeats), read for each message: the sqs-consumer wiring's `close()`, and the
+   * poller's `stop()` once it gave up waiting (its run's), so an SQS endpoint that never answers cannot
+   * hold the message's processing, nor a socket after the consumer stopped. An aborted copy leaves the
+   * message (`dead-letter-failed`). @defaultValue none
    */
-  readonly closing?: AbortSignal;
+  closing?(): AbortSignal | undefined;
 }
 
 /** A message with its idempotency request, or the reason it has none. */
@@ -483,7 +484,7 @@ export class SqsMessageProcessor<T> {
       if (unprotected) this.#unprotectedRuns.hold(message.MessageId!, decision);
       return { ...base, decision: { action: 'leave', reason: 'abandoned' } };
     }
-    const { closing } = this.#hooks;
+    const closing = this.#hooks.closing?.();
     const step = await carryOutDeadLetter(
       this.#deps.sqs,
       () => this.verifyDeadLetter(closing),

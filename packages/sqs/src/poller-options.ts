@@ -34,7 +34,8 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
    * has them dead-lettered then). The pending deletes and visibility changes
    * are then sent and waited for what is left of it, at least 1 s; one SQS has not answered by then is not
    * waited for (its message is abandoned too and becomes visible again, unless the request still lands).
-   * `stop()` then resolves with the count abandoned.
+   * Such requests, and the dead-letter copy of a message abandoned while it was sent, are aborted, so
+   * nothing of the poller keeps the process alive; `stop()` then resolves with the count abandoned.
    * @defaultValue 30000
    */
   readonly stopTimeoutMs?: number;

@@ -72,8 +72,9 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #processor: SqsMessageProcessor<T>;
   readonly #settings: ReturnType<typeof resolvePollerOptions>;
-  readonly #deletes: SqsBatcher<{ ReceiptHandle: string }>;
-  readonly #visibility: SqsBatcher<{ ReceiptHandle: string; VisibilityTimeout: number }>;
+  /** This run's deletes and visibility changes (made by `start()`, with {@link #requests}'s signal). */
+  #deletes!: SqsBatcher<{ ReceiptHandle: string }>;
+  #visibility!: SqsBatcher<{ ReceiptHandle: string; VisibilityTimeout: number }>;
   readonly #receivedAt = new WeakMap<Message, number>();
   /** Messages received and not yet settled. */
   readonly #inFlight = new Set<Message>();
@@ -88,6 +89,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
   #abort = new AbortController();
+  /**
+   * Aborts this run's SQS requests still unanswered when `stop()` resolves (deletes, visibility changes,
+   * dead-letter copies): their messages were abandoned, and a request SQS never answers would keep its
+   * socket, and so the process, alive until the SDK's socket timeout (15 minutes).
+   */
+  #requests = new AbortController();
   #stopping = false;
   #capacityWaiters: (() => void)[] = [];
 
@@ -103,8 +110,6 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     const queueUrl = this.#options.queueUrl;
     const leaseMs = this.#options.leaseMs ?? dependencies.idempotency.options.leaseMs;
     this.#settings = resolvePollerOptions(options, leaseMs);
-    this.#deletes = deleteBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
-    this.#visibility = visibilityBatcher(dependencies.sqs, queueUrl, this.#settings.batchWindowMs);
     this.#log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the poller of ${queueUrl}`, {
       queueUrl,
     });
@@ -124,6 +129,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         }),
       log: this.#log,
       stopping: () => this.#abort.signal,
+      closing: () => this.#requests.signal,
     });
   }
 
@@ -203,6 +209,11 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     }
     if (this.#loop) return this;
     const queueUrl = this.#options.queueUrl;
+    this.#requests = new AbortController();
+    const { sqs } = this.#deps;
+    const { batchWindowMs } = this.#settings;
+    this.#deletes = deleteBatcher(sqs, queueUrl, batchWindowMs, this.#requests.signal);
+    this.#visibility = visibilityBatcher(sqs, queueUrl, batchWindowMs, this.#requests.signal);
     this.#gate = new StoreGate(
       this.#deps.idempotency.store,
       { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
@@ -235,7 +246,10 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * counted) too, reported `settled` with `leave`/`abandoned` (an answer after that is not reported: one
    * `settled` per message), and unless that request still lands, it becomes visible again when its
    * visibility timeout lapses (a completed one is then a `DUPLICATE`, deleted without running). So
-   * `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does.
+   * `stop()` resolves within about `stopTimeoutMs` + 1 s, whatever SQS does. Before it resolves, every
+   * request of the poller SQS has not answered (such a delete or visibility change, or the dead-letter
+   * copy of a message abandoned while it was sent) is aborted: their messages are abandoned, and a socket
+   * left waiting would keep the process alive after `stop()` until the SDK's socket timeout.
    * Emits `stopped` and resolves with the number abandoned. Called during `start()`, it aborts the start's
    * dead-letter check (`GetQueueAttributes`) and its store check's wait for a Redis client still
    * connecting, and waits for the start to end (at most a ping already sent: the store's command
@@ -271,6 +285,11 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     );
     // Not answered by then: not waited for, so abandoned too (reported once, here; its late answer is not).
     abandoned += this.#abandon([...this.#settling]);
+    // Every message is settled or abandoned now: what this run sent and SQS has not answered (a delete, a
+    // visibility change, a dead-letter copy of a message abandoned mid-copy) is aborted, so no socket of
+    // it keeps the process alive after stop() (an aborted delete brings a completed message back as a
+    // DUPLICATE, deleted then without running).
+    this.#requests.abort();
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;

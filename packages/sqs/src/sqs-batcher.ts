@@ -99,17 +99,22 @@ export class SqsBatcher<E> {
   }
 }
 
-/** A `DeleteMessageBatch` batcher for one queue. */
+/**
+ * A `DeleteMessageBatch` batcher for one queue. `signal` aborts its requests (in flight and later ones):
+ * their entries then reject, and their messages are not deleted.
+ */
 export function deleteBatcher(
   sqs: SqsClientLike,
   queueUrl: string,
   windowMs: number,
+  signal?: AbortSignal,
 ): SqsBatcher<{ ReceiptHandle: string }> {
   return new SqsBatcher(
     'DeleteMessageBatch',
     async (entries) => {
       const out = await sqs.send(
         new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: [...entries] }),
+        abortableBy(signal),
       );
       return { successful: (out.Successful ?? []).map((s) => s.Id ?? ''), failed: out.Failed ?? [] };
     },

@@ -163,7 +163,7 @@ export function createSqsConsumerWiring<T>(
         source: message && sourceOf(queueUrl, message),
       }),
     log,
-    closing: closing.signal,
+    closing: () => closing.signal,
     // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
     stopping: () => closing.signal,
   });
