@@ -1,5 +1,11 @@
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import { AdapterLog, checkStoreAnswers, StoreGate, watchRedisErrors } from '@idempotent-consumer/core/kit';
+import {
+  AdapterLog,
+  checkStoreAnswers,
+  StoreGate,
+  sharedAbortController,
+  watchRedisErrors,
+} from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
@@ -69,7 +75,7 @@ export function buildWrapperParts<T>(
   // A wrapper has no start: the runner's warnings reach its logger from now until close().
   log.open();
   const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
-  const stopping = new AbortController();
+  const stopping = sharedAbortController();
   const gate = new StoreGate(
     dependencies.idempotency.store,
     { storeProbeBackoff: resolved.storeProbeBackoff, log },

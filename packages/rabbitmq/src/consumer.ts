@@ -10,6 +10,7 @@ import {
   checkStoreAnswers,
   checkStoreAtStart,
   StoreGate,
+  sharedAbortController,
   sleep,
   TypedEventEmitter,
   watchRedisErrors,
@@ -97,7 +98,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   readonly #gate: StoreGate;
   readonly #processor: DeliveryProcessor<T>;
   readonly #inFlight = new Set<Promise<void>>();
-  readonly #stopping = new AbortController();
+  readonly #stopping = sharedAbortController();
   readonly #emitEvent: Emit = (name, ...payload) => void this.emit(name, ...payload);
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;

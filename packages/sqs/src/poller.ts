@@ -6,6 +6,7 @@ import {
   checkStoreAnswers,
   checkStoreAtStart,
   StoreGate,
+  sharedAbortController,
   sleep,
   TypedEventEmitter,
   watchRedisErrors,
@@ -88,13 +89,13 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
-  #abort = new AbortController();
+  #abort = sharedAbortController();
   /**
    * Aborts this run's SQS requests still unanswered when `stop()` resolves (deletes, visibility changes,
    * dead-letter copies): their messages were abandoned, and a request SQS never answers would keep its
    * socket, and so the process, alive until the SDK's socket timeout (15 minutes).
    */
-  #requests = new AbortController();
+  #requests = sharedAbortController();
   #stopping = false;
   #capacityWaiters: (() => void)[] = [];
 
@@ -184,7 +185,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   async #start(): Promise<this> {
     if (this.#loop) return this;
     this.#stopping = false;
-    this.#abort = new AbortController();
+    this.#abort = sharedAbortController();
     const { signal } = this.#abort;
     // From here to stop(): the runner's warnings reach this poller's logger, the Redis client is watched.
     this.#log.open();
@@ -209,7 +210,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     }
     if (this.#loop) return this;
     const queueUrl = this.#options.queueUrl;
-    this.#requests = new AbortController();
+    this.#requests = sharedAbortController();
     const { sqs } = this.#deps;
     const { batchWindowMs } = this.#settings;
     this.#deletes = deleteBatcher(sqs, queueUrl, batchWindowMs, this.#requests.signal);

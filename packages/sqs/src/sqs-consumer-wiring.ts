@@ -8,6 +8,7 @@ import {
   AdapterLog,
   checkStoreAnswers,
   StoreGate,
+  sharedAbortController,
   TypedEventEmitter,
   watchRedisErrors,
 } from '@idempotent-consumer/core/kit';
@@ -134,7 +135,7 @@ export function createSqsConsumerWiring<T>(
   const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
   // Aborted by close(): the wiring's own SQS requests (dead-letter check and copy, visibility changes),
   // which SQS may never answer.
-  const closing = new AbortController();
+  const closing = sharedAbortController();
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {

@@ -10,6 +10,7 @@
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
+ * - {@link sharedAbortController}: the consumer's stop signal, which many concurrent waits listen to;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
@@ -58,6 +59,7 @@ export {
   checkPositiveInteger,
 } from './option-checks';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
+export { sharedAbortController } from './shared-abort';
 export { sleep } from './sleep';
 export { checkStoreAnswers, checkStoreAtStart, describeStoreLocation, watchRedisErrors } from './store-check';
 export {

@@ -38,6 +38,7 @@ describe('kit: the sub-path export', () => {
         'pickRunOverrides',
         'callUnprotected',
         'runUnprotected',
+        'sharedAbortController',
         'sleep',
         // telemetry (kit/telemetry)
         'ATTR_IDEMPOTENCY_ATTEMPT',

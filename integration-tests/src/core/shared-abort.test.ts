@@ -1,0 +1,24 @@
+import { execFileSync } from 'node:child_process';
+
+/**
+ * In a plain Node process (a test runner's VM context has AbortSignals of its own realm, which
+ * `node:events` does not recognise), with the built package, as a consumer's process runs it.
+ */
+function warningsOf(script: string): string {
+  return execFileSync(process.execPath, ['-e', script], { cwd: __dirname, encoding: 'utf8', stdio: 'pipe' });
+}
+
+describe('sharedAbortController (a consumer stop signal many waits listen to)', () => {
+  it('takes 50 listeners without a MaxListenersExceededWarning, where a plain AbortController warns past 10', () => {
+    const script = (make: string) => `
+      process.on('warning', (w) => process.stdout.write(w.name + '\\n'));
+      const { sharedAbortController } = require('@idempotent-consumer/core/kit');
+      const controller = ${make};
+      let heard = 0;
+      for (let i = 0; i < 50; i++) controller.signal.addEventListener('abort', () => heard++, { once: true });
+      controller.abort();
+      setImmediate(() => process.stdout.write('heard ' + heard + '\\n'));`;
+    expect(warningsOf(script('new AbortController()'))).toBe('MaxListenersExceededWarning\nheard 50\n');
+    expect(warningsOf(script('sharedAbortController()'))).toBe('heard 50\n');
+  });
+});
