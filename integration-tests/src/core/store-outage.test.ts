@@ -180,6 +180,20 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     }
   });
 
+  it('a server that refuses the write probe itself (an ACL user without EVAL): ping falls back to PING and answers', async () => {
+    await redisHandle.admin.acl('SETUSER', 'no-eval', 'on', 'nopass', '~*', '&*', '+@all', '-eval');
+    const client = new Redis(redisHandle.server.url, { username: 'no-eval' });
+    const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'outage-acl' });
+    try {
+      await expect(client.eval('return 1', 0)).rejects.toThrow(/NOPERM/);
+      await expect(store.ping()).resolves.toBeUndefined();
+    } finally {
+      store.close();
+      client.disconnect();
+      await redisHandle.admin.acl('DELUSER', 'no-eval');
+    }
+  });
+
   it('a read-only replica (a failover the client has not followed yet): ping rejects, as the claims do', async () => {
     const replica = await RedisServer.start({
       args: ['--replicaof', '127.0.0.1', String(redisHandle.server.port)],

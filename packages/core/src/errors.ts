@@ -103,8 +103,9 @@ export class InvalidPayloadError extends IdempotencyError {
 }
 
 /**
- * The idempotency store did not answer (connection refused or closed, command timed out, cluster down).
- * Retryable. The default policy is to fail closed: nothing is acked, committed or deleted while the store
+ * The idempotency store did not answer (connection refused or closed, command timed out, cluster down), or
+ * refused to write for now (Redis full: `OOM` under `noeviction`; a read-only replica: `READONLY`; unable to
+ * persist: `MISCONF`; loading). Retryable. The default policy is to fail closed: nothing is acked, committed or deleted while the store
  * is unavailable (docs/design.md#when-redis-does-not-answer).
  */
 export class StoreUnavailableError extends IdempotencyError {

@@ -404,13 +404,21 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /**
    * Resolves when Redis answers and would take a write: a script that may write and writes nothing (not
-   * `PING`, which a full server or a read-only replica answers too). Needs Redis 7 (script flags), as the
-   * store's sharded Pub/Sub does.
+   * `PING`, which a full server or a read-only replica answers too; on a Cluster, of one master). Script
+   * flags need Redis 7, as the scripts' `SPUBLISH` does. A server that refuses the probe itself (an ACL
+   * without `EVAL`, a proxy that routes scripts by key) is asked `PING` instead.
    * @throws {@link StoreUnavailableError} when Redis does not answer within `commandTimeoutMs`, or refuses
    *   writes (`OOM`, `READONLY`, `MISCONF`, `LOADING`, …).
    */
   async ping(): Promise<void> {
-    await this.#guard(this.#redis.eval(WRITABLE_PROBE, 0));
+    try {
+      await this.#guard(this.#redis.eval(WRITABLE_PROBE, 0));
+    } catch (error) {
+      if (!(error instanceof UnexpectedReplyError)) throw error;
+      // The probe itself is refused for good (an ACL without EVAL, a proxy that routes scripts by key):
+      // whether Redis answers is all that can be asked.
+      await this.#guard(this.#redis.ping());
+    }
   }
 
   /** Runs one script on one key (the only key it touches), mapping failures to typed errors. */
