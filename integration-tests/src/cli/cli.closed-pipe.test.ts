@@ -99,5 +99,15 @@ describeWithServices(
       expect([ended.status, ended.signal]).toEqual([141, null]);
       expect(await store.get(id)).toMatchObject({ state: 'RELEASED' });
     });
+
+    it('release or purge that changed nothing, whose report meets a closed stdout: its own status (3, 0), nothing said of changes (was 141 with "what it changed stays changed")', async () => {
+      const released = await runWithStdoutClosed(
+        cli('--yes', 'release', 'released', 'no-such-key'),
+        'at once',
+      );
+      expect(released).toEqual({ status: 3, signal: null, stderr: '' });
+      const purged = await runWithStdoutClosed(cli('--yes', 'purge', 'empty-scope'), 'at once');
+      expect(purged).toEqual({ status: 0, signal: null, stderr: '' });
+    });
   },
 );

@@ -35,8 +35,9 @@ export const EXIT = {
   /** Nothing to do: no such record, or it is not in a state the command changes. */
   nothingDone: 3,
   /**
-   * The output was cut: stdout closed before the report of a `release` or `purge` was written whole (its
-   * reader went away), or a write to stdout failed (the reason on stderr). What the command changed stays
+   * The output was cut: stdout closed before the report of a `release` or `purge` that changed records was
+   * written whole (its reader went away; one that changed nothing keeps its own status), or a write to
+   * stdout failed (the reason on stderr). What the command changed stays
    * changed. 141 is 128 + SIGPIPE, what a shell reports for a command that a closed pipe ended. A read-only
    * command (`inspect`, `list`, `stats`) whose reader went away (`| head -1`) stops quietly with its own
    * status instead.

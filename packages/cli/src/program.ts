@@ -49,7 +49,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
   let status: number = EXIT.ok;
   const stdout = trackWrites(io.stdout);
   const stderr = trackWrites(io.stderr);
-  /** The command run, when it changes records (its report must not be lost unnoticed). */
+  /** The command run, once it changed records (its report must not be lost unnoticed). */
   let change: 'release' | 'purge' | undefined;
   const program = new Command('idempotent-consumer')
     .description(
@@ -79,7 +79,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
 
   /**
    * Wraps a command: connects, runs it, maps failures to an exit status, disconnects. `changes`: the
-   * command changes records.
+   * command may change records (it calls `ctx.changed()` once it did).
    */
   const action =
     <A extends unknown[]>(
@@ -87,7 +87,9 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
       changes?: 'release' | 'purge',
     ) =>
     async (...args: A) => {
-      change = changes;
+      const changed = () => {
+        change = changes;
+      };
       const options = program.opts<GlobalOptions>();
       const url = options.url ?? io.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
       const out = output({ stdout, stderr }, options.json);
@@ -98,7 +100,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
       });
       try {
         const admin = new RedisIdempotencyAdmin({ redis }, { keyPrefix: options.prefix });
-        status = await body({ admin, out, io, yes: options.yes }, ...args);
+        status = await body({ admin, out, io, yes: options.yes, changed }, ...args);
       } finally {
         // A client whose connection already ended would wait up to 2 s in disconnect() (see connect.ts).
         if (redis.status !== 'end') redis.disconnect();

@@ -9,4 +9,10 @@ export interface CommandContext {
   readonly io: CliIo;
   /** `--yes`: do not ask for confirmation. */
   readonly yes: boolean;
+  /**
+   * Called by a command once it changed records (a release, a purge that deleted any): a report of it that
+   * stdout then cuts exits `EXIT.outputCut`, saying the change stands; one that changed nothing keeps its
+   * own status.
+   */
+  changed(): void;
 }

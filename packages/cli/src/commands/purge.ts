@@ -56,6 +56,7 @@ export async function purge(
   } catch (scanError) {
     error = scanError; // the SCAN failed: the deletions before it still happened
   }
+  if (deleted > 0) ctx.changed();
   const result =
     error === undefined
       ? { scope, deleted, skipped }

@@ -48,6 +48,7 @@ export async function release(
     // token, and releasing that would undo a decision the operator was never shown.
     expectedState: record.state,
   });
+  if (reply.outcome === 'OK') ctx.changed();
   ctx.out.result({ scope, key, ...reply }, () =>
     reply.outcome === 'OK'
       ? `Released (was ${reply.previousState}, fencing token ${reply.fencingToken}); the next claim runs attempt 1`
