@@ -39,6 +39,23 @@ describeWithRedisCluster(
       () => ({ shortLeaseMs: 100, shortRetentionMs: 100, ttlSlackMs: 2000, scope: 'contract' }),
     );
 
+    it('ping asks every master: one master full (OOM) makes it reject every time, since claims on its slots fail (was one random master: the gate reopened into the same refusals)', async () => {
+      const store = target.store;
+      const masters = redis.nodes('master');
+      expect(masters).toHaveLength(3);
+      for (const full of masters) {
+        await full.config('SET', 'maxmemory-policy', 'noeviction', 'maxmemory', '1');
+        try {
+          const pings = await Promise.allSettled(Array.from({ length: 6 }, () => store.ping()));
+          expect(pings.map((p) => p.status)).toEqual(Array(6).fill('rejected'));
+          expect((pings[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+        } finally {
+          await full.config('SET', 'maxmemory', '0');
+        }
+      }
+      await expect(store.ping()).resolves.toBeUndefined();
+    });
+
     it('claimMany across slots: 300 keys land on all three masters, replies in request order', async () => {
       const store = target.store;
       const ids = Array.from({ length: 300 }, (_, i) => ({ scope: 'slots', key: `k${i}` }));

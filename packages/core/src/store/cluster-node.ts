@@ -16,3 +16,11 @@ export function connectionForKey(redis: RedisClient, key: string): Redis | undef
     ? undefined
     : cluster.nodes('master').find((node) => `${node.options.host}:${node.options.port}` === owner);
 }
+
+/**
+ * The connections to every master: the client itself when standalone; in a Cluster, its connections to
+ * the masters it knows (none before it loaded its slot map).
+ */
+export function masterConnections(redis: RedisClient): Redis[] {
+  return redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];
+}

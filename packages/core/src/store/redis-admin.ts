@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { InvalidOptionError, UnexpectedReplyError } from '../errors';
 import { adminPurgeScript, adminReleaseScript } from '../generated/scripts';
 import {
@@ -8,7 +8,7 @@ import {
   parseRecordKey,
   type RecordId,
 } from '../keys';
-import { connectionForKey } from './cluster-node';
+import { connectionForKey, masterConnections } from './cluster-node';
 import { decodeState } from './decode-reply';
 import type { IdempotencyRecord, RecordState } from './idempotency-store';
 import type { RedisClient } from './redis-client';
@@ -103,9 +103,7 @@ export class RedisIdempotencyAdmin {
    */
   async *scan(scope: string): AsyncGenerator<RecordId[]> {
     const match = buildScopeScanPattern(this.#prefix, scope, this.#maxKeyBytes);
-    const nodes: Redis[] = this.#redis.isCluster
-      ? (this.#redis as Cluster).nodes('master')
-      : [this.#redis as Redis];
+    const nodes = masterConnections(this.#redis);
     const seen = new Set<string>();
     for (const node of nodes) {
       let cursor = '0';

@@ -5,6 +5,7 @@ import {
   UnexpectedReplyError,
 } from '../errors';
 import { DEFAULT_MAX_KEY_BYTES, type RecordId, RecordKeyBuilder } from '../keys';
+import { masterConnections } from './cluster-node';
 import { CommandDeadlines } from './command-deadlines';
 import {
   decodeClaimReply,
@@ -404,20 +405,29 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /**
    * Resolves when Redis answers and would take a write: a script that may write and writes nothing (not
-   * `PING`, which a full server or a read-only replica answers too; on a Cluster, of one master). Script
+   * `PING`, which a full server or a read-only replica answers too; on a Cluster, every master). Script
    * flags need Redis 7, as the scripts' `SPUBLISH` does. A server that refuses the probe itself (an ACL
    * without `EVAL`, a proxy that routes scripts by key) is asked `PING` instead.
    * @throws {@link StoreUnavailableError} when Redis does not answer within `commandTimeoutMs`, or refuses
    *   writes (`OOM`, `READONLY`, `MISCONF`, `LOADING`, …).
    */
   async ping(): Promise<void> {
+    // A Cluster's claims fail on the slots of any master that cannot write: each is asked (before the
+    // Cluster knows its masters, the Cluster client picks a node).
+    const masters = masterConnections(this.#redis);
+    if (masters.length === 0) await this.#probe(this.#redis);
+    else await Promise.all(masters.map((node) => this.#probe(node)));
+  }
+
+  /** {@link RedisIdempotencyStore.ping} of one client: the write probe, else `PING`. */
+  async #probe(client: RedisClient): Promise<void> {
     try {
-      await this.#guard(this.#redis.eval(WRITABLE_PROBE, 0));
+      await this.#guard(client.eval(WRITABLE_PROBE, 0));
     } catch (error) {
       if (!(error instanceof UnexpectedReplyError)) throw error;
       // The probe itself is refused for good (an ACL without EVAL, a proxy that routes scripts by key):
       // whether Redis answers is all that can be asked.
-      await this.#guard(this.#redis.ping());
+      await this.#guard(client.ping());
     }
   }
 
