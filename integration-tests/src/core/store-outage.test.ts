@@ -1,4 +1,5 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
+import { checkStoreAnswers } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
 import { waitFor } from '../../support/net';
 import { RedisServer, usePrivateRedis } from '../../support/redis-server';
@@ -139,6 +140,11 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
       // A consumer that paused probes with ping before it resumes: a PING would answer.
       await expect(admin.ping()).resolves.toBe('PONG');
       await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      // A consumer starting now says what is wrong, not to check a URL that is right.
+      const atStart = await checkStoreAnswers(store, 'the test consumer').catch((e: unknown) => e);
+      expect(atStart).toBeInstanceOf(StoreUnavailableError);
+      expect((atStart as Error).message).toMatch(/cannot start: .* refused to take writes: .*OOM/);
+      expect((atStart as Error).message).not.toMatch(/Check the Redis URL/);
     } finally {
       await admin.config('SET', 'maxmemory', '0');
     }

@@ -101,8 +101,13 @@ export async function checkStoreAnswers(
   } catch (error) {
     const location = describeStoreLocation(store);
     const detail = error instanceof Error ? error.message : String(error);
+    // Redis answered with a refusal (full, read-only, unable to persist): the URL is right.
+    const refused = (error as { cause?: { name?: unknown } } | undefined)?.cause?.name === 'ReplyError';
+    const what = refused
+      ? `refused to take writes: ${detail}.`
+      : `did not answer a ping: ${detail}. Check the Redis URL and that Redis is running.`;
     throw new StoreUnavailableError(
-      `${where} cannot start: the idempotency store${location ? ` (${location})` : ''} did not answer a ping: ${detail}. Check the Redis URL and that Redis is running.`,
+      `${where} cannot start: the idempotency store${location ? ` (${location})` : ''} ${what}`,
       { cause: error },
     );
   }
