@@ -182,7 +182,7 @@ export class HttpIdempotency<Req> {
     if (error instanceof StoreUnavailableError) {
       return this.#problem(
         'store-unavailable',
-        'The idempotency store did not answer; nothing was processed. Retry after the Retry-After delay',
+        'The idempotency store did not answer or cannot take writes now; nothing was processed. Retry after the Retry-After delay',
         this.options.storeUnavailableRetryAfterMs,
       );
     }
