@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 /**
  * An `AbortController` for a consumer's long-lived stop signal, which many concurrent waits listen to at
  * once (conflict waits, unprotected handlers, SQS requests, dead-letter produces: one listener each while
- * they last). Its signal has no listener limit: Node would otherwise print a `MaxListenersExceededWarning`
+ * they last). Its signal has no listener limit: Node 20 would otherwise print a `MaxListenersExceededWarning`
  * ("Possible EventTarget memory leak detected") once more than 10 listen, although each listener is removed
  * when its wait ends.
  */
