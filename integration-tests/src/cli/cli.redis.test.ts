@@ -66,9 +66,13 @@ describeWithServices(['redis'], 'idempotent-consumer CLI on real Redis', ({ redi
       leaseRemainingMs: null,
       errorPreview: null,
       resultPreview: expect.stringMatching(/^\{"receipt":"r-1","text":"x+… \(\d+ chars\)$/),
+      // A completed record does not keep its creation time: null, not an empty string.
+      createdAt: null,
+      updatedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
     const human = await run(['inspect', scope, 'done']);
     expect(human.stdout).toMatch(/state\s+│ COMPLETED/);
+    expect(human.stdout).toMatch(/created\s+│ \(not kept once completed\)/);
   });
 
   it('inspect: an IN_PROGRESS record shows the lease left on the server clock; FAILED shows its error', async () => {

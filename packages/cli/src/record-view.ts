@@ -19,8 +19,11 @@ export interface RecordView {
   readonly leaseRemainingMs: number | null;
   /** IN_PROGRESS only: when the lease ends, ISO 8601 on the server clock. */
   readonly leaseExpiresAt: string | null;
-  /** First claim, ISO 8601 on the server clock. */
-  readonly createdAt: string;
+  /**
+   * First claim, ISO 8601 on the server clock; `null` when the record does not keep it (a COMPLETED record
+   * keeps only what duplicates need: lua/complete.lua).
+   */
+  readonly createdAt: string | null;
   /** Last change, ISO 8601 on the server clock. */
   readonly updatedAt: string;
   /** Milliseconds until Redis forgets the record (its key TTL); -1 when it has none. */
@@ -51,7 +54,7 @@ export function recordView(
     deadLettered: record.deadLettered,
     leaseRemainingMs: lease === undefined ? null : lease - serverTimeMs,
     leaseExpiresAt: lease === undefined ? null : iso(lease),
-    createdAt: iso(record.createdAtMs),
+    createdAt: record.createdAtMs > 0 ? iso(record.createdAtMs) : null,
     updatedAt: iso(record.updatedAtMs),
     ttlMs: record.ttlMs,
     fingerprint: record.fingerprint,

@@ -48,7 +48,7 @@ export function viewFields(view: RecordView): [string, string | number][] {
     rows.push(['lease', lease]);
   }
   rows.push(
-    ['created', view.createdAt],
+    ['created', view.createdAt ?? '(not kept once completed)'],
     ['updated', view.updatedAt],
     ['expires in', view.ttlMs < 0 ? 'never (no TTL)' : `${view.ttlMs} ms`],
     ['fingerprint', view.fingerprint || '(none)'],
