@@ -4,7 +4,7 @@ import { table } from '../output';
 import type { CommandContext } from './context';
 import { scanRecords } from './scan-records';
 
-/** Counts per state of one scope. IN_PROGRESS is split into held leases and lapsed ones. */
+/** Counts per state of one scope, and how many of the IN_PROGRESS ones have a lapsed lease. */
 export interface ScopeStats {
   readonly scope: string;
   readonly total: number;
@@ -20,8 +20,15 @@ export async function stats(ctx: CommandContext, scope: string): Promise<number>
     table(
       ['state', 'records'],
       [
-        ...Object.entries(result.states).map(([state, n]) => [state, n]),
-        ['IN_PROGRESS, lease lapsed', result.inProgressLapsed],
+        ...Object.entries(result.states).flatMap(([state, n]) =>
+          // The lapsed leases are part of the IN_PROGRESS count, under it: the rows above total add up.
+          state === 'IN_PROGRESS'
+            ? [
+                [state, n],
+                ['  of which lease lapsed', result.inProgressLapsed],
+              ]
+            : [[state, n]],
+        ),
         ['total', result.total],
       ],
     ),
