@@ -2,6 +2,7 @@ import {
   Idempotency,
   type IdempotencyLogger,
   MemoryIdempotencyStore,
+  ReplicationTimeoutError,
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
@@ -87,6 +88,21 @@ describe('Idempotency logger', () => {
     expect(lines.map(([level, message]) => [level, message])).toEqual([
       ['error', 'idempotent-consumer: claim failed: UnexpectedReplyError: Unexpected reply'],
       ['error', 'idempotent-consumer: claim failed: UnexpectedReplyError: Unexpected reply'],
+    ]);
+  });
+
+  it('warns of a write its replicas did not acknowledge in time (waitForReplicas): documented and retryable, not an error', async () => {
+    const { idempotency, store, lines } = setup();
+    store.inject('claim', {
+      kind: 'throw',
+      error: () => new ReplicationTimeoutError('1 of 1 replicas did not acknowledge the write within 50 ms'),
+    });
+    await expect(idempotency.run({ scope: 's', key: 'r' }, () => 1)).rejects.toThrow(ReplicationTimeoutError);
+    expect(lines.map(([level, message]) => [level, message])).toEqual([
+      [
+        'warn',
+        'idempotent-consumer: claim failed: ReplicationTimeoutError: 1 of 1 replicas did not acknowledge the write within 50 ms',
+      ],
     ]);
   });
 

@@ -1,5 +1,5 @@
 import type { EventEmitter } from 'node:events';
-import { StoreUnavailableError } from '../errors';
+import { ReplicationTimeoutError, StoreUnavailableError } from '../errors';
 import type { IdempotencyEvents } from './events';
 
 /**
@@ -32,6 +32,7 @@ const PREFIX = 'idempotent-consumer:';
  * - `warn` once when the store becomes unavailable (the first `StoreUnavailableError`; runs fail closed, or
  *   run unprotected with `storeFailureMode: 'open'`), and `info` (else `warn`) once when it answers a claim
  *   again, with the outage's length and number of failed calls;
+ * - `warn` a write its replicas did not acknowledge in time (`waitForReplicas`: `ReplicationTimeoutError`);
  * - `error` any other store error (an unexpected reply: a bug or version skew) and an `onHeartbeat` hook
  *   that threw.
  *
@@ -77,7 +78,10 @@ export function attachLogger(runner: EventEmitter<IdempotencyEvents>, logger: Id
         );
         return;
       }
-      logger.error(`${PREFIX} ${e.operation} failed: ${describe(e.error)}`, {
+      // A write its replicas did not acknowledge in time (waitForReplicas) is documented and retryable: a
+      // warning. Anything else is not an outage: an unexpected reply, a bug or version skew.
+      const log = e.error instanceof ReplicationTimeoutError ? logger.warn : logger.error;
+      log.call(logger, `${PREFIX} ${e.operation} failed: ${describe(e.error)}`, {
         operation: e.operation,
         error: e.error,
         ...e.subject,
