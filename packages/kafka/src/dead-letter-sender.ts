@@ -1,4 +1,5 @@
 import type { Idempotency } from '@idempotent-consumer/core';
+import { unlessAborted } from '@idempotent-consumer/core/kit';
 import { buildDeadLetter } from './dead-letter';
 import type { Decision } from './decide';
 import type { KafkaEventEmitter, MessageSubject } from './events';
@@ -55,7 +56,7 @@ export class DeadLetterSender {
         });
         if (this.stopping.aborted) return 'stopped';
         const sent = this.producer!.send({ topic: destination, messages: [built] });
-        if ((await unlessAborted(sent, this.stopping)) === ABORTED) return 'stopped';
+        if ((await unlessAborted(sent, this.stopping)).aborted) return 'stopped';
       } catch (error) {
         this.events.emit('brokerError', { operation: 'produce', error, source });
         return 'failed';
@@ -77,18 +78,4 @@ export class DeadLetterSender {
     });
     return 'sent';
   }
-}
-
-const ABORTED: unique symbol = Symbol('aborted');
-
-/**
- * `promise`'s outcome, or {@link ABORTED} as soon as `signal` aborts first; a later rejection of
- * `promise` is then handled here (never an unhandled rejection).
- */
-function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(ABORTED);
-    signal.addEventListener('abort', onAbort, { once: true });
-    void promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }

@@ -13,6 +13,7 @@ import {
   sharedAbortController,
   sleep,
   TypedEventEmitter,
+  unlessAborted,
   watchRedisErrors,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
@@ -344,27 +345,14 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * @throws an `Error` when `stop()` was called first; the error of `connect`.
    */
   async #connectUnlessStopped(connect: () => Promise<AmqpConnection>): Promise<AmqpConnection> {
-    const signal = this.#stopping.signal;
     const connecting = connect();
-    let onAbort: (() => void) | undefined;
-    const stopped = new Promise<never>((_, reject) => {
-      onAbort = () => reject(new Error('stop() was called while connect() was opening a connection'));
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([connecting, stopped]);
-    } catch (error) {
-      if (signal.aborted) {
-        void connecting.then((late) => {
-          late.on?.('error', ignore);
-          return closeConnection(late);
-        }, ignore);
-      }
-      throw error;
-    } finally {
-      if (onAbort) signal.removeEventListener('abort', onAbort);
-    }
+    const outcome = await unlessAborted(connecting, this.#stopping.signal);
+    if (!outcome.aborted) return outcome.value;
+    void connecting.then((late) => {
+      late.on?.('error', ignore);
+      return closeConnection(late);
+    }, ignore);
+    throw new Error('stop() was called while connect() was opening a connection');
   }
 
   async #closeOwnedConnection(): Promise<void> {

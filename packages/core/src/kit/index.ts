@@ -11,6 +11,7 @@
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link sharedAbortController}: the consumer's stop signal, which many concurrent waits listen to;
+ * - {@link unlessAborted}: a wait for a call the other side may never answer, ended by the stop signal;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
@@ -76,6 +77,7 @@ export {
   type TypedEventEmitterOptions,
   type TypedListener,
 } from './typed-emitter';
+export { type UnlessAborted, unlessAborted } from './unless-aborted';
 export {
   callUnprotected,
   runUnprotected,

@@ -40,6 +40,7 @@ describe('kit: the sub-path export', () => {
         'runUnprotected',
         'sharedAbortController',
         'sleep',
+        'unlessAborted',
         // telemetry (kit/telemetry)
         'ATTR_IDEMPOTENCY_ATTEMPT',
         'ATTR_IDEMPOTENCY_BROKER_ACTION',
