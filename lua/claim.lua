@@ -24,8 +24,9 @@
   v reserved ('1': claimed, handler not started yet),
   l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
   d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
-  b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs);
-    the next claim is ACQUIRED_STALE; cleared when a handler starts: a counted claim, or start.lua).
+  b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs),
+    or a reservation that took over from a handler whose lease lapsed; the next claim is ACQUIRED_STALE;
+    cleared when a handler starts: a counted claim, or start.lua).
   Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
   without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
   bench/README.md, memory). Records written before this layout may carry h ('0': completed
@@ -165,6 +166,12 @@ local fields = {'s', 'P', 't', tokenArg, 'a', counted == 1 and '1' or counted, '
 if reserve then
   fields[#fields + 1] = 'v'
   fields[#fields + 1] = '1'
+  if ranBefore and not abandoned then
+    -- Taken over from a handler whose lease lapsed: until a handler starts, the record keeps saying so (b),
+    -- so a give-back or a crash before start leaves the next claim ACQUIRED_STALE, not ACQUIRED.
+    fields[#fields + 1] = 'b'
+    fields[#fields + 1] = '1'
+  end
 end
 if not state then
   fields[#fields + 1] = 'c'

@@ -93,11 +93,12 @@ describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', (
     ['claim', 'maxAttempts', (key: string) => run(claimScript, key, 30_000, 600_000, '', 1.5, '0', '')],
     ['complete', 'retentionMs', (key: string, t: number) => run(completeScript, key, t, 1.5, '0', '')],
     ['release', 'retentionMs', (key: string, t: number) => run(releaseScript, key, t, 1.5)],
+    ['release', 'neverStarted', (key: string, t: number) => run(releaseScript, key, t, 600_000, '0', 'yes')],
     ['fail', 'retentionMs', (key: string, t: number) => run(failScript, key, t, 1.5, 'E')],
     ['extend', 'leaseMs', (key: string, t: number) => run(extendScript, key, t, 1.5, 600_000)],
     ['start', 'retentionMs', (key: string, t: number) => run(startScript, key, t, 30_000, 1.5)],
   ] as const)(
-    '%s with a %s that is not a whole number is refused and writes nothing',
+    '%s with a %s that is not a whole number (or a flag that is not 0/1) is refused and writes nothing',
     async (name, _arg, call) => {
       const key = `${prefix}:refused:${name}:${_arg}`;
       const [, token] = await claim(key, name === 'start' ? '1' : '0');

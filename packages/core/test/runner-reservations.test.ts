@@ -45,6 +45,35 @@ describe('reservations: an attempt counts only when a handler starts', () => {
     expect(result).toMatchObject({ status: 'completed', attempt: 1, recorded: true });
   });
 
+  it('release of a counted claim whose handler never ran gives its attempt back (maxAttempts counts runs)', async () => {
+    const { idempotency, store } = setup();
+    for (let i = 0; i < 5; i++) {
+      const [r] = await idempotency.claimMany([batch[0]!], { reserve: false });
+      expect(r).toMatchObject({ outcome: 'ACQUIRED', started: true, attempt: 1 });
+      expect(await idempotency.release(batch[0]!, acquired(r))).toBe(true);
+    }
+    expect(await store.get(batch[0]!)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    const result = await idempotency.run(batch[0]!, (ctx) => ctx.attempt);
+    expect(result).toMatchObject({ outcome: 'ACQUIRED', status: 'completed', result: 1 });
+  });
+
+  it.each([true, false])(
+    'a claim taken over from a lapsed handler and given back unrun leaves the next claim ACQUIRED_STALE (reserve: %s)',
+    async (reserve) => {
+      const { idempotency, clock } = setup();
+      const first = await idempotency.claim(batch[0]!); // its handler starts, then its worker stalls
+      expect(first.outcome).toBe('ACQUIRED');
+      clock.ms += 10_001;
+      const [taken] = await idempotency.claimMany([batch[0]!], { reserve });
+      expect(taken).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 2 });
+      await idempotency.release(batch[0]!, acquired(taken)); // the batch was interrupted before it ran
+      const seen: string[] = [];
+      const result = await idempotency.run(batch[0]!, (ctx) => seen.push(`${ctx.outcome} ${ctx.attempt}`));
+      expect(result).toMatchObject({ outcome: 'ACQUIRED_STALE', status: 'completed' });
+      expect(seen).toEqual(['ACQUIRED_STALE 2']);
+    },
+  );
+
   it('a consumer that crashes after reserving, before any handler starts, spends no attempt', async () => {
     const { idempotency, clock } = setup();
     for (let crash = 0; crash < 4; crash++) {

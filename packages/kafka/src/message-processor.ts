@@ -800,7 +800,7 @@ export class MessageProcessor<T> {
     return waiting;
   }
 
-  /** Releases a claim acquired by a wait whose delivery ended (its attempt stays counted). */
+  /** Gives back a claim acquired by a wait whose delivery ended before its handler ran (no attempt spent). */
   async #giveBack(delivery: Delivery, request: RunRequest, reply: ClaimReply | undefined): Promise<void> {
     if (reply?.outcome !== 'ACQUIRED' && reply?.outcome !== 'ACQUIRED_STALE') return;
     await this.idempotency.release(idOf(request), reply).catch((error: unknown) => {

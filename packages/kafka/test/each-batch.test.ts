@@ -179,7 +179,8 @@ describe('idempotentEachBatch waits', () => {
     const running = eachBatch(payload);
     await new Promise((r) => setTimeout(r, 50));
     if (held.outcome !== 'ACQUIRED') throw new Error('expected the key held');
-    await idempotency.release({ scope: 'g/pay', key: 'k' }, held); // the holder gives it back
+    // The holder's handler threw a retryable error: the runner releases, its attempt stays counted.
+    await store.release({ scope: 'g/pay', key: 'k' }, held.fencingToken, { retentionMs: 60_000 });
     await running;
     expect(wait.mock.calls[0]![1]).toMatchObject({ reserve: true });
     expect(runs).toEqual([2]); // the holder's attempt, then this run's

@@ -142,7 +142,12 @@ export class LeaseKeeperSet<K = number> {
 
   async #release(held: Held): Promise<void> {
     try {
-      await this.#store.release(held.id, held.reply.fencingToken, { retentionMs: this.#timings.retentionMs });
+      // Never started: no attempt spent, and a claim taken over from a lapsed handler leaves the record stale.
+      await this.#store.release(held.id, held.reply.fencingToken, {
+        retentionMs: this.#timings.retentionMs,
+        abandoned: held.reply.outcome === 'ACQUIRED_STALE',
+        neverStarted: true,
+      });
     } catch (error) {
       callIsolated(() => this.#callbacks.onStoreError?.({ operation: 'release', id: held.id, error }));
     }

@@ -322,16 +322,23 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
-   * Gives back a claim whose handler will not run (an interrupted batch): the record is RELEASED for the
-   * next delivery. A reservation (`claimMany`) costs no attempt; a counted claim keeps its attempt.
-   * Resolves `false` when the claim was already lost (nothing changed).
+   * Gives back a claim whose handler did not run and will not run (an interrupted batch, a delivery that
+   * ended while its claim waited): the record is RELEASED for the next delivery, and costs no attempt: a
+   * reservation (`claimMany`) counted none, a counted claim gives its attempt back
+   * (`ReleaseOptions.neverStarted`), so `maxAttempts` counts only handlers that ran. A claim that was
+   * `ACQUIRED_STALE` leaves the record stale: the next claim is `ACQUIRED_STALE` too, since the handler
+   * whose lease lapsed may have left partial effects. Not for a claim whose handler ran: `execute` settles
+   * those. Resolves `false` when the claim was already lost (nothing changed).
    * @throws {@link StoreUnavailableError} when the store does not answer.
    */
   async release(request: RecordId, claim: AcquiredReply): Promise<boolean> {
     const id: RecordId = { scope: request.scope, key: request.key };
-    const reply = await this.#store('release', id, () =>
-      this.store.release(id, claim.fencingToken, { retentionMs: this.options.retentionMs }),
-    );
+    const options = {
+      retentionMs: this.options.retentionMs,
+      abandoned: claim.outcome === 'ACQUIRED_STALE',
+      neverStarted: true,
+    };
+    const reply = await this.#store('release', id, () => this.store.release(id, claim.fencingToken, options));
     return reply.ok;
   }
 

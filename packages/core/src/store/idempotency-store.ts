@@ -168,6 +168,12 @@ export interface ReleaseOptions {
    * handler starts again. @defaultValue `false`
    */
   readonly abandoned?: boolean;
+  /**
+   * The claim's handler never started (an adapter gives back a claim it did not run): a counted claim
+   * gives its attempt back, so `maxAttempts` counts only handlers that ran (a reservation counted none).
+   * Not for a claim whose handler ran, even one that threw at once. @defaultValue `false`
+   */
+  readonly neverStarted?: boolean;
 }
 
 /** Options of {@link IdempotencyStore.waitForOutcome}. */

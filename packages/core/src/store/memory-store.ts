@@ -190,6 +190,9 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     if (!next.reserved) {
       next.attempt += 1;
       next.abandoned = false;
+    } else if (ranBefore) {
+      // Like lua/claim.lua: a reservation taken over from a lapsed handler keeps saying so until one starts.
+      next.abandoned = true;
     }
     next.leaseExpiresAtMs = now + leaseMs;
     next.updatedAtMs = now;
@@ -226,10 +229,12 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   }
 
   async release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply> {
-    scriptArgs.release(fencingToken, options.retentionMs, options.abandoned);
+    scriptArgs.release(fencingToken, options.retentionMs, options.abandoned, options.neverStarted);
     return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'RELEASED';
       if (options.abandoned === true) rec.abandoned = true;
+      // Like lua/release.lua: a counted claim whose handler never ran gives its attempt back.
+      if (options.neverStarted === true && !rec.reserved && rec.attempt > 0) rec.attempt -= 1;
       rec.expiresAtMs = now + options.retentionMs;
     });
   }

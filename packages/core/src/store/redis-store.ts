@@ -315,7 +315,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 
   async release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply> {
-    const args = scriptArgs.release(fencingToken, options.retentionMs, options.abandoned);
+    const args = scriptArgs.release(
+      fencingToken,
+      options.retentionMs,
+      options.abandoned,
+      options.neverStarted,
+    );
     return this.#written('release', id, args);
   }
 

@@ -142,8 +142,18 @@ export const scriptArgs = {
       result ?? '',
     ];
   },
-  release(fencingToken: number, retentionMs: number, abandoned = false): (string | number)[] {
-    return [token(fencingToken), positiveInt('retentionMs', retentionMs), abandoned === true ? '1' : '0'];
+  release(
+    fencingToken: number,
+    retentionMs: number,
+    abandoned = false,
+    neverStarted = false,
+  ): (string | number)[] {
+    return [
+      token(fencingToken),
+      positiveInt('retentionMs', retentionMs),
+      abandoned === true ? '1' : '0',
+      neverStarted === true ? '1' : '0',
+    ];
   },
   fail(fencingToken: number, retentionMs: number, error: string): (string | number)[] {
     return [token(fencingToken), positiveInt('retentionMs', retentionMs), String(error)];

@@ -156,6 +156,14 @@ export class ContractKit {
     return this.store.release(this.id, token, { retentionMs });
   }
 
+  /**
+   * Gives back a claim whose handler never ran, as `Idempotency.release` does (`abandoned` when the claim
+   * was ACQUIRED_STALE).
+   */
+  releaseNeverStarted(token = this.token, abandoned = false) {
+    return this.store.release(this.id, token, { retentionMs: RETENTION_MS, neverStarted: true, abandoned });
+  }
+
   /** Releases as the runner does after `handlerTimeoutMs`: the handler may still be running. */
   releaseAbandoned(token = this.token) {
     return this.store.release(this.id, token, { retentionMs: RETENTION_MS, abandoned: true });
@@ -722,6 +730,106 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1, started: true },
       record: { state: 'IN_PROGRESS', attempt: 1, reserved: false },
       ttl: 'lease+retention',
+    },
+    // ── a reservation taken over from a handler whose lease lapsed ─────────────────────────────────────
+    {
+      transition:
+        'IN_PROGRESS, lease lapsed mid-handler —claim(reserve)→ ACQUIRED_STALE, reserved and marked abandoned until a handler starts',
+      given: (k) => k.claimAndExpire(),
+      when: (k) => k.claim({ reserve: true }),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(2), attempt: 2, started: false },
+      record: { state: 'IN_PROGRESS', attempt: 1, reserved: true, abandoned: true },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS reserved, taken over from a lapsed handler —release, claim→ ACQUIRED_STALE: the give-back keeps it stale',
+      given: (k) =>
+        k
+          .claimAndExpire()
+          .then(() => k.claim({ reserve: true }))
+          .then(() => k.release()),
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(3), attempt: 2, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 2, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS reserved, taken over from a lapsed handler, lapsed before start (a crash) —claim→ ACQUIRED_STALE',
+      given: async (k) => {
+        await k.claimAndExpire();
+        await k.claim({ reserve: true, leaseMs: settings.shortLeaseMs });
+        await k.expireLease();
+      },
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(3), attempt: 2, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 2, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    // ── a claim given back by a holder that never ran its handler ─────────────────────────────────────
+    {
+      transition: 'IN_PROGRESS —release(token, neverStarted)→ RELEASED: the counted attempt is given back',
+      given: (k) => k.claim(),
+      when: (k) => k.releaseNeverStarted(),
+      reply: { ok: true },
+      record: { state: 'RELEASED', fencingToken: T(1), attempt: 0, abandoned: false },
+      ttl: 'retention',
+    },
+    {
+      transition:
+        'RELEASED, attempt given back —claim with maxAttempts 1→ ACQUIRED attempt 1: only handlers that ran count',
+      given: (k) => k.claim({ maxAttempts: 1 }).then(() => k.releaseNeverStarted()),
+      when: (k) => k.claim({ maxAttempts: 1 }),
+      reply: { outcome: 'ACQUIRED', fencingToken: T(2), attempt: 1, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 1 },
+      ttl: 'lease+retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS attempt 2 —release(token, neverStarted)→ attempt 1 kept: only the unrun attempt is given back',
+      given: (k) =>
+        k
+          .claim()
+          .then(() => k.release())
+          .then(() => k.claim()),
+      when: (k) => k.releaseNeverStarted(),
+      reply: { ok: true },
+      record: { state: 'RELEASED', fencingToken: T(2), attempt: 1 },
+      ttl: 'retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS reserved —release(token, neverStarted)→ RELEASED, attempt unchanged: a reservation counted none',
+      given: (k) =>
+        k
+          .claim()
+          .then(() => k.release())
+          .then(() => k.claim({ reserve: true })),
+      when: (k) => k.releaseNeverStarted(),
+      reply: { ok: true },
+      record: { state: 'RELEASED', attempt: 1 },
+      ttl: 'retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS, taken over (counted) from a lapsed handler —release(token, neverStarted, abandoned)→ next claim ACQUIRED_STALE, same attempt',
+      given: (k) =>
+        k
+          .claimAndExpire()
+          .then(() => k.claim())
+          .then(() => k.releaseNeverStarted(k.token, true)),
+      when: (k) => k.claim(),
+      reply: { outcome: 'ACQUIRED_STALE', fencingToken: T(3), attempt: 2, started: true },
+      record: { state: 'IN_PROGRESS', attempt: 2, abandoned: false },
+      ttl: 'lease+retention',
+    },
+    {
+      transition: "IN_PROGRESS —release(someone else's token, neverStarted)→ LEASE_LOST: the attempt stays",
+      given: (k) => k.claimAndExpire().then(() => k.claim()),
+      when: (k) => k.releaseNeverStarted(k.tokens[0]),
+      reply: { ok: false, reason: 'LEASE_LOST', currentFencingToken: T(2), state: 'IN_PROGRESS' },
+      record: 'unchanged',
     },
     {
       transition: 'IN_PROGRESS reserved, re-claimed after expiry —start(old token)→ LEASE_LOST, nothing runs',
