@@ -6,8 +6,9 @@ import { sqsRequestOf } from './report';
 
 /**
  * Processes one received batch:
- * 1. claims the batch in one round trip (`Idempotency.claimMany`): every message of a standard queue, and
- *    the first message of each message group of a FIFO queue;
+ * 1. claims the batch in one round trip (`Idempotency.claimMany`, attempts counted at once:
+ *    `SqsMessageProcessor.claimBatch`): every message of a standard queue, and the first message of each
+ *    message group of a FIFO queue;
  * 2. runs standard messages concurrently, and the messages of one FIFO group one after another in the order
  *    SQS returned them; once a group's message does not finish (retry, conflict, store down), the rest of
  *    that group in this batch is not run and is made visible again (`fifo-blocked`), so SQS redelivers the
@@ -16,7 +17,7 @@ import { sqsRequestOf } from './report';
  *
  * When the store does not answer the batch claim, nothing runs and every message is left invisible
  * (`store-unavailable`, with the store's error). Resolves with the processed messages in the order received (none for a message `abandoned` says
- * `stop()` gave up on before its turn came; its reservation from the batch claim, if any, is released; one
+ * `stop()` gave up on before its turn came; its claim from the batch claim, if any, is given back without an attempt spent; one
  * abandoned later, before its handler started, is given back by `process()`).
  */
 export async function processBatch<T>(
@@ -49,8 +50,8 @@ export async function processBatch<T>(
       let blocked = false;
       for (const [i, k] of chain.entries()) {
         if (abandoned(k.message)) {
-          // `stop()` gave up on it: nothing more starts, and the reservation the batch claim made for it
-          // (the first of its chain) is given back, or its redelivery would meet a CONFLICT until the lease lapsed.
+          // `stop()` gave up on it: nothing more starts, and the claim the batch claim made for it (the first
+          // of its chain) is given back, or its redelivery would meet a CONFLICT until the lease lapsed.
           if (i === 0 && claims instanceof Map) await processor.giveBack(k, claims.get(k.message));
           return;
         }

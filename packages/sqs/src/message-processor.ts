@@ -162,8 +162,11 @@ export class SqsMessageProcessor<T> {
   }
 
   /**
-   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). Resolves with one
-   * reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
+   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). The claims count their
+   * attempt at once (`reserve: false`), as `Idempotency.run`'s do: each handler starts right after the
+   * reply (the poller receives no more messages than it has free slots, and only a FIFO group's first
+   * message is claimed here), so no `start` call per message is needed, and a claim given back unrun
+   * (`giveBack`) returns its attempt. Resolves with one reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
    * `undefined` when the batch cannot be claimed at once (an invalid key, fail open): each message is then
    * claimed on its own.
    */
@@ -175,7 +178,7 @@ export class SqsMessageProcessor<T> {
     try {
       const replies = await this.#idempotency.claimMany(
         withKey.map((k) => k.request),
-        this.runOptions,
+        { ...this.runOptions, reserve: false },
       );
       return new Map(withKey.map((k, i) => [k.message, replies[i]!]));
     } catch (error) {
@@ -215,8 +218,8 @@ export class SqsMessageProcessor<T> {
 
   /**
    * Gives back a claim whose handler will not run (`Idempotency.release`, the runner's contract for an
-   * interrupted batch): a reservation from the batch claim, or a claim a CONFLICT wait ended with, of a
-   * message `stop()` abandoned. The record is RELEASED at once (a reservation costs no attempt), so the
+   * interrupted batch): a claim of the batch claim, or a claim a CONFLICT wait ended with, of a message
+   * `stop()` abandoned. The record is RELEASED at once without an attempt spent, so the
    * redelivery runs instead of meeting a CONFLICT until the lease lapses. Anything but an acquired claim is
    * ignored. Never rejects: a store that does not answer is a `storeError` (`release`), and the lease lapses.
    */
@@ -337,7 +340,8 @@ export class SqsMessageProcessor<T> {
       }
     }
     if (reply.outcome === 'CONFLICT' && this.#options.conflictWaitMs > 0) {
-      // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
+      // After a batch claim the claim the wait ends with is a reservation, counted when its handler starts:
+      // a visibility change is awaited first (below), and a crash during it must not spend an attempt.
       reply = await this.#waitForHolder(message, request, reply, claimed !== undefined);
       if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
         // The wait set the visibility timeout to only conflictWaitMs + 1 s, and the first heartbeat comes
@@ -366,7 +370,7 @@ export class SqsMessageProcessor<T> {
       });
       return { kind: 'run', result: executed, receiveCount: rc };
     } catch (error) {
-      // The store did not answer the start of a reservation (a batch claim): nothing ran.
+      // The store did not answer the start of a reservation (a CONFLICT wait's claim): nothing ran.
       if (error instanceof StoreUnavailableError)
         return { kind: 'store-unavailable', error, receiveCount: rc };
       throw error;

@@ -89,10 +89,12 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(sqs.deleted.sort()).toEqual([g1[0]!, g2[0]!, g2[1]!].map((m) => m.ReceiptHandle).sort());
   });
 
-  it('claims a received batch in one claimMany call', async () => {
-    const { sqs, idempotency } = setup();
+  it('claims a received batch in one claimMany call, attempts counted at once: no start call per message', async () => {
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
     const spy = jest.spyOn(idempotency, 'claimMany');
     const claim = jest.spyOn(idempotency, 'claim');
+    const start = jest.spyOn(store, 'start');
     sqs.batches.push([message('a', { key: 'a' }), message('b', { key: 'b' }), message('a', { key: 'a' })]);
     const processed: Settled[] = [];
     const poller = new IdempotentSqsPoller(
@@ -105,7 +107,11 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     await until('3 processed', () => processed.length === 3);
     await poller.stop();
     expect(spy).toHaveBeenCalledTimes(1);
+    expect(spy.mock.calls[0]![1]).toMatchObject({ reserve: false });
     expect(claim).not.toHaveBeenCalled();
+    // Only the CONFLICT wait's claim is a reservation (a visibility change comes before its handler).
+    expect(start).toHaveBeenCalledTimes(0);
+    expect(await store.get({ scope: 'orders', key: 'b' })).toMatchObject({ state: 'COMPLETED', attempt: 1 });
     // The second `a` met the first one's claim (CONFLICT), waited for its outcome and settled as DUPLICATE.
     expect(processed.map((p) => p.outcome).sort()).toEqual(['ACQUIRED', 'ACQUIRED', 'DUPLICATE']);
   });
