@@ -1,6 +1,7 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { checkStoreAnswers } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
+import { withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
 import { RedisServer, usePrivateRedis } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
@@ -49,6 +50,26 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     await expect(make().idempotency.run({ scope: 'o', key: 'up-again' }, () => 1)).resolves.toMatchObject({
       outcome: 'ACQUIRED',
       status: 'completed',
+    });
+  });
+
+  it('a command that times out says whether the client was connected: a slow server, or one it cannot reach', async () => {
+    const { store } = make();
+    const claim = (s: RedisIdempotencyStore) =>
+      s.claim({ scope: 'o', key: 'slow' }, { leaseMs: 5_000, retentionMs: 60_000 }).catch((e: unknown) => e);
+    await redisHandle.admin.client('PAUSE', 500, 'ALL');
+    const slow = await claim(store);
+    expect(slow).toBeInstanceOf(StoreUnavailableError);
+    expect((slow as Error).message).toBe('Redis did not answer within 300 ms');
+    await redisHandle.admin.ping(); // answered once the pause is over
+
+    await withClosedRedis(async ({ redis }) => {
+      const unreachable = await claim(new RedisIdempotencyStore({ redis }, { commandTimeoutMs: 300 }));
+      expect(unreachable).toBeInstanceOf(StoreUnavailableError);
+      // Before, the same message as for the slow server: nothing said the connection was refused.
+      expect((unreachable as Error).message).toMatch(
+        /^Redis did not answer within 300 ms \(the client was (not connected: it is reconnecting after the connection was refused or lost|still connecting to it)\)$/,
+      );
     });
   });
 

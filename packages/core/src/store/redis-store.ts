@@ -34,6 +34,7 @@ import { waitForOutcome } from './outcome-wait';
 import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
+import { unansweredError } from './unanswered-error';
 import {
   type CorkableStream,
   checkMaxCommandsPerWrite,
@@ -150,10 +151,8 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       throw new InvalidOptionError(`commandTimeoutMs must be > 0 and <= ${MAX_TIMER_MS}`);
     }
     const timeoutMs = this.#timeoutMs;
-    this.#deadlines = new CommandDeadlines(
-      timeoutMs,
-      () => new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`),
-    );
+    const redis = this.#redis;
+    this.#deadlines = new CommandDeadlines(timeoutMs, () => unansweredError(timeoutMs, redis.status));
     const maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
     if (!(maxKeyBytes > 0)) throw new InvalidOptionError('maxKeyBytes must be > 0');
     this.#keys = new RecordKeyBuilder(options.keyPrefix ?? 'idem', maxKeyBytes); // checks the prefix
