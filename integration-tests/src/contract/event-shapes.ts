@@ -3,7 +3,7 @@
  * the same event carries the same shape in the RabbitMQ, Kafka and SQS adapters. A change that makes one
  * adapter's payload differ fails the typecheck here.
  */
-import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type { DeadLetterDecision, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type * as kafka from '@idempotent-consumer/kafka';
 import type * as rabbitmq from '@idempotent-consumer/rabbitmq';
 import type * as sqs from '@idempotent-consumer/sqs';
@@ -60,4 +60,18 @@ export type StoreEvents = [
   Assert<'downMs' extends keyof First<Rmq, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Kafka, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Sqs, 'storeRecovered'> ? true : false>,
+];
+
+/**
+ * A dead letter is decided and reported the same way everywhere: the decision is the core's
+ * `DeadLetterDecision` (`deadLetterOf`), and `deadLettered.error` is the text the copy carries
+ * (`x-idempotency-error`).
+ */
+export type DeadLetters = [
+  Assert<Same<Extract<rabbitmq.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
+  Assert<Same<Extract<kafka.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
+  Assert<Same<Extract<sqs.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
+  Assert<Same<First<Rmq, 'deadLettered'>['error'], string>>,
+  Assert<Same<First<Kafka, 'deadLettered'>['error'], string>>,
+  Assert<Same<First<Sqs, 'deadLettered'>['error'], string>>,
 ];

@@ -170,6 +170,10 @@ describeWithServices(
       expect(letter!.value!.toString()).toBe('{"amount":999}');
       expect(header(letter!.headers, 'x-idempotency-dead-letter-reason')).toBe('payload-mismatch');
       expect(header(letter!.headers, 'x-idempotency-outcome')).toBe('PAYLOAD_MISMATCH');
+      // The same text in every broker's dead letter (deadLetterOf in the core kit).
+      expect(header(letter!.headers, 'x-idempotency-error')).toBe(
+        'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
+      );
       expect(header(letter!.headers, 'x-original-offset')).toBe('1');
     }, 60_000);
 

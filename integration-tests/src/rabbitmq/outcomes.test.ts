@@ -181,6 +181,10 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
     expect(bodies).toEqual([{ amount: 10 }]);
     expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('payload-mismatch');
     expect(dead!.properties.headers![DEAD_LETTER_HEADERS.outcome]).toBe('PAYLOAD_MISMATCH');
+    // The same text in every broker's dead letter (deadLetterOf in the core kit).
+    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.error]).toBe(
+      'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
+    );
     expect(JSON.parse(dead!.content.toString())).toEqual({ amount: 99_999 });
     await waitFor('both settled', () => acks(events).length + events.deadLettered.length === 2);
   });

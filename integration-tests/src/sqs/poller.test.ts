@@ -184,6 +184,13 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
       ['non-retryable', 'ACQUIRED'],
       ['payload-mismatch', 'PAYLOAD_MISMATCH'],
     ]);
+    // The copy carries the same error text as in every broker's dead letter, and the event says it too.
+    const errors = copies.map((c) => c.MessageAttributes!['x-idempotency-error']?.StringValue).sort();
+    expect(errors).toEqual([
+      'NonRetryableError [NON_RETRYABLE]: card declined',
+      'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
+    ]);
+    expect(dead.map((d) => d.error).sort()).toEqual(errors);
   });
 
   it("leaves exhausted messages to the queue's redrive policy when asked", async () => {

@@ -1,3 +1,4 @@
+import { PayloadMismatchError } from './errors';
 import { describeError } from './runner/idempotency';
 import type { RunResult } from './runner/run-result';
 import type { ClaimReply } from './store/idempotency-store';
@@ -99,6 +100,52 @@ export function deadLetterReasonOf(result: RunResult<unknown> | ClaimReply): Dea
 }
 
 /**
+ * The dead-letter decision of a result the core classifies as dead-lettered ({@link deadLetterReasonOf}),
+ * the same for every adapter, so a dead letter carries the same `DEAD_LETTER_FIELDS.error` whichever broker
+ * it went to:
+ * - a `failed` execution: its reason, the handler's error described (`Name [CODE]: message`), and the
+ *   record's token to mark when the FAILED write was recorded;
+ * - FAILED (an earlier delivery failed the record): `failed-record`, the record's stored error, its token;
+ * - PAYLOAD_MISMATCH: `payload-mismatch`, a `PayloadMismatchError [PAYLOAD_MISMATCH]: …` naming the
+ *   record's state, nothing to mark (the record belongs to the other payload).
+ * @returns `undefined` for every other result, and for a FAILED record already marked dead-lettered (its
+ *   copy was sent by an earlier delivery: the adapter settles it without another).
+ */
+export function deadLetterOf(result: RunResult<unknown>): DeadLetterDecision | undefined {
+  switch (result.outcome) {
+    case 'PAYLOAD_MISMATCH': {
+      const error = new PayloadMismatchError(
+        `the idempotency key was first used with another payload (record ${result.state})`,
+      );
+      return letter('payload-mismatch', result.attempt, describeError(error), undefined);
+    }
+    case 'FAILED':
+      if (result.deadLettered) return undefined;
+      return letter('failed-record', result.attempt, result.error, result.fencingToken);
+    case 'ACQUIRED':
+    case 'ACQUIRED_STALE':
+      if (result.status !== 'failed') return undefined;
+      return letter(
+        result.reason,
+        result.attempt,
+        describeError(result.error),
+        result.recorded ? result.fencingToken : undefined,
+      );
+    default:
+      return undefined;
+  }
+}
+
+function letter(
+  reason: DeadLetterReason,
+  attempt: number,
+  error: string,
+  failedFencingToken: number | undefined,
+): DeadLetterDecision {
+  return { action: 'dead-letter', reason, attempt, error, failedFencingToken };
+}
+
+/**
  * The dead letter of an UNPROTECTED run that threw (the store did not answer and the runner failed open,
  * or a message without a key was processed): no record counts its attempts, so the adapter counts them
  * from the broker (`attempt`, e.g. RabbitMQ's retry header or SQS's receive count) and dead-letters once
@@ -113,11 +160,5 @@ export function unprotectedDeadLetter(
 ): DeadLetterDecision | undefined {
   const retryable = policy.isRetryable(error);
   if (retryable && attempt < policy.maxAttempts) return undefined;
-  return {
-    action: 'dead-letter',
-    reason: retryable ? 'attempts-exhausted' : 'non-retryable',
-    attempt,
-    error: describeError(error),
-    failedFencingToken: undefined,
-  };
+  return letter(retryable ? 'attempts-exhausted' : 'non-retryable', attempt, describeError(error), undefined);
 }

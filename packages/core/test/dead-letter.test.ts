@@ -1,5 +1,11 @@
 import { Idempotency, type IdempotencyOptions, MemoryIdempotencyStore, NonRetryableError } from '../src';
-import { DEAD_LETTER_FIELDS, deadLetterReasonOf, NO_CLAIM_OUTCOME, unprotectedDeadLetter } from '../src/kit';
+import {
+  DEAD_LETTER_FIELDS,
+  deadLetterOf,
+  deadLetterReasonOf,
+  NO_CLAIM_OUTCOME,
+  unprotectedDeadLetter,
+} from '../src/kit';
 
 function setup(options: IdempotencyOptions = {}) {
   const store = new MemoryIdempotencyStore();
@@ -84,6 +90,54 @@ describe('deadLetterReasonOf', () => {
         attempt: 1,
       }),
     ).toBeUndefined();
+  });
+});
+
+describe('deadLetterOf: one dead letter for a result, whichever broker', () => {
+  it('a failed run: its reason, the error described, the token to mark when the FAILED write was recorded', async () => {
+    const idempotency = setup({ maxAttempts: 1 });
+    const result = await idempotency.run({ scope: 's', key: 'k' }, fail);
+    expect(deadLetterOf(result)).toEqual({
+      action: 'dead-letter',
+      reason: 'attempts-exhausted',
+      attempt: 1,
+      error: 'Error: boom',
+      failedFencingToken: (result as { fencingToken: number }).fencingToken,
+    });
+  });
+
+  it('a FAILED record: failed-record with its stored error and token; none once it was dead-lettered', async () => {
+    const idempotency = setup({ maxAttempts: 1 });
+    const request = { scope: 's', key: 'f' };
+    const failed = await idempotency.run(request, fail);
+    const again = await idempotency.run(request, () => 'never');
+    expect(deadLetterOf(again)).toEqual({
+      action: 'dead-letter',
+      reason: 'failed-record',
+      attempt: 1,
+      error: 'Error: boom',
+      failedFencingToken: (failed as { fencingToken: number }).fencingToken,
+    });
+    await idempotency.markDeadLettered(request, failed as { fencingToken: number });
+    expect(deadLetterOf(await idempotency.run(request, () => 'never'))).toBeUndefined();
+  });
+
+  it('a payload mismatch: PayloadMismatchError naming the record state, nothing to mark', async () => {
+    const idempotency = setup();
+    await idempotency.run({ scope: 's', key: 'p', payload: 'a' }, () => 1);
+    const mismatch = await idempotency.run({ scope: 's', key: 'p', payload: 'b' }, () => 2);
+    expect(deadLetterOf(mismatch)).toEqual({
+      action: 'dead-letter',
+      reason: 'payload-mismatch',
+      attempt: 1,
+      error:
+        'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
+      failedFencingToken: undefined,
+    });
+  });
+
+  it('undefined for a completed run', async () => {
+    expect(deadLetterOf(await setup().run({ scope: 's', key: 'c' }, () => 1))).toBeUndefined();
   });
 });
 

@@ -1,14 +1,5 @@
-import {
-  type BackoffOptions,
-  computeBackoffMs,
-  describeError,
-  type RunResult,
-} from '@idempotent-consumer/core';
-import {
-  type DeadLetterDecision,
-  deadLetterReasonOf,
-  unprotectedDeadLetter,
-} from '@idempotent-consumer/core/kit';
+import { type BackoffOptions, computeBackoffMs, type RunResult } from '@idempotent-consumer/core';
+import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
 
 /** What {@link decide} needs besides the result: the wrapper's resolved retry settings. */
 export interface DecisionPolicy {
@@ -91,23 +82,10 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
       return { action: 'pause', reason: 'conflict', delayMs, error: undefined };
     }
     case 'PAYLOAD_MISMATCH':
-      return {
-        action: 'dead-letter',
-        reason: 'payload-mismatch',
-        attempt: result.attempt,
-        error: `PayloadMismatch: the idempotency key was first used with another payload (record ${result.state})`,
-        failedFencingToken: undefined,
-      };
+      return deadLetterOf(result)!;
     case 'FAILED':
       // Dead-lettered by an earlier delivery (a re-fetch after a rebalance or a crash): settled, no copy.
-      if (result.deadLettered) return { action: 'resolve', reason: 'dead-lettered-before' };
-      return {
-        action: 'dead-letter',
-        reason: deadLetterReasonOf(result) ?? 'attempts-exhausted',
-        attempt: result.attempt,
-        error: result.error,
-        failedFencingToken: result.fencingToken,
-      };
+      return deadLetterOf(result) ?? { action: 'resolve', reason: 'dead-lettered-before' };
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { action: 'resolve', reason: 'unprotected' };
       return (
@@ -122,13 +100,7 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
         case 'released':
           return retryAfter('handler-error', backoff(result.attempt), result.error, policy);
         case 'failed':
-          return {
-            action: 'dead-letter',
-            reason: deadLetterReasonOf(result) ?? 'non-retryable',
-            attempt: result.attempt,
-            error: describeError(result.error),
-            failedFencingToken: result.recorded ? result.fencingToken : undefined,
-          };
+          return deadLetterOf(result)!;
         case 'lease-lost':
           if (result.handlerCompleted) return { action: 'resolve', reason: 'lease-lost' };
           // The handler threw (or never started) and the claim is gone: the record's state rules; claim again.

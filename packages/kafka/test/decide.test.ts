@@ -96,7 +96,8 @@ const cases: [string, RunResult<unknown>, Decision, number?][] = [
       action: 'dead-letter',
       reason: 'payload-mismatch',
       attempt: 1,
-      error: 'PayloadMismatch: the idempotency key was first used with another payload (record COMPLETED)',
+      error:
+        'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
       failedFencingToken: undefined,
     },
   ],

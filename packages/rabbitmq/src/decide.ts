@@ -4,11 +4,7 @@ import {
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import {
-  type DeadLetterDecision,
-  deadLetterReasonOf,
-  unprotectedDeadLetter,
-} from '@idempotent-consumer/core/kit';
+import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
@@ -87,19 +83,6 @@ function retry(
   };
 }
 
-/**
- * A dead-letter decision for a result the core classifies as dead-lettered ({@link deadLetterReasonOf}:
- * FAILED now, PAYLOAD_MISMATCH, an earlier FAILED record).
- */
-function deadLetter(
-  result: RunResult<unknown>,
-  attempt: number,
-  error: string,
-  failedFencingToken: number | undefined,
-): Decision {
-  return { action: 'dead-letter', reason: deadLetterReasonOf(result)!, attempt, error, failedFencingToken };
-}
-
 function backoff(attempt: number, policy: DecisionPolicy): number {
   return computeBackoffMs(attempt, policy.retryBackoff, policy.random);
 }
@@ -137,16 +120,10 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
         policy.maxConflictDelayMs,
       );
     case 'PAYLOAD_MISMATCH':
-      return deadLetter(
-        result,
-        result.attempt,
-        `The idempotency key was first used with another payload (record ${result.state})`,
-        undefined,
-      );
+      return deadLetterOf(result)!;
     case 'FAILED':
       // Dead-lettered by an earlier delivery (its copy is in the dead-letter exchange): settled, no copy.
-      if (result.deadLettered) return { action: 'ack', reason: 'dead-lettered-before' };
-      return deadLetter(result, result.attempt, result.error, result.fencingToken);
+      return deadLetterOf(result) ?? { action: 'ack', reason: 'dead-lettered-before' };
     case 'UNPROTECTED': {
       if (result.status === 'completed') return { action: 'ack', reason: 'unprotected' };
       const isRetryable = policy.isRetryable ?? (() => true);
@@ -173,12 +150,7 @@ export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unpro
             policy,
           );
         case 'failed':
-          return deadLetter(
-            result,
-            result.attempt,
-            describeError(result.error),
-            result.recorded ? result.fencingToken : undefined,
-          );
+          return deadLetterOf(result)!;
         case 'lease-lost':
           if (result.handlerCompleted) return { action: 'ack', reason: 'lease-lost' };
           return retry('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);

@@ -2,9 +2,10 @@ import {
   type BackoffOptions,
   computeBackoffMs,
   type DeadLetterReason,
+  describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { deadLetterReasonOf } from '@idempotent-consumer/core/kit';
+import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
 import { toVisibilitySeconds } from './message-attributes';
 
 /** Why a message was dead-lettered: the core's vocabulary, shared by every adapter. */
@@ -40,7 +41,8 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
  *   (`conflict`), the handler threw a retryable error (`handler-error`, as in the RabbitMQ and Kafka
  *   adapters), or an earlier message of its FIFO group did not finish (`fifo-blocked`, 0 s);
  * - `dead-letter`: a copy goes to the dead-letter queue and the message is deleted, or (redrive policy) it
- *   is made visible at once for SQS to move; `reason` is the core's `DeadLetterReason`;
+ *   is made visible at once for SQS to move: the core's `DeadLetterDecision`, as in the RabbitMQ and Kafka
+ *   adapters (`error` is the text the copy carries in `x-idempotency-error`);
  * - `leave`: nothing is sent to SQS and the message stays invisible until its visibility timeout lapses:
  *   the store did not answer (`store-unavailable`), the claim was lost to another worker (`lease-lost`), the
  *   dead-letter copy or check failed (`dead-letter-failed`), an unexpected error (`error`), or `stop()` gave
@@ -57,13 +59,7 @@ export type Decision =
       /** The new visibility timeout, in seconds from now (0 to 43200). */
       readonly visibilityTimeoutSeconds: number;
     }
-  | {
-      readonly action: 'dead-letter';
-      readonly reason: DeadLetterReason;
-      /** The record's attempt count (0 when no claim was made; the receive count for unprotected runs). */
-      readonly attempt: number;
-      readonly error: unknown;
-    }
+  | DeadLetterDecision
   | {
       readonly action: 'leave';
       readonly reason: 'store-unavailable' | 'lease-lost' | 'dead-letter-failed' | 'error' | 'abandoned';
@@ -99,9 +95,14 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
   });
   switch (input.kind) {
     case 'missing-key':
-      return { action: 'dead-letter', reason: 'missing-key', attempt: 0, error: input.error };
     case 'invalid-key':
-      return { action: 'dead-letter', reason: 'invalid-key', attempt: 0, error: input.error };
+      return {
+        action: 'dead-letter',
+        reason: input.kind,
+        attempt: 0,
+        error: describeError(input.error),
+        failedFencingToken: undefined,
+      };
     case 'store-unavailable':
       return { action: 'leave', reason: 'store-unavailable' };
     case 'fifo-blocked':
@@ -127,30 +128,20 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
         ),
       };
     case 'PAYLOAD_MISMATCH':
-      return { action: 'dead-letter', reason: 'payload-mismatch', attempt: r.attempt, error: undefined };
+      return deadLetterOf(r)!;
     case 'FAILED':
       // Marked by the delivery that sent its copy (`Idempotency.markDeadLettered`): no second copy.
-      if (r.deadLettered) return { action: 'delete', reason: 'dead-lettered-before' };
-      return { action: 'dead-letter', reason: 'failed-record', attempt: r.attempt, error: r.error };
+      return deadLetterOf(r) ?? { action: 'delete', reason: 'dead-lettered-before' };
     case 'UNPROTECTED': {
       if (r.status === 'completed') return { action: 'delete', reason: 'unprotected' };
-      if (!retryable(policy, r.error)) {
-        return {
-          action: 'dead-letter',
-          reason: 'non-retryable',
-          attempt: input.receiveCount,
-          error: r.error,
-        };
-      }
-      if (input.receiveCount >= policy.maxAttempts) {
-        return {
-          action: 'dead-letter',
-          reason: 'attempts-exhausted',
-          attempt: input.receiveCount,
-          error: r.error,
-        };
-      }
-      return retry();
+      // The receive count counts the runs: no record does.
+      const isRetryable = (error: unknown) => retryable(policy, error);
+      return (
+        unprotectedDeadLetter(r.error, input.receiveCount, {
+          maxAttempts: policy.maxAttempts,
+          isRetryable,
+        }) ?? retry()
+      );
     }
     case 'ACQUIRED':
     case 'ACQUIRED_STALE':
@@ -160,12 +151,7 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
         case 'released':
           return retry();
         case 'failed':
-          return {
-            action: 'dead-letter',
-            reason: deadLetterReasonOf(r)!,
-            attempt: r.attempt,
-            error: r.error,
-          };
+          return deadLetterOf(r)!;
         case 'lease-lost':
           return { action: 'leave', reason: 'lease-lost' };
       }

@@ -52,7 +52,8 @@ export interface SqsEvents {
   deadLettered: [
     MessageSubject & {
       readonly reason: DeadLetterReason;
-      readonly error: unknown;
+      /** The error as the copy carries it (`x-idempotency-error`: `Name [CODE]: message`), as in every adapter. */
+      readonly error: string;
       readonly via: 'copy' | 'redrive-policy';
       readonly destination: string;
     },

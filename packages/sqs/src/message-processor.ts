@@ -512,8 +512,8 @@ export class SqsMessageProcessor<T> {
       return { ...base, error: step.error, decision };
     }
     if (unprotected && this.#unprotectedRuns.size > 0) this.#unprotectedRuns.forget(message.MessageId!);
-    if (step.delivery.via === 'copy' && keyed.request) await this.#markDeadLettered(keyed, input);
-    return { ...base, error: decision.error ?? described.error, decision, deadLetter: step.delivery };
+    if (step.delivery.via === 'copy') await this.#markDeadLettered(keyed, decision.failedFencingToken);
+    return { ...base, error: described.error ?? decision.error, decision, deadLetter: step.delivery };
   }
 
   /**
@@ -521,16 +521,8 @@ export class SqsMessageProcessor<T> {
    * (`Idempotency.markDeadLettered`), so a redelivery is deleted without a second copy. (With the redrive
    * policy SQS moves the message itself, and every receive until then must leave it visible: no mark.)
    */
-  async #markDeadLettered(keyed: KeyedMessage, input: MessageResult<T>): Promise<void> {
-    if (input.kind !== 'run' || !keyed.request) return;
-    const r = input.result;
-    const fencingToken =
-      r.outcome === 'FAILED'
-        ? r.fencingToken
-        : 'status' in r && r.status === 'failed' && r.recorded
-          ? r.fencingToken
-          : undefined;
-    if (fencingToken === undefined) return;
+  async #markDeadLettered(keyed: KeyedMessage, fencingToken: number | undefined): Promise<void> {
+    if (fencingToken === undefined || !keyed.request) return;
     try {
       await this.#idempotency.markDeadLettered(keyed.request, { fencingToken });
     } catch (error) {

@@ -73,7 +73,7 @@ export function reportProcessed<T>(
     events.emit('deadLettered', {
       ...subject,
       reason: decision.reason,
-      error: processed.error,
+      error: decision.error,
       via: processed.deadLetter.via,
       destination: processed.deadLetter.destination,
     });

@@ -50,17 +50,30 @@ const table: [string, MessageResult<unknown>, Decision][] = [
   [
     'failed (attempts exhausted): dead-letter with its reason and attempt',
     run({ ...exec, status: 'failed', error: boom, reason: 'attempts-exhausted', recorded: true }),
-    { action: 'dead-letter', reason: 'attempts-exhausted', attempt: 2, error: boom },
+    {
+      action: 'dead-letter',
+      reason: 'attempts-exhausted',
+      attempt: 2,
+      error: 'Error: boom',
+      failedFencingToken: 7,
+    },
   ],
   [
     'PAYLOAD_MISMATCH: dead-letter',
     run({ outcome: 'PAYLOAD_MISMATCH', state: 'COMPLETED', fencingToken: 1, attempt: 1 }),
-    { action: 'dead-letter', reason: 'payload-mismatch', attempt: 1, error: undefined },
+    {
+      action: 'dead-letter',
+      reason: 'payload-mismatch',
+      attempt: 1,
+      error:
+        'PayloadMismatchError [PAYLOAD_MISMATCH]: the idempotency key was first used with another payload (record COMPLETED)',
+      failedFencingToken: undefined,
+    },
   ],
   [
     'FAILED record: dead-letter as failed-record',
     run({ outcome: 'FAILED', error: 'Error: x', deadLettered: false, fencingToken: 1, attempt: 3 }),
-    { action: 'dead-letter', reason: 'failed-record', attempt: 3, error: 'Error: x' },
+    { action: 'dead-letter', reason: 'failed-record', attempt: 3, error: 'Error: x', failedFencingToken: 1 },
   ],
   [
     'lease lost: leave',
@@ -87,22 +100,46 @@ const table: [string, MessageResult<unknown>, Decision][] = [
   [
     'unprotected, threw at receive 3 of 3: dead-letter, attempts exhausted (bounded)',
     run({ outcome: 'UNPROTECTED', status: 'threw', error: boom, storeError: undefined }, 3),
-    { action: 'dead-letter', reason: 'attempts-exhausted', attempt: 3, error: boom },
+    {
+      action: 'dead-letter',
+      reason: 'attempts-exhausted',
+      attempt: 3,
+      error: 'Error: boom',
+      failedFencingToken: undefined,
+    },
   ],
   [
     'unprotected, non-retryable: dead-letter at once',
     run({ outcome: 'UNPROTECTED', status: 'threw', error: fatal, storeError: undefined }, 1),
-    { action: 'dead-letter', reason: 'non-retryable', attempt: 1, error: fatal },
+    {
+      action: 'dead-letter',
+      reason: 'non-retryable',
+      attempt: 1,
+      error: 'NonRetryableError [NON_RETRYABLE]: declined',
+      failedFencingToken: undefined,
+    },
   ],
   [
     'missing key: dead-letter, no claim',
     { kind: 'missing-key', error: boom, receiveCount: 1 },
-    { action: 'dead-letter', reason: 'missing-key', attempt: 0, error: boom },
+    {
+      action: 'dead-letter',
+      reason: 'missing-key',
+      attempt: 0,
+      error: 'Error: boom',
+      failedFencingToken: undefined,
+    },
   ],
   [
     'invalid key (the extractor threw): dead-letter',
     { kind: 'invalid-key', error: boom, receiveCount: 1 },
-    { action: 'dead-letter', reason: 'invalid-key', attempt: 0, error: boom },
+    {
+      action: 'dead-letter',
+      reason: 'invalid-key',
+      attempt: 0,
+      error: 'Error: boom',
+      failedFencingToken: undefined,
+    },
   ],
   [
     'store unavailable: leave invisible',

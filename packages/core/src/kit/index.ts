@@ -30,6 +30,7 @@
 export {
   DEAD_LETTER_FIELDS,
   type DeadLetterDecision,
+  deadLetterOf,
   deadLetterReasonOf,
   NO_CLAIM_OUTCOME,
   unprotectedDeadLetter,

@@ -12,6 +12,7 @@ describe('kit: the sub-path export', () => {
         'SCRIPT_NUMBER_OF_KEYS',
         'DEFAULT_MAX_COMMANDS_PER_WRITE',
         'WriteCoalescer',
+        'deadLetterOf',
         'deadLetterReasonOf',
         'unprotectedDeadLetter',
         'decodeResult',
