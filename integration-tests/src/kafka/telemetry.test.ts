@@ -1,4 +1,9 @@
-import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
+import {
+  type IdempotentEachBatch,
+  type IdempotentEachMessage,
+  idempotentEachBatch,
+  idempotentEachMessage,
+} from '@idempotent-consumer/kafka';
 import { SpanKind } from '@opentelemetry/api';
 import Redis from 'ioredis';
 import type { Consumer } from 'kafkajs';
@@ -7,7 +12,7 @@ import { waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
 import { parentOf, producedTrace, TelemetrySdk } from '../../support/telemetry';
-import { redisRunner, useKafkaSuite } from './kafka-suite';
+import { redisRunner, useKafkaSuite, type WrappedHandler } from './kafka-suite';
 
 /**
  * The one message of `topic` was paused once, then resolved: one `pause` and one `resolve` on its spans and
@@ -26,9 +31,56 @@ async function expectPausedOnceThenResolved(sdk: TelemetrySdk, topic: string): P
   });
 }
 
+/** `c` as the wrappers' `consumer`, counting its `pause` calls (`paused()`). */
+function countingPauses(c: Consumer): {
+  consumer: Pick<Consumer, 'pause' | 'resume'>;
+  paused: () => number;
+} {
+  let paused = 0;
+  const consumer = {
+    pause: (topics: Parameters<typeof c.pause>[0]) => {
+      paused += 1;
+      c.pause(topics);
+    },
+    resume: (topics: Parameters<typeof c.resume>[0]) => c.resume(topics),
+  };
+  return { consumer, paused: () => paused };
+}
+
+/**
+ * `handler` wrapped by the wrapper named on `idempotency`, with `c` as its consumer, as `run` returns it to
+ * `suite.start`; counts the wrapper's `settled` events and the consumer's pauses into `counts`.
+ */
+function wrapCounting(
+  wrapper: 'eachMessage' | 'eachBatch',
+  c: Consumer,
+  idempotency: Parameters<typeof idempotentEachMessage>[0]['idempotency'],
+  options: Parameters<typeof idempotentEachMessage>[1],
+  handler: () => void,
+  counts: { settled: number; paused: () => number },
+): { wrapped: IdempotentEachMessage | IdempotentEachBatch; run: WrappedHandler } {
+  const { consumer, paused } = countingPauses(c);
+  counts.paused = paused;
+  const dependencies = { idempotency, consumer };
+  const wrapped =
+    wrapper === 'eachMessage'
+      ? idempotentEachMessage(dependencies, options, handler)
+      : idempotentEachBatch(dependencies, options, handler);
+  wrapped.events.on('settled', () => {
+    counts.settled += 1;
+  });
+  return {
+    wrapped,
+    run:
+      wrapper === 'eachMessage'
+        ? { eachMessage: wrapped as IdempotentEachMessage }
+        : { eachBatch: wrapped as IdempotentEachBatch },
+  };
+}
+
 describeWithServices(
   ['redis', 'kafka'],
-  'kafka eachMessage: OpenTelemetry',
+  'kafka eachMessage and eachBatch: OpenTelemetry',
   ({ redis: redisUrl, kafka: brokers }) => {
     jest.setTimeout(60_000);
     const suite = useKafkaSuite(brokers, redisUrl, {});
@@ -37,6 +89,18 @@ describeWithServices(
       sdk = new TelemetrySdk();
     });
     afterEach(() => sdk.close());
+
+    /** A fresh topic with one message on partition 0 (key `what`), a group id, and a runner. */
+    async function oneMessage(what: string) {
+      const topic = uniqueName(what);
+      const groupId = uniqueName('g');
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
+      await suite.producer.send({
+        topic,
+        messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': what } }],
+      });
+      return { topic, groupId, idempotency };
+    }
 
     it('a span per message continues the producer trace (Buffer headers); the duplicate is DUPLICATE; metrics count outcomes', async () => {
       const topic = uniqueName('tel');
@@ -121,24 +185,14 @@ describeWithServices(
     });
 
     it('a handler error whose backoff exceeds maxInlineDelayMs pauses the partition once: one pause in idempotency.broker_actions and on the span, then one resolve', async () => {
-      const topic = uniqueName('tel-pause');
-      const groupId = uniqueName('g');
-      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
-      await suite.producer.send({
-        topic,
-        messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'tel-pause' } }],
-      });
+      const { topic, groupId, idempotency } = await oneMessage('tel-pause');
       let runs = 0;
       let settled = 0;
-      let paused = 0;
+      let paused = () => 0;
       await suite.start(groupId, topic, (c) => {
-        const consumer = {
-          pause: (topics: Parameters<typeof c.pause>[0]) => {
-            paused += 1;
-            c.pause(topics);
-          },
-          resume: (topics: Parameters<typeof c.resume>[0]) => c.resume(topics),
-        };
+        const counting = countingPauses(c);
+        const { consumer } = counting;
+        paused = counting.paused;
         const eachMessage = idempotentEachMessage(
           { idempotency, consumer, producer: suite.producer },
           {
@@ -160,9 +214,67 @@ describeWithServices(
       await waitFor('the message settled after its pause', () => settled === 1, 30_000);
       const name = `process ${topic}`;
       await waitFor('two spans', () => sdk.spans(name).length === 2);
-      expect(paused).toBe(1);
+      expect(paused()).toBe(1);
       await expectPausedOnceThenResolved(sdk, topic);
     });
+
+    it.each(['eachMessage', 'eachBatch'] as const)(
+      '%s: a `scope` function that throws (a TypeError) once pauses the partition, one pause in idempotency.broker_actions and on a span, then one resolve; the consumer keeps running',
+      async (wrapper) => {
+        const { topic, groupId, idempotency } = await oneMessage('tel-scope');
+        let scopeCalls = 0;
+        const counts = { settled: 0, paused: () => 0 };
+        let runs = 0;
+        const storeErrors: string[] = [];
+        const crashes: string[] = [];
+        const options = {
+          groupId,
+          deadLetterTopic: false as const,
+          retryBackoff: { baseMs: 200, jitter: 'none' as const },
+          // Throws the first time, as a scope table missing a topic would until it is loaded.
+          scope: (t: string) => {
+            scopeCalls += 1;
+            if (scopeCalls === 1) throw new TypeError(`no scope for ${t} yet`);
+            return `${groupId}/${t}`;
+          },
+          telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider },
+        };
+        await suite.start(groupId, topic, (c: Consumer) => {
+          c.on(c.events.CRASH, ({ payload }) => {
+            crashes.push(`${payload.error?.name}: ${payload.error?.message} (restart ${payload.restart})`);
+          });
+          const { wrapped, run } = wrapCounting(
+            wrapper,
+            c,
+            idempotency,
+            options,
+            () => {
+              runs += 1;
+            },
+            counts,
+          );
+          wrapped.events.on('storeError', (e) => storeErrors.push(e.operation));
+          return run;
+        });
+        await waitFor(
+          'the message settled after its pause',
+          () => {
+            if (crashes.length > 0) throw new Error(`the consumer crashed: ${crashes.join('; ')}`);
+            return counts.settled === 1;
+          },
+          30_000,
+        );
+        const name = `process ${topic}`;
+        await waitFor('two spans', () => sdk.spans(name).length === 2);
+        expect({ paused: counts.paused(), runs, storeErrors, crashes }).toEqual({
+          paused: 1,
+          runs: 1,
+          storeErrors: ['process'],
+          crashes: [],
+        });
+        await expectPausedOnceThenResolved(sdk, topic);
+      },
+    );
   },
 );
 
@@ -193,8 +305,7 @@ describeWithServices(['kafka'], 'kafka: OpenTelemetry while Redis is stopped', (
         const topic = uniqueName('tel-outage');
         const groupId = uniqueName('g');
         const idempotency = redisRunner(redis, { leaseMs: 3000 }, { commandTimeoutMs: 300 });
-        let paused = 0;
-        let settled = 0;
+        const counts = { settled: 0, paused: () => 0 };
         let unavailable = 0;
         const options = {
           groupId,
@@ -204,26 +315,11 @@ describeWithServices(['kafka'], 'kafka: OpenTelemetry while Redis is stopped', (
           telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider },
         };
         await suite.start(groupId, topic, (c: Consumer) => {
-          const consumer = {
-            pause: (topics: Parameters<typeof c.pause>[0]) => {
-              paused += 1;
-              c.pause(topics);
-            },
-            resume: (topics: Parameters<typeof c.resume>[0]) => c.resume(topics),
-          };
-          const wrapped =
-            wrapper === 'eachMessage'
-              ? idempotentEachMessage({ idempotency, consumer }, options, () => {})
-              : idempotentEachBatch({ idempotency, consumer }, options, () => {});
-          wrapped.events.on('settled', () => {
-            settled += 1;
-          });
+          const { wrapped, run } = wrapCounting(wrapper, c, idempotency, options, () => {}, counts);
           wrapped.events.on('storeUnavailable', () => {
             unavailable += 1;
           });
-          return wrapper === 'eachMessage'
-            ? { eachMessage: wrapped as ReturnType<typeof idempotentEachMessage> }
-            : { eachBatch: wrapped as ReturnType<typeof idempotentEachBatch> };
+          return run;
         });
         // Redis stops before the message arrives: its claim meets the outage, and the topic is paused.
         await server.stop();
@@ -231,10 +327,14 @@ describeWithServices(['kafka'], 'kafka: OpenTelemetry while Redis is stopped', (
           topic,
           messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'tel-outage' } }],
         });
-        await waitFor('the topic paused for the outage', () => unavailable >= 1 && paused >= 1, 30_000);
+        await waitFor(
+          'the topic paused for the outage',
+          () => unavailable >= 1 && counts.paused() >= 1,
+          30_000,
+        );
         await server.restart();
-        await waitFor('the message settled after the outage', () => settled === 1, 30_000);
-        expect(paused).toBe(1);
+        await waitFor('the message settled after the outage', () => counts.settled === 1, 30_000);
+        expect(counts.paused()).toBe(1);
         await expectPausedOnceThenResolved(sdk, topic);
       } finally {
         await server.restart();

@@ -100,8 +100,8 @@ export function idempotentEachMessage<T>(
     try {
       end = await processor.process(delivery, processor.prepare(topic, partition, message));
     } catch (error) {
-      // process() ends a store error as a pause itself; what else is thrown came before its span (a
-      // `scope` function that threw).
+      // process() ends a store error (and a `scope` function that threw) as a pause itself, with the
+      // message's span; what else is thrown here is a broker heartbeat failure, or a bug.
       let span = NOOP_MESSAGE_SPAN;
       if (error instanceof BrokerHeartbeatFailure) {
         span = error.span;

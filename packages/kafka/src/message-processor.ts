@@ -105,7 +105,11 @@ export function offsetUnresolved(end: ProcessEnd | undefined): void {
   else if (end?.action === 'pause') end.span.end(end.failure);
 }
 
-/** A message with its key read: a run request, or why there is none. */
+/**
+ * A message with its key read: a run request, or why there is none; `unscoped` when the `scope` function
+ * threw (`error`): {@link MessageProcessor.process} ends it as a store error does, a pause of one backoff
+ * step (the message is fetched again, and the scope asked again).
+ */
 export type PreparedMessage =
   | { readonly kind: 'keyed'; readonly request: RunRequest }
   | {
@@ -113,7 +117,8 @@ export type PreparedMessage =
       readonly scope: string;
       readonly reason: 'missing-key' | 'invalid-key';
       readonly error: string;
-    };
+    }
+  | { readonly kind: 'unscoped'; readonly error: unknown };
 
 /**
  * A rejection of the broker's `heartbeat()` during an inline wait (a rebalance); the wrappers rethrow it.
@@ -172,9 +177,17 @@ export class MessageProcessor<T> {
     this.#telemetry = kafkaTelemetry(options.groupId, options.telemetry);
   }
 
-  /** Reads the idempotency key and builds the run request (scope, key, fingerprint of the payload). */
+  /**
+   * Reads the idempotency key and builds the run request (scope, key, fingerprint of the payload). Never
+   * throws: a `scope` function that throws makes the message `unscoped`.
+   */
   prepare(topic: string, partition: number, message: KafkaMessageLike): PreparedMessage {
-    const scope = this.options.scopeOf(topic);
+    let scope: string;
+    try {
+      scope = this.options.scopeOf(topic);
+    } catch (error) {
+      return { kind: 'unscoped', error };
+    }
     let key: string | undefined;
     try {
       key = this.options.idempotencyKey(message, { topic, partition });
@@ -242,7 +255,8 @@ export class MessageProcessor<T> {
    * handler returned (before its outcome is written): a batch may start the next message's handler then,
    * while this one's completion is being written (each-batch.ts). A claim whose start the store does not
    * answer runs nothing and ends like an unanswered claim: the topic paused until the store answers. Any
-   * other error of the processing (a store error the runner threw) ends as a `pause` of one backoff step,
+   * other error of the processing (a store error the runner threw, or the `scope` function's of an
+   * `unscoped` message) ends as a `pause` of one backoff step,
    * with a `storeError` event (`operation` `process`). A `resolve` or `pause` end comes with the message's
    * span still open: the wrapper records its broker action once it carried it out ({@link offsetResolved},
    * {@link offsetPaused}).
@@ -277,7 +291,11 @@ export class MessageProcessor<T> {
   span(delivery: Delivery, prepared: PreparedMessage): MessageSpan {
     return this.#telemetry.start(
       delivery,
-      prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope,
+      prepared.kind === 'keyed'
+        ? prepared.request.scope
+        : prepared.kind === 'unkeyed'
+          ? prepared.scope
+          : undefined,
     );
   }
 
@@ -288,6 +306,8 @@ export class MessageProcessor<T> {
     onHandlerReturned?: () => void,
   ): Promise<Ending> {
     const span = delivery.span ?? NOOP_MESSAGE_SPAN;
+    // The scope function threw: ended by process() as a store error (a `storeError` event, a pause).
+    if (prepared.kind === 'unscoped') throw prepared.error;
     if (prepared.kind === 'unkeyed') {
       const subject = this.#subject(delivery, prepared.scope, undefined, undefined, 0);
       if (prepared.reason === 'missing-key') {

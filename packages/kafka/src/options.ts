@@ -28,7 +28,9 @@ export interface KafkaIdempotencyOptions extends RunOverrides {
    */
   groupId?: string;
   /**
-   * The scope records of a topic live in: a string, or a function of the topic.
+   * The scope records of a topic live in: a string, or a function of the topic. A function that throws
+   * leaves the message unresolved: its partition pauses one `retryBackoff` step (a `storeError` event,
+   * `operation` `process`) and the message is fetched again.
    * @defaultValue `` `${groupId}/${topic}` ``
    */
   scope?: string | ((topic: string) => string);

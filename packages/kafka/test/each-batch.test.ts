@@ -333,6 +333,37 @@ describe('idempotentEachBatch pause telemetry', () => {
   });
 });
 
+describe('idempotentEachBatch scope', () => {
+  it('a `scope` function that throws (a TypeError, on which KafkaJS stops the consumer) never escapes: the messages before it resolve, the batch stops at it with a storeError and one pause, nothing behind it runs or stays claimed', async () => {
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    let calls = 0;
+    const t = setup({
+      scope: (topic: string) => {
+        calls += 1;
+        if (calls === 2) throw new TypeError('no scope');
+        return `g/${topic}`;
+      },
+      telemetry: { tracerProvider, meterProvider },
+    });
+    const storeErrors: string[] = [];
+    t.eachBatch.events.on('storeError', (e) => storeErrors.push(e.operation));
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b'), keyed(2, 'c')]);
+    await t.eachBatch(payload);
+    expect(payload.resolved).toEqual(['0']);
+    expect(t.runs).toEqual(['a#1']);
+    expect(storeErrors).toEqual(['process']);
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] }]);
+    expect(await t.store.get({ scope: 'g/pay', key: 'c' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    const actions = sdk
+      .spans('process pay')
+      .map((s) => `${s.attributes['messaging.kafka.offset']}:${s.attributes['idempotency.broker_action']}`);
+    expect(actions.sort()).toEqual(['0:resolve', '1:pause']);
+    t.eachBatch.close();
+    await sdk.close();
+  });
+});
+
 describe('idempotentEachBatch close', () => {
   it('close() while a dead-letter produce goes unanswered ends the batch at once: nothing resolves or pauses, nothing behind it runs', async () => {
     const t = setup({ maxAttempts: 1 });

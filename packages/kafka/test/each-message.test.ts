@@ -399,16 +399,12 @@ describe('idempotentEachMessage failure paths', () => {
 });
 
 describe('idempotentEachMessage telemetry', () => {
-  it('a store error the processing throws pauses the partition: one pause in idempotency.broker_actions and on the span (status ERROR)', async () => {
-    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
-    const sdk = new TelemetrySdk();
-    const { tracerProvider, meterProvider } = sdk;
-    const t = setup({ telemetry: { tracerProvider, meterProvider } });
-    // The runner's completion write: unavailable, then a reply it does not understand (thrown to the wrapper).
-    jest
-      .spyOn(t.store, 'complete')
-      .mockRejectedValueOnce(new StoreUnavailableError('down'))
-      .mockRejectedValueOnce(new Error('unexpected reply'));
+  /**
+   * Runs one message that ends as a store error: expects the PartitionPausedError, one `storeError`
+   * (`process`), the partition paused, and one `pause` on its span (status ERROR) and in the metrics.
+   * Closes the wrapper and the SDK; returns the spans.
+   */
+  async function expectPausedOnStoreError(t: ReturnType<typeof setup>, sdk: TelemetrySdk) {
     const storeErrors: string[] = [];
     t.eachMessage.events.on('storeError', (e) => storeErrors.push(e.operation));
     const error = await t
@@ -423,6 +419,20 @@ describe('idempotentEachMessage telemetry', () => {
     expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ pause: 1 });
     t.eachMessage.close();
     await sdk.close();
+    return spans;
+  }
+
+  it('a store error the processing throws pauses the partition: one pause in idempotency.broker_actions and on the span (status ERROR)', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const t = setup({ telemetry: { tracerProvider, meterProvider } });
+    // The runner's completion write: unavailable, then a reply it does not understand (thrown to the wrapper).
+    jest
+      .spyOn(t.store, 'complete')
+      .mockRejectedValueOnce(new StoreUnavailableError('down'))
+      .mockRejectedValueOnce(new Error('unexpected reply'));
+    await expectPausedOnStoreError(t, sdk);
   });
 
   it('a heartbeat KafkaJS would stop the consumer on, during an inline retry, pauses the partition: one pause on the span', async () => {
@@ -449,6 +459,20 @@ describe('idempotentEachMessage telemetry', () => {
     });
     t.eachMessage.close();
     await sdk.close();
+  });
+
+  it('a `scope` function that throws pauses the partition: a storeError, one pause in idempotency.broker_actions and on the span (no idempotency.scope, status ERROR)', async () => {
+    const sdk = new TelemetrySdk();
+    const { tracerProvider, meterProvider } = sdk;
+    const t = setup({
+      scope: () => {
+        throw new TypeError('no scope');
+      },
+      telemetry: { tracerProvider, meterProvider },
+    });
+    const [span] = await expectPausedOnStoreError(t, sdk);
+    expect(t.runs).toEqual([]);
+    expect(span!.attributes['idempotency.scope']).toBeUndefined();
   });
 
   it('a topic paused until the store answers is one pause in idempotency.broker_actions and on the span', async () => {

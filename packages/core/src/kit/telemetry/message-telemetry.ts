@@ -92,11 +92,11 @@ export class MessageTelemetry<M, C> {
 
   /**
    * Starts the telemetry of one message: its span (see the class description), `idempotency.scope` on
-   * it. Returns {@link NOOP_MESSAGE_SPAN} when telemetry is off or nothing would record (no SDK, no
+   * it (none when `scope` is `undefined`: the adapter could not tell it, a scope function threw). Returns {@link NOOP_MESSAGE_SPAN} when telemetry is off or nothing would record (no SDK, no
    * propagated trace). Never throws: when it fails after the span started (a binding's or SDK's bug), the
    * span is ended and the message gets {@link NOOP_MESSAGE_SPAN}.
    */
-  start(message: M, scope: string): MessageSpan {
+  start(message: M, scope: string | undefined): MessageSpan {
     const api = this.#api;
     if (api === undefined) return NOOP_MESSAGE_SPAN;
     let span: Span | undefined;
@@ -114,7 +114,7 @@ export class MessageTelemetry<M, C> {
         return NOOP_MESSAGE_SPAN;
       }
       if (recording) {
-        span.setAttribute(ATTR_IDEMPOTENCY_SCOPE, scope);
+        if (scope !== undefined) span.setAttribute(ATTR_IDEMPOTENCY_SCOPE, scope);
         this.#binding.describe?.(message, span);
       }
       return new ActiveMessageSpan({
