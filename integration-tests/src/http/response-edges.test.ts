@@ -7,7 +7,7 @@ import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
 import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
 import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
 import express from 'express';
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
@@ -123,6 +123,23 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
     }
   }
 
+  /** Runs `body` against a Fastify app with the plugin (key required) and `POST /web` running `handler`. */
+  async function withFastifyRoute(
+    options: HttpIdempotencyOptions,
+    handler: (reply: FastifyReply) => Promise<unknown>,
+    body: (url: string) => Promise<void>,
+  ): Promise<void> {
+    const app = Fastify();
+    await app.register(fastifyIdempotency, { idempotency, ...options, required: true });
+    app.post('/web', async (_request, reply) => handler(reply));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      await body(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`);
+    } finally {
+      await app.close();
+    }
+  }
+
   describe.each(EDGE_FRAMEWORKS)('%s', (_name, start) => {
     it('replays two Set-Cookie headers as two header lines when set-cookie is a replay header', async () => {
       const cookies = ['session=abc; Path=/; HttpOnly', 'theme=dark; Path=/'];
@@ -193,6 +210,74 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
         expect(retry.bytes.toString()).toBe('second');
         expect(server.runs()).toBe(2);
       });
+    });
+  });
+
+  it.each([
+    [
+      'a web ReadableStream',
+      () => new Response('{"id":"pay-1","paid":true}').body,
+      { status: 201, type: 'application/json', location: '/payments/pay-1' },
+    ],
+    [
+      'a fetch Response (status and headers its own)',
+      () =>
+        new Response('{"id":"pay-1","paid":true}', {
+          status: 201,
+          headers: { 'content-type': 'application/json', location: '/payments/pay-1' },
+        }),
+      { status: 200 },
+    ],
+  ])(
+    'fastify: %s as the payload is stored and replayed whole, with its status and headers (was stored as "[object ...]")',
+    async (_what, payload, before: { status: number; type?: string; location?: string }) => {
+      let n = 0;
+      const handler = async (reply: FastifyReply) => {
+        n += 1;
+        reply.code(before.status);
+        if (before.type) reply.type(before.type);
+        if (before.location) reply.header('location', before.location);
+        return reply.send(payload());
+      };
+      await withFastifyRoute({}, handler, async (url) => {
+        const key = freshKey();
+        const first = await post(url, '/web', { key, body: { a: 1 } });
+        expect(first.status).toBe(201);
+        expect(first.bytes.toString()).toBe('{"id":"pay-1","paid":true}');
+        const again = await post(url, '/web', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect({
+          status: again.status,
+          type: again.headers.get('content-type'),
+          location: again.headers.get('location'),
+          body: again.bytes.toString(),
+        }).toEqual({
+          status: 201,
+          type: 'application/json',
+          location: '/payments/pay-1',
+          body: '{"id":"pay-1","paid":true}',
+        });
+        expect(n).toBe(1);
+      });
+    },
+  );
+
+  it('fastify: a Response whose body was read already is answered 500 and releases the key: a retry runs again', async () => {
+    let n = 0;
+    const handler = async (reply: FastifyReply) => {
+      n += 1;
+      const response = new Response('{"paid":true}', { status: 201 });
+      if (n === 1) await response.text();
+      return reply.send(response);
+    };
+    await withFastifyRoute({ conflictWaitMs: 0 }, handler, async (url) => {
+      const key = freshKey();
+      const first = await post(url, '/web', { key, body: { a: 1 } });
+      expect(first.status).toBe(500);
+      const retry = await post(url, '/web', { key, body: { a: 1 } });
+      expect(retry.status).toBe(201);
+      expect(retry.bytes.toString()).toBe('{"paid":true}');
+      expect(n).toBe(2);
     });
   });
 

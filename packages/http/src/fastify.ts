@@ -2,7 +2,8 @@
  * `@idempotent-consumer/http/fastify`: the `Idempotency-Key` plugin for Fastify 5.
  * @packageDocumentation
  */
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idempotent-consumer/core';
 import { errorCodes, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -161,10 +162,18 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     if (state) state.error = error;
   });
 
-  fastify.addHook('onSend', async (request, reply, payload: unknown) => {
+  fastify.addHook('onSend', async (request, reply, sent: unknown) => {
     const state = inFlight.get(request);
-    if (!state) return payload;
+    if (!state) return sent;
     inFlight.delete(request);
+    let payload: unknown;
+    try {
+      payload = fromWeb(reply, sent);
+    } catch (error) {
+      // A Response whose body was read already: Fastify answers the error, which finishes the exchange.
+      inFlight.set(request, state);
+      throw error;
+    }
     if (state.error === undefined) answering.add(request);
     const status = reply.statusCode;
     const base = { status, headers: reply.getHeaders(), error: state.error };
@@ -258,6 +267,30 @@ function setAnswerHeaders(reply: FastifyReply, answer: { headers: OutgoingHeader
   for (const [name, value] of Object.entries(answer.headers))
     if (value !== undefined) reply.header(name, typeof value === 'object' ? [...value] : value);
   return reply;
+}
+
+/**
+ * A Fastify 5 payload of the web platform as Fastify sends it after onSend: a `Response` (a `fetch`
+ * answer) gives the reply its status and headers, and its body; a web `ReadableStream` becomes a Node
+ * stream. Anything else is returned as is. Without this the payload was stored as the text
+ * `[object Response]` or `[object ReadableStream]` (and the Response's status and headers were lost),
+ * which every retry got replayed.
+ * @throws Fastify's `FST_ERR_REP_RESPONSE_BODY_CONSUMED` for a `Response` whose body was read already.
+ */
+function fromWeb(reply: FastifyReply, payload: unknown): unknown {
+  if (payload === null || typeof payload !== 'object') return payload;
+  if (Object.prototype.toString.call(payload) === '[object Response]') {
+    const response = payload as Response;
+    if (response.body !== null && response.bodyUsed)
+      throw new errorCodes.FST_ERR_REP_RESPONSE_BODY_CONSUMED();
+    reply.code(response.status);
+    for (const [name, value] of response.headers) reply.header(name, value);
+    return response.body === null ? undefined : Readable.fromWeb(response.body as WebReadableStream);
+  }
+  if (typeof (payload as ReadableStream).getReader === 'function' && !isReadable(payload)) {
+    return Readable.fromWeb(payload as WebReadableStream);
+  }
+  return payload;
 }
 
 function isReadable(payload: unknown): payload is Readable {
