@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Idempotency } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
-import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
+import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent-consumer/http/express';
 import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
 import express from 'express';
 import Fastify from 'fastify';
@@ -17,6 +17,7 @@ import Fastify from 'fastify';
  * - `POST /big` (key required): a body of `size` bytes (JSON field), written in 1 KiB chunks, with the
  *   status `status` (JSON field, default 200).
  * The tenant is the `x-tenant` request header.
+ * Express mounts `recordIdempotencyError` after the routes, as the package README says.
  */
 export interface TestServer {
   readonly url: string;
@@ -122,6 +123,7 @@ export const startExpress: StartServer = async (idempotency, options = {}) => {
     for (const chunk of h.big(Number(req.body.size))) res.write(chunk);
     res.end();
   });
+  app.use(recordIdempotencyError);
   const server = app.listen(0, '127.0.0.1');
   await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
   return {

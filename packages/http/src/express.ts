@@ -2,7 +2,7 @@
  * `@idempotent-consumer/http/express`: the `Idempotency-Key` middleware for Express 4 and 5.
  * @packageDocumentation
  */
-import type { HandlerContext, Idempotency } from '@idempotent-consumer/core';
+import type { HandlerContext, Idempotency, IdempotencyLogger } from '@idempotent-consumer/core';
 import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpIdempotency } from './exchange';
@@ -64,9 +64,71 @@ export function createIdempotencyMiddleware(
   if (!dependencies?.idempotency)
     throw new InvalidOptionError('createIdempotencyMiddleware needs { idempotency }');
   const http = new HttpIdempotency<Request>(dependencies.idempotency, resolveHttpOptions(options));
+  let checked = false;
   return (req: Request, res: Response, next: NextFunction) => {
+    if (!checked) {
+      checked = true;
+      warnUnlessRecorderMounted(dependencies.idempotency.logger, req);
+    }
     handle(http, req, res, next).catch(next);
   };
+}
+
+/**
+ * Logs a warning (once per middleware: at its first request, when the app's routes and error handlers
+ * are mounted) when {@link recordIdempotencyError} is in no stack that an error of this request's route
+ * can reach: the app's (its routes and routers too) and those of the apps it is mounted in, where Express
+ * hands a sub-app's errors. Without it the middleware never sees a handler's error: a `NonRetryableError`
+ * cannot record the key FAILED, and a handler that fails after its response started streaming keeps the
+ * key in progress until `handlerTimeoutMs` or the end of its lease. Nothing is logged when the app's
+ * router cannot be read (another framework than Express 4 or 5) or the runner logs nothing.
+ */
+function warnUnlessRecorderMounted(logger: IdempotencyLogger | false, req: Request): void {
+  if (!logger) return;
+  try {
+    if (recorderReachable(req.app) !== false) return;
+  } catch {
+    return; // Express internals of another shape: no warning rather than a wrong one.
+  }
+  const route = req.route ? `${req.method} ${req.baseUrl}${String(req.route.path)}` : req.method;
+  logger.warn(
+    `idempotent-consumer: recordIdempotencyError is not mounted in the Express app of ${route}: the idempotency middleware does not see a handler's error, so a NonRetryableError cannot record its key FAILED (retries run the handler again), and a handler that fails after its response started streaming keeps its key in progress until handlerTimeoutMs or its lease ends. Mount app.use(recordIdempotencyError) after the routes and before your error handlers.`,
+    { route },
+  );
+}
+
+/** An Express 4 or 5 app, as far as the check reads it. */
+interface ExpressApp {
+  readonly _router?: { readonly stack?: unknown };
+  readonly router?: { readonly stack?: unknown };
+  readonly parent?: ExpressApp;
+}
+
+/**
+ * Whether {@link recordIdempotencyError} is in the stack of `app` (Express 4: `app._router`, 5:
+ * `app.router`) or of an app it is mounted in (`app.parent`), directly, on a route or in a router
+ * mounted there. `undefined` when a router cannot be read.
+ */
+function recorderReachable(app: ExpressApp | undefined): boolean | undefined {
+  const seen = new Set<unknown>();
+  for (let current = app; current; current = current.parent) {
+    // Express 4 has `_router` (its `router` getter throws); Express 5 has `router` only.
+    const stack = (current._router ?? current.router)?.stack;
+    if (!Array.isArray(stack)) return undefined;
+    if (stackHolds(stack, seen)) return true;
+  }
+  return app ? false : undefined;
+}
+
+/** Whether a router or route stack holds the recorder, in itself or in a route or router it holds. */
+function stackHolds(stack: unknown, seen: Set<unknown>): boolean {
+  if (!Array.isArray(stack) || seen.has(stack)) return false;
+  seen.add(stack);
+  for (const layer of stack as { handle?: { stack?: unknown }; route?: { stack?: unknown } }[]) {
+    if (layer?.handle === (recordIdempotencyError as unknown)) return true;
+    if (stackHolds(layer?.route?.stack, seen) || stackHolds(layer?.handle?.stack, seen)) return true;
+  }
+  return false;
 }
 
 async function handle(http: HttpIdempotency<Request>, req: Request, res: Response, next: NextFunction) {
