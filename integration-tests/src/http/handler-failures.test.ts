@@ -239,6 +239,35 @@ describeWithServices(
       );
     });
 
+    it('fastify: an async handler that fails right after reply.send has its error logged, as Fastify logs it without the plugin (was dropped as a second answer: only a "forgot to return reply" warning)', async () => {
+      const lines: { level: number; msg: string; err?: { message: string } }[] = [];
+      const app = Fastify({
+        logger: { level: 'warn', stream: { write: (line: string) => void lines.push(JSON.parse(line)) } },
+      });
+      await app.register(fastifyIdempotency, { idempotency, required: true });
+      app.post('/fail', async (_request, reply) => {
+        reply.code(201).send({ paid: true });
+        await Promise.resolve();
+        throw new Error('the audit write failed after the answer');
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const first = await post(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, '/fail', {
+          key: freshKey(),
+          body: { a: 1 },
+        });
+        expect(first.status).toBe(201);
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            level: 50,
+            err: expect.objectContaining({ message: 'the audit write failed after the answer' }),
+          }),
+        );
+      } finally {
+        await app.close();
+      }
+    });
+
     describe('fastify, pass-through', () => {
       const options = {
         maxResponseBytes: 4096,

@@ -112,13 +112,17 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
    * onSend stores the first answer nothing has been sent yet: a second `reply.send`, or a value returned
    * after `reply.send` in an async handler, would go out instead of the first, which is the one stored
    * and replayed. That second answer is dropped and logged as Fastify does once the response ended.
-   * Fastify's own error answer after a failed onSend goes through (the onError hook ends the guard).
+   * Fastify's own error answer after a failed onSend goes through (the onError hook ends the guard). An
+   * error sent meanwhile (an async handler that rejects after `reply.send`) is logged as Fastify logs it
+   * once the response ended, at `error`: dropped as a second answer, it was lost.
    */
   function sendOnce(request: FastifyRequest, reply: FastifyReply): void {
     const send = reply.send;
     reply.send = function sendUnlessAnswering(this: FastifyReply, payload?: unknown) {
       if (!answering.has(request)) return send.call(this, payload);
-      this.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(request.url, request.method) });
+      if (payload instanceof Error)
+        this.log.error({ err: payload }, 'Promise errored, but reply.sent = true was set');
+      else this.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(request.url, request.method) });
       return this;
     };
   }
