@@ -8,6 +8,7 @@ import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idem
 import { errorCodes, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type Exchange, type FinishedResponse, HttpIdempotency } from './exchange';
+import { ClaimPlacement } from './fastify-claim-placement';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
 import type { HttpAnswer } from './problem';
 import type { OutgoingHeaders } from './stored-response';
@@ -57,7 +58,9 @@ interface InFlight {
  * instance it is registered on. The scope of a key is the method, the route template
  * (`request.routeOptions.url`, never the raw URL) and the `tenant`.
  *
- * In `preHandler` (after body parsing and validation) a covered request with a key is claimed: the first
+ * Right before the route's handler, after its own `preHandler` hooks (authentication: see
+ * `ClaimPlacement`; a route registered before the plugin is claimed in the instance's `preHandler`), a
+ * covered request with a key is claimed: the first
  * runs the handler; later ones get the stored response replayed with `Idempotent-Replayed: true`, or a
  * problem answer (400, 409 + `Retry-After`, 422, 503 + `Retry-After`). In `onSend` the handler's
  * response is stored (5xx answers and thrown errors release the key) before it is sent. The package README
@@ -83,7 +86,14 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   const answering = new WeakSet<FastifyRequest>();
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
 
+  const placement = new ClaimPlacement();
+  fastify.addHook('onRoute', (routeOptions) => placement.place(routeOptions, claim));
+  // A route registered before the plugin is not seen by onRoute: the instance hook claims for it.
   fastify.addHook('preHandler', async (request, reply) => {
+    if (!placement.placed(request)) return claim(request, reply);
+  });
+
+  async function claim(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const config = request.routeOptions.config?.idempotency;
     const route = request.routeOptions.url;
     if (config === false || route === undefined) return;
@@ -105,7 +115,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     request.idempotency = admission.exchange.context;
     finishOnHijack(request, reply, state);
     sendOnce(request, reply);
-  });
+  }
 
   /**
    * Fastify drops an answer sent after the response ended (it logs `FST_ERR_REP_ALREADY_SENT`), but while
