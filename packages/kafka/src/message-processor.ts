@@ -5,6 +5,7 @@ import {
   fingerprint,
   type Idempotency,
   InvalidKeyError,
+  InvalidOptionError,
   isIdempotencyError,
   type RunOptions,
   type RunOutcome,
@@ -107,7 +108,7 @@ export function offsetUnresolved(end: ProcessEnd | undefined): void {
 
 /**
  * A message with its key read: a run request, or why there is none; `unscoped` when the `scope` function
- * threw (`error`): {@link MessageProcessor.process} ends it as a store error does, a pause of one backoff
+ * threw, or returned no non-empty string (`error`, an `InvalidOptionError` then): {@link MessageProcessor.process} ends it as a store error does, a pause of one backoff
  * step (the message is fetched again, and the scope asked again).
  */
 export type PreparedMessage =
@@ -182,10 +183,17 @@ export class MessageProcessor<T> {
    * throws: a `scope` function that throws makes the message `unscoped`.
    */
   prepare(topic: string, partition: number, message: KafkaMessageLike): PreparedMessage {
-    let scope: string;
+    let scope: unknown;
     try {
       scope = this.options.scopeOf(topic);
     } catch (error) {
+      return { kind: 'unscoped', error };
+    }
+    if (typeof scope !== 'string' || scope === '') {
+      // A function from plain JavaScript: ended like a throwing one, not a TypeError out of eachBatch.
+      const error = new InvalidOptionError(
+        `the scope function returned ${typeof scope === 'string' ? 'an empty string' : typeof scope} for topic ${topic}; it must return a non-empty string`,
+      );
       return { kind: 'unscoped', error };
     }
     let key: string | undefined;

@@ -364,6 +364,25 @@ describe('idempotentEachBatch scope', () => {
   });
 });
 
+describe('idempotentEachBatch scope that is not a string', () => {
+  it('a `scope` function that returns no string (plain JavaScript) is handled like one that throws: a storeError and a pause, not a TypeError out of eachBatch', async () => {
+    const t = setup({ scope: (() => undefined) as unknown as (topic: string) => string });
+    const storeErrors: unknown[] = [];
+    t.eachBatch.events.on('storeError', (e) => storeErrors.push(e.error));
+    const payload = batchPayload('pay', 0, [keyed(0, 'a')]);
+    await t.eachBatch(payload);
+    expect(payload.resolved).toEqual([]);
+    expect(t.runs).toEqual([]);
+    expect(storeErrors).toHaveLength(1);
+    expect(storeErrors[0]).toMatchObject({
+      code: 'INVALID_OPTION',
+      message: 'the scope function returned undefined for topic pay; it must return a non-empty string',
+    });
+    expect(t.consumer.calls).toEqual([{ method: 'pause', topics: [{ topic: 'pay', partitions: [0] }] }]);
+    t.eachBatch.close();
+  });
+});
+
 describe('idempotentEachBatch close', () => {
   it('close() while a dead-letter produce goes unanswered ends the batch at once: nothing resolves or pauses, nothing behind it runs', async () => {
     const t = setup({ maxAttempts: 1 });
