@@ -1,9 +1,10 @@
 import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { createIdempotentConsumer, DEAD_LETTER_HEADERS } from '@idempotent-consumer/rabbitmq';
+import { type ChannelModel, connect } from 'amqplib';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
-import { pause, RabbitFixture } from './fixture';
+import { acks, pause, RabbitFixture } from './fixture';
 
 describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (urls) => {
   jest.setTimeout(60_000);
@@ -88,27 +89,68 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
     expect(runs).toBe(1);
   });
 
-  it('an unprotected run whose dead-letter publish fails is not run again; the copy lands once the exchange is back', async () => {
-    let runs = 0;
-    const { consumer, events } = await fx.consumer(
-      fx.idempotency(),
-      { missingKey: 'process', idempotencyKey: () => undefined },
-      () => {
-        runs += 1;
-        throw new NonRetryableError('bad');
-      },
-    );
-    const { deadLetterExchange, deadLetterQueue, deadLetterRoutingKey } = consumer.topology;
-    await fx.channel.deleteExchange(deadLetterExchange);
-    fx.publish({ n: 1 });
-    await waitFor(
-      'two failed dead-letter publishes',
-      () => events.settled.filter((e) => e.decision.action === 'requeue').length >= 2,
-    );
-    await fx.channel.assertExchange(deadLetterExchange, 'direct', { durable: true });
-    await fx.channel.bindQueue(deadLetterQueue as string, deadLetterExchange, deadLetterRoutingKey);
-    const [dead] = await fx.deadLetters(1);
-    expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('non-retryable');
-    expect(runs).toBe(1);
-  });
+  /** A quorum work queue adds `x-delivery-count` to each redelivery: the requeued message is still recognised. */
+  async function workQueue(type: 'classic' | 'quorum'): Promise<void> {
+    if (type === 'classic') return;
+    await fx.channel.deleteQueue(fx.queue);
+    await fx.channel.assertQueue(fx.queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  }
+
+  it.each(['classic', 'quorum'] as const)(
+    'an unprotected run whose dead-letter publish fails is not run again; the copy lands once the exchange is back (%s work queue)',
+    async (type) => {
+      await workQueue(type);
+      let runs = 0;
+      const { consumer, events } = await fx.consumer(
+        fx.idempotency(),
+        { missingKey: 'process', idempotencyKey: () => undefined },
+        () => {
+          runs += 1;
+          throw new NonRetryableError('bad');
+        },
+      );
+      const { deadLetterExchange, deadLetterQueue, deadLetterRoutingKey } = consumer.topology;
+      await fx.channel.deleteExchange(deadLetterExchange);
+      fx.publish({ n: 1 });
+      await waitFor(
+        'two failed dead-letter publishes',
+        () => events.settled.filter((e) => e.decision.action === 'requeue').length >= 2,
+      );
+      await fx.channel.assertExchange(deadLetterExchange, 'direct', { durable: true });
+      await fx.channel.bindQueue(deadLetterQueue as string, deadLetterExchange, deadLetterRoutingKey);
+      const [dead] = await fx.deadLetters(1);
+      expect(dead!.properties.headers![DEAD_LETTER_HEADERS.reason]).toBe('non-retryable');
+      expect(runs).toBe(1);
+    },
+  );
+
+  it.each(['classic', 'quorum'] as const)(
+    'a completed unprotected run whose ack was lost is acked, not run again, by its redelivery (%s work queue)',
+    async (type) => {
+      await workQueue(type);
+      const opened: ChannelModel[] = [];
+      let runs = 0;
+      const { events } = await fx.consumer(
+        fx.idempotency(),
+        { missingKey: 'process', idempotencyKey: () => undefined },
+        async () => {
+          runs += 1;
+          // The side effect is done; the connection goes away before the ack can leave.
+          if (runs === 1) await opened[0]!.close();
+        },
+        {
+          connect: async () => {
+            const connection = await connect(fx.amqpUrl);
+            opened.push(connection);
+            return connection;
+          },
+          logger: false,
+        },
+      );
+      fx.publish({ n: 1 });
+      await waitFor('the redelivery acked', () => acks(events).length === 1, 20_000);
+      expect(events.delivery.map((d) => d.redelivered)).toEqual([false, true]);
+      expect(runs).toBe(1);
+    },
+  );
 });

@@ -274,13 +274,15 @@ export class DeliveryProcessor<T> {
 
   /**
    * What identifies a delivery of one message across requeues (nack with requeue redelivers the same
-   * content and properties): a SHA-256 digest of both. Two identical messages share it, which can only
-   * make one of them be settled with the other's decision after a failed settle: never run twice more.
+   * content and properties): a SHA-256 digest of both, without the headers the broker itself changes on
+   * each redelivery ({@link REDELIVERY_HEADERS}: a quorum queue's `x-delivery-count`). Two identical
+   * messages share it, which can only make one of them be settled with the other's decision after a
+   * failed settle: never run twice more.
    */
   #unprotectedId(message: ConsumeMessage): string {
     const hash = createHash('sha256').update(message.content);
     try {
-      hash.update(JSON.stringify(message.properties) ?? '');
+      hash.update(JSON.stringify(withoutRedeliveryHeaders(message.properties)) ?? '');
     } catch {
       // Properties that cannot be serialized: the content alone identifies it.
     }
@@ -321,6 +323,22 @@ export class DeliveryProcessor<T> {
       },
     };
   }
+}
+
+/**
+ * Headers RabbitMQ adds or changes on every redelivery of a message: a quorum queue's `x-delivery-count`
+ * (1, 2, … on each redelivery, RabbitMQ 3.8 and later) and `x-acquired-count` (RabbitMQ 4). A requeued
+ * message comes back with them, so they are no part of what identifies it.
+ */
+const REDELIVERY_HEADERS = ['x-delivery-count', 'x-acquired-count'] as const;
+
+/** `properties` without {@link REDELIVERY_HEADERS} (the same object when it has none). */
+function withoutRedeliveryHeaders(properties: ConsumeMessage['properties']): ConsumeMessage['properties'] {
+  const headers = properties.headers as Record<string, unknown> | undefined;
+  if (!headers || !REDELIVERY_HEADERS.some((name) => name in headers)) return properties;
+  const kept = { ...headers };
+  for (const name of REDELIVERY_HEADERS) delete kept[name];
+  return { ...properties, headers: kept };
 }
 
 function describe(error: unknown): string {
