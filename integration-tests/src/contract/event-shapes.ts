@@ -75,3 +75,12 @@ export type DeadLetters = [
   Assert<Same<First<Kafka, 'deadLettered'>['error'], string>>,
   Assert<Same<First<Sqs, 'deadLettered'>['error'], string>>,
 ];
+
+/** A retry reports what the handler threw, the same type everywhere (the thrown value, not its text). */
+export type RetryErrors = [
+  Assert<Same<First<Rmq, 'retryScheduled'>['error'], unknown>>,
+  Assert<Same<First<Kafka, 'retryScheduled'>['error'], unknown>>,
+  Assert<Same<First<Sqs, 'retryScheduled'>['error'], unknown>>,
+  Assert<Same<Extract<rabbitmq.Decision, { action: 'retry' }>['error'], unknown>>,
+  Assert<Same<Extract<kafka.Decision, { action: 'retry' }>['error'], unknown>>,
+];

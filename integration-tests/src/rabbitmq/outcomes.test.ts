@@ -111,7 +111,9 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: outcome → broke
       delayMs: 100,
       delayQueue: `${fx.queue}.delay.100ms`,
     });
-    expect(events.retryScheduled[0]!.error).toContain('payment provider timed out');
+    // What the handler threw, as in the Kafka and SQS adapters (its text before).
+    expect(events.retryScheduled[0]!.error).toBeInstanceOf(Error);
+    expect((events.retryScheduled[0]!.error as Error).message).toContain('payment provider timed out');
     expect(acks(events)[0]).toMatchObject({ decision: { reason: 'completed' }, outcome: 'ACQUIRED' });
   });
 

@@ -45,7 +45,11 @@ export type Decision =
       /** The delay wanted before rounding up to a tier, in milliseconds. */
       readonly wantedDelayMs: number;
       readonly attempt: number;
-      readonly error: string | undefined;
+      /**
+       * What the handler threw (`undefined` for a CONFLICT), as in the Kafka and SQS adapters; the copy
+       * carries it described (`x-idempotency-error`: `Name [CODE]: message`).
+       */
+      readonly error: unknown;
     }
   | DeadLetterDecision
   | { readonly action: 'requeue'; readonly reason: RequeueReason };
@@ -79,7 +83,7 @@ function retry(
     wantedDelayMs,
     delayMs: pickDelayTier(policy.delayTiersMs, wantedDelayMs, capMs),
     attempt,
-    error: error === undefined ? undefined : describeError(error),
+    error,
   };
 }
 

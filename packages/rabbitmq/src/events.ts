@@ -62,7 +62,8 @@ export interface IdempotentConsumerEvents {
       /** The remaining lease or backoff before rounding up to a tier, in milliseconds. */
       wantedDelayMs: number;
       delayQueue: string;
-      error: string | undefined;
+      /** What the handler threw (`undefined` for a CONFLICT); the copy carries it described. */
+      error: unknown;
     },
   ];
   /**

@@ -1,3 +1,4 @@
+import { describeError } from '@idempotent-consumer/core';
 import { NO_CLAIM_OUTCOME } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage, Options } from 'amqplib';
 import type { Decision } from './decide';
@@ -32,7 +33,11 @@ export function retryHeaders(
   const headers = baseHeaders(message, subject, decision.attempt);
   headers[RETRY_HEADERS.reason] = decision.reason;
   headers[RETRY_HEADERS.delayMs] = decision.delayMs;
-  setOrDelete(headers, RETRY_HEADERS.error, decision.error);
+  setOrDelete(
+    headers,
+    RETRY_HEADERS.error,
+    decision.error === undefined ? undefined : describeError(decision.error),
+  );
   return headers;
 }
 
