@@ -197,6 +197,9 @@ export class SqsMessageProcessor<T> {
       const held = this.#heldDecision(message);
       if (held) {
         // An unprotected run whose dead-letter copy failed: send the copy, do not run the handler again.
+        // A claim the batch claim made for it (the store answers again) runs no handler: given back, so it
+        // costs no attempt and does not hold the key IN_PROGRESS until its lease lapses.
+        await this.giveBack(keyed, claimed);
         const input: MessageResult<T> = {
           kind: 'run',
           result: { outcome: 'UNPROTECTED', status: 'threw', error: held.error, storeError: undefined },

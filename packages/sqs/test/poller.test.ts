@@ -266,6 +266,46 @@ describe('IdempotentSqsPoller failure paths', () => {
     expect(settled).toEqual(['leave:dead-letter-failed', 'dead-letter:non-retryable']);
   });
 
+  it('a fail-open run whose dead-letter copy failed gives back the batch claim of its next receive (no attempt spent, not left IN_PROGRESS)', async () => {
+    const store = new MemoryIdempotencyStore();
+    const sqs = new FakeSqs();
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 3000, maxAttempts: 5, storeFailureMode: 'open' },
+    );
+    let down = true;
+    const unavailable = () => Promise.reject(new StoreUnavailableError('down'));
+    const claimMany = store.claimMany.bind(store);
+    const claim = store.claim.bind(store);
+    jest.spyOn(store, 'claimMany').mockImplementation((r) => (down ? unavailable() : claimMany(r)));
+    jest.spyOn(store, 'claim').mockImplementation((id, o) => (down ? unavailable() : claim(id, o)));
+    sqs.failSends = 1;
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    let runs = 0;
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: DLQ } },
+      () => {
+        runs += 1;
+        throw new NonRetryableError('bad');
+      },
+    );
+    const settled: string[] = [];
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    await poller.start();
+    await until('the failed copy', () => settled.length === 1);
+    down = false; // the store answers again; the message comes back after its visibility timeout
+    sqs.batches.push([{ ...m, ReceiptHandle: 'r-again', Attributes: { ApproximateReceiveCount: '2' } }]);
+    await until('the copy and the delete', () => settled.length === 2);
+    await poller.stop();
+    expect(runs).toBe(1);
+    expect(settled).toEqual(['leave:dead-letter-failed', 'dead-letter:non-retryable']);
+    expect(sqs.deleted).toEqual(['r-again']);
+    // The batch claim of the second receive ran no handler: it is given back, costing no attempt.
+    expect(await store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+  });
+
   it("an unprotected handler's signal aborts when the poller stops", async () => {
     const { sqs, idempotency } = setup();
     sqs.batches.push([message('x')]);
