@@ -1,4 +1,4 @@
-import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
@@ -20,6 +20,35 @@ function refusingCopies(sqs: SQSClient, failures: { left: number }): SQSClient {
       return (sqs.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options);
     },
   } as unknown as SQSClient;
+}
+
+/**
+ * The emulator's client, with the first `ChangeMessageVisibilityBatch` (a lease heartbeat's) slow: it
+ * reaches the emulator only after the next visibility change was sent, or after `slowMs` (a slow round
+ * trip). `sent` resolves when it was sent.
+ */
+function slowFirstVisibilityChange(sqs: SQSClient, slowMs: number) {
+  let sent!: () => void;
+  const firstSent = new Promise<void>((resolve) => (sent = resolve));
+  let overtaken!: () => void;
+  const next = new Promise<void>((resolve) => (overtaken = resolve));
+  let changes = 0;
+  const forward = (c: unknown, o?: unknown) =>
+    (sqs.send as (c: unknown, o?: unknown) => Promise<unknown>)(c, o);
+  const client = {
+    send: async (command: unknown, options?: unknown) => {
+      if (!(command instanceof ChangeMessageVisibilityBatchCommand)) return forward(command, options);
+      changes += 1;
+      if (changes > 1) {
+        overtaken();
+        return forward(command, options);
+      }
+      sent();
+      await Promise.race([next, new Promise((r) => setTimeout(r, slowMs))]);
+      return forward(command, options);
+    },
+  } as unknown as SQSClient;
+  return { client, firstSent };
 }
 
 describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', ({ redis, sqs }) => {
@@ -52,6 +81,35 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
       expect(poller.running).toBe(false);
       expect(printed.filter((line) => line.includes('[ioredis]'))).toEqual([]);
     });
+  });
+
+  it("a retry's visibility change is not overtaken by a slow heartbeat's: the message comes back after the backoff, not the lease", async () => {
+    const q = await fx.queue('heartbeat-race');
+    // Lease 9 s: the first heartbeat (after 3 s) sets the visibility timeout to about 9 s.
+    const idempotency = fx.idempotency({ leaseMs: 9000 });
+    const { client, firstSent } = slowFirstVisibilityChange(fx.sqs, 1500);
+    const runs: number[] = [];
+    let releasedAt = 0;
+    idempotency.on('released', () => {
+      releasedAt = performance.now();
+    });
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: client, logger: false },
+      { queueUrl: q.url, waitTimeSeconds: 1, retryBackoff: { baseMs: 1000, jitter: 'none' } },
+      async () => {
+        runs.push(performance.now());
+        if (runs.length > 1) return 'done';
+        await firstSent; // the heartbeat's visibility change is on its way
+        throw new Error('transient');
+      },
+    );
+    stops.push(() => poller.stop());
+    await sendMessage(fx.sqs, q.url, 'retry-me', { key: 'k' });
+    await poller.start();
+    await waitFor('the second run', () => runs.length === 2, 20_000);
+    // The retry's 1 s backoff landed last: back within seconds, not after the heartbeat's 9 s.
+    expect(runs[1]! - releasedAt).toBeLessThan(6000);
+    await waitFor('queue empty', async () => (await queueDepth(fx.sqs, q.url)) === 0);
   });
 
   it('an unprotected run whose dead-letter copy is refused is not run again; the next receive sends the copy', async () => {

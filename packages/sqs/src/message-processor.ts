@@ -89,6 +89,12 @@ export class SqsMessageProcessor<T> {
    * the copy without running the handler again.
    */
   readonly #unprotectedRuns = new UnprotectedRuns<Extract<Decision, { action: 'dead-letter' }>>();
+  /**
+   * The lease heartbeats' visibility changes of a message not answered yet (they are not awaited while
+   * the handler runs): `process` waits for them, so its final request (delete, retry or conflict
+   * visibility, the redrive policy's 0) is sent after them and cannot be overtaken by one on the way to SQS.
+   */
+  readonly #heartbeatChanges = new WeakMap<Message, Promise<unknown>>();
   #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
@@ -215,8 +221,23 @@ export class SqsMessageProcessor<T> {
         result = { kind: 'error', error, receiveCount: receiveCount(message) };
       }
       if (result.kind === 'run') span.result(result.result, keyed.request?.key);
-      return this.#finishTraced(keyed, result, span);
+      const processed = await this.#finishTraced(keyed, result, span);
+      await this.#heartbeatsAnswered(message);
+      return processed;
     });
+  }
+
+  /**
+   * Waits until SQS answered every lease-heartbeat visibility change sent for `message` (they never reject),
+   * so the caller's final request for it is sent after them: a heartbeat's change landing after a retry's
+   * would hide the message for the rest of the lease instead of the backoff, or after a redrive-policy 0
+   * hide it again; one landing after the delete fails.
+   */
+  async #heartbeatsAnswered(message: Message): Promise<void> {
+    const pending = this.#heartbeatChanges.get(message);
+    if (pending === undefined) return;
+    await pending;
+    this.#heartbeatChanges.delete(message);
   }
 
   /**
@@ -422,15 +443,18 @@ export class SqsMessageProcessor<T> {
   /**
    * Moves the visibility timeout with the lease. Not awaited: the lease keeper awaits its callback, and
    * `execute` awaits the keeper before it writes COMPLETED, so an awaited SQS call would widen the window
-   * between the handler's side effect and its record. The hook reports its own errors.
+   * between the handler's side effect and its record. The hook reports its own errors. `process` waits for
+   * the changes before it resolves ({@link SqsMessageProcessor.#heartbeatsAnswered}).
    */
   #heartbeat(message: Message): RunOptions['onHeartbeat'] {
     if (!this.#options.extendVisibility) return undefined;
     return (info) => {
-      void this.#hooks.changeVisibility(
+      const change = this.#hooks.changeVisibility(
         message,
         Math.max(1, toVisibilitySeconds(info.leaseExpiresAtMs - info.serverTimeMs)),
       );
+      const earlier = this.#heartbeatChanges.get(message);
+      this.#heartbeatChanges.set(message, earlier ? Promise.all([earlier, change]) : change);
     };
   }
 

@@ -47,6 +47,13 @@ export class FakeSqs {
    */
   holdDeletes: Promise<void> | undefined;
   heldDeletes = 0;
+  /**
+   * Receipt handles a request (a visibility change or a delete) was sent for while an earlier visibility
+   * change of the same receipt handle was still unanswered: the two may land in either order on SQS.
+   */
+  readonly overlapping: string[] = [];
+  /** Visibility changes sent and not yet answered, by receipt handle. */
+  readonly #unanswered = new Map<string, number>();
   /** The `RedrivePolicy` attribute `GetQueueAttributes` answers for every queue (`undefined`: none). */
   redrivePolicy: string | undefined = JSON.stringify({ deadLetterTargetArn: 'arn:dlq', maxReceiveCount: 5 });
 
@@ -70,18 +77,25 @@ export class FakeSqs {
       return {};
     }
     if (command instanceof DeleteMessageBatchCommand) {
+      this.#sent(command.input.Entries as Entry[], false);
       if (this.hangDeletes) return new Promise(() => {});
       await this.#held('Deletes');
       return this.#answer(command.input.Entries as Entry[], (e) => this.deleted.push(e.ReceiptHandle));
     }
     if (command instanceof ChangeMessageVisibilityBatchCommand) {
+      const entries = command.input.Entries as Entry[];
+      this.#sent(entries, true);
       await this.#held('Visibility');
-      return this.#answer(command.input.Entries as Entry[], (e) =>
+      this.#answered(entries);
+      return this.#answer(entries, (e) =>
         this.visibility.push({ receipt: e.ReceiptHandle, seconds: e.VisibilityTimeout! }),
       );
     }
     if (command instanceof ChangeMessageVisibilityCommand) {
+      const entries = [{ Id: '', ReceiptHandle: command.input.ReceiptHandle! }];
+      this.#sent(entries, true);
       await this.#held('Visibility');
+      this.#answered(entries);
       this.visibility.push({
         receipt: command.input.ReceiptHandle!,
         seconds: command.input.VisibilityTimeout!,
@@ -120,6 +134,22 @@ export class FakeSqs {
       return { MessageId: 'dlq-copy' };
     }
     throw new Error(`FakeSqs: unexpected ${(command as object).constructor.name}`);
+  }
+
+  /** Notes the entries of a request sent (see {@link FakeSqs.overlapping}); `visibility`: a visibility change. */
+  #sent(entries: readonly Entry[], visibility: boolean): void {
+    for (const e of entries) {
+      if ((this.#unanswered.get(e.ReceiptHandle) ?? 0) > 0) this.overlapping.push(e.ReceiptHandle);
+    }
+    if (!visibility) return;
+    for (const e of entries)
+      this.#unanswered.set(e.ReceiptHandle, (this.#unanswered.get(e.ReceiptHandle) ?? 0) + 1);
+  }
+
+  /** The visibility change of `entries` is answered. */
+  #answered(entries: readonly Entry[]): void {
+    for (const e of entries)
+      this.#unanswered.set(e.ReceiptHandle, this.#unanswered.get(e.ReceiptHandle)! - 1);
   }
 
   /** Waits for `hold${requests}` when set, counting the request in `held${requests}`. */

@@ -591,6 +591,57 @@ describe('IdempotentSqsPoller failure paths', () => {
   });
 });
 
+describe('lease heartbeats and the final request', () => {
+  it.each([
+    ['the retry visibility change', 'threw', 1],
+    ['the delete', 'completed', undefined],
+  ] as const)(
+    '%s of a message is sent only once its last heartbeat visibility change was answered',
+    async (_what, ends, finalSeconds) => {
+      const { sqs, idempotency } = setup();
+      const m = message('x', { key: 'k' });
+      sqs.batches.push([m]);
+      let answer!: () => void;
+      sqs.holdVisibility = new Promise<void>((resolve) => (answer = resolve));
+      const poller = new IdempotentSqsPoller(
+        { idempotency, sqs: sqs.client, logger: false },
+        { queueUrl: QUEUE, waitTimeSeconds: 0, retryBackoff: { baseMs: 1000, jitter: 'none' } },
+        async () => {
+          // The first lease heartbeat (a third of the 3 s lease) sends its visibility change; SQS has not
+          // answered it (a slow round trip) when the handler ends.
+          await until('the heartbeat visibility change sent', () => sqs.heldVisibility === 1);
+          sqs.holdVisibility = undefined;
+          if (ends === 'threw') throw new Error('transient');
+          return 1;
+        },
+      );
+      const settled: string[] = [];
+      poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+      const written = new Promise((resolve) => {
+        idempotency.once('released', resolve);
+        idempotency.once('completed', resolve);
+      });
+      await poller.start();
+      await written;
+      // The old code sends the final request at once (it then overlaps the unanswered heartbeat change);
+      // the wait ends as soon as it does, else after a while (the final request waits for this answer).
+      await until('a request overlapping the heartbeat change', () => sqs.overlapping.length > 0, 500).catch(
+        () => {},
+      );
+      answer();
+      await until('settled', () => settled.length === 1);
+      await poller.stop();
+      expect(sqs.overlapping).toEqual([]);
+      if (finalSeconds === undefined) {
+        expect(sqs.deleted).toEqual([m.ReceiptHandle]);
+      } else {
+        // The last visibility change that landed is the retry backoff, not the heartbeat's lease.
+        expect(sqs.visibility.at(-1)).toEqual({ receipt: m.ReceiptHandle, seconds: finalSeconds });
+      }
+    },
+  );
+});
+
 describe('IdempotentSqsPoller stop() and logging', () => {
   it('stop() is bounded when SQS never answers the final DeleteMessageBatch; the message is left to come back', async () => {
     const { sqs, idempotency } = setup();
