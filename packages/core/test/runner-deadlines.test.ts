@@ -178,6 +178,32 @@ describe('handlerTimeoutMs', () => {
       code: 'INVALID_OPTION',
     });
   });
+
+  // Node fires a timer whose delay exceeds 2^31 - 1 ms (about 24.8 days) after 1 ms. A bound that long
+  // (or Number.MAX_SAFE_INTEGER as "practically none") aborted the handler at once and released its key
+  // abandoned, so a redelivery ran the handler a second time while the first was still running.
+  it.each([2 ** 31, Number.MAX_SAFE_INTEGER])(
+    'a bound longer than a Node timer holds (%d ms) does not abort the handler, and its key stays held',
+    async (handlerTimeoutMs) => {
+      const idempotency = new Idempotency(
+        { store: new MemoryIdempotencyStore(), logger: false },
+        { handlerTimeoutMs },
+      );
+      const key = { scope: 'deadlines', key: `long-${handlerTimeoutMs}` };
+      let redelivery: string | undefined;
+      let finished!: () => void;
+      const handlerFinished = new Promise<void>((resolve) => (finished = resolve));
+      const result = idempotency.run(key, async ({ signal }) => {
+        await sleep(30); // a 1 ms timer created before this one fires first
+        redelivery = (await idempotency.claim(key)).outcome; // while this handler still runs
+        finished();
+        return signal.aborted;
+      });
+      await handlerFinished;
+      expect(redelivery).toBe('CONFLICT');
+      expect(await result).toMatchObject({ status: 'completed', result: false });
+    },
+  );
 });
 
 describe('maxAttempts and a stalled holder', () => {

@@ -43,6 +43,19 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     expect(extends_).toEqual([...extends_].sort((a, b) => a - b));
   });
 
+  // A lease of 7e9 ms beats every 2.33e9 ms: longer than a Node timer holds (2^31 - 1 ms), which Node fires
+  // after 1 ms. The heartbeat then extended the lease every millisecond for as long as the handler ran.
+  it('a heartbeat interval longer than a Node timer holds does not extend the lease every millisecond', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 7_000_000_000 });
+    const result = await idempotency.run(request, async ({ signal }) => {
+      await sleep(30); // 1 ms timers created before this one fire first
+      return signal.aborted;
+    });
+    expect(result).toMatchObject({ status: 'completed', result: false });
+    expect(store.calls.extend).toBe(0);
+  });
+
   it('a handler that reads signal only after the claim was lost gets it already aborted', async () => {
     let offset = 0;
     const store = new MemoryIdempotencyStore({ now: () => Date.now() + offset });

@@ -1,6 +1,7 @@
 import type { RecordId } from '../keys';
 import type { AcquiredReply, IdempotencyStore } from '../store/idempotency-store';
 import { callIsolated } from './isolate';
+import { MAX_TIMER_MS } from './long-timeout';
 import { checkPositiveInteger } from './option-checks';
 
 /** Lease timings of a {@link LeaseKeeperSet}, in milliseconds. */
@@ -155,13 +156,16 @@ export class LeaseKeeperSet<K = number> {
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#inFlight = this.#extendAll().finally(() => {
-        this.#inFlight = undefined;
-        if (this.#held.size > 0) this.#schedule();
-      });
-    }, this.#timings.heartbeatIntervalMs);
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#inFlight = this.#extendAll().finally(() => {
+          this.#inFlight = undefined;
+          if (this.#held.size > 0) this.#schedule();
+        });
+      },
+      Math.min(this.#timings.heartbeatIntervalMs, MAX_TIMER_MS),
+    ); // Node fires a longer delay after 1 ms
     this.#timer.unref();
   }
 

@@ -1,5 +1,4 @@
-/** The longest delay a Node timer holds (about 24.8 days); longer delays are clamped to it. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+import { MAX_TIMER_MS } from './long-timeout';
 
 /**
  * Waits `ms` milliseconds, or less when `signal` aborts: an abort resolves the wait early instead of

@@ -1,5 +1,6 @@
 import { HandlerTimeoutError } from '../errors';
 import type { UnprotectedResult } from '../runner/run-result';
+import { LongTimeout } from './long-timeout';
 
 /**
  * What an adapter's handler context holds at least: the core `HandlerContext` fields, with `key` possibly
@@ -71,14 +72,14 @@ export async function callUnprotected<T>(
   const onStop = () => controller.abort(stopping?.reason);
   if (stopping?.aborted) onStop();
   else stopping?.addEventListener('abort', onStop, { once: true });
-  let timer: NodeJS.Timeout | undefined;
+  let timer: LongTimeout | undefined; // any length: a bare setTimeout fires a delay above 2^31 - 1 ms at once
   try {
     const running = (async () => call(controller.signal))();
     if (!(handlerTimeoutMs > 0)) return await running;
     return await Promise.race([
       running,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
+        timer = new LongTimeout(() => {
           const timedOut = new HandlerTimeoutError(
             `The unprotected handler of ${where.scope}/${where.key ?? '(no key)'} ran longer than handlerTimeoutMs (${handlerTimeoutMs} ms)`,
           );
@@ -88,7 +89,7 @@ export async function callUnprotected<T>(
       }),
     ]);
   } finally {
-    clearTimeout(timer);
+    timer?.clear();
     stopping?.removeEventListener('abort', onStop);
   }
 }

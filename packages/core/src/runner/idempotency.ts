@@ -12,6 +12,7 @@ import { checkFingerprint, fingerprint as computeFingerprint, type Payload } fro
 import type { RecordId } from '../keys';
 import { heartbeatIntervalFor } from '../kit/heartbeat';
 import { emitIsolated } from '../kit/isolate';
+import { LongTimeout } from '../kit/long-timeout';
 import type { RunOverrides } from '../kit/run-overrides';
 import type {
   AcquiredReply,
@@ -460,7 +461,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     // thrown value: a revoked Proxy throws on it.
     let thrown: { error: unknown; byRunner?: 'result-too-large' | 'timeout' } | undefined;
     const handlerTimeoutMs = options.handlerTimeoutMs ?? this.options.handlerTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
+    // Not a bare setTimeout: Node fires a delay above 2^31 - 1 ms after 1 ms, which aborted the handler at
+    // once and released its key abandoned while it ran (a redelivery then ran it a second time).
+    let timer: LongTimeout | undefined;
     let timedOut: HandlerTimeoutError | undefined;
     try {
       // The keeper creates its AbortController only for handlers that read the signal.
@@ -478,7 +481,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         ? Promise.race([
             (async () => handler(context))(),
             new Promise<never>((_, reject) => {
-              timer = setTimeout(() => {
+              timer = new LongTimeout(() => {
                 timedOut = new HandlerTimeoutError(
                   `The handler of ${id.scope}/${id.key} ran longer than handlerTimeoutMs (${handlerTimeoutMs} ms)`,
                 );
@@ -491,7 +494,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     } catch (error) {
       thrown = { error, byRunner: timedOut !== undefined && error === timedOut ? 'timeout' : undefined };
     } finally {
-      clearTimeout(timer);
+      timer?.clear();
       const extending = keeper.stop();
       if (extending) await extending;
     }

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { LeaseLostError } from '../errors';
 import type { RecordId } from '../keys';
+import { MAX_TIMER_MS } from '../kit/long-timeout';
 import type { ExtendReply, IdempotencyStore } from '../store/idempotency-store';
 
 /** Timings of a {@link LeaseKeeper}, in milliseconds. */
@@ -99,7 +100,8 @@ export class LeaseKeeper<C = undefined> {
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
     if (this.#stopped || this.#reason) return;
-    const delay = Math.max(0, this.#localDeadline - performance.now());
+    // At most a Node timer's longest delay (a longer one fires after 1 ms): the callback re-arms until due.
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, this.#localDeadline - performance.now()));
     this.#deadlineTimer = setTimeout(() => {
       if (this.#stopped) return;
       if (performance.now() >= this.#localDeadline) this.#lose('local-deadline');
@@ -110,12 +112,17 @@ export class LeaseKeeper<C = undefined> {
 
   #schedule(delayMs = this.timings.heartbeatIntervalMs): void {
     if (this.#stopped || this.#reason) return;
-    this.#timer = setTimeout(() => {
-      this.#inFlight = this.#beat().finally(() => {
-        this.#inFlight = undefined;
-        this.#schedule();
-      });
-    }, delayMs);
+    // A beat due later than a Node timer holds (a lease above 6.4e9 ms) comes after 2^31 - 1 ms instead:
+    // Node fires a longer delay after 1 ms, which extended the lease every millisecond.
+    this.#timer = setTimeout(
+      () => {
+        this.#inFlight = this.#beat().finally(() => {
+          this.#inFlight = undefined;
+          this.#schedule();
+        });
+      },
+      Math.min(delayMs, MAX_TIMER_MS),
+    );
     this.#timer.unref();
   }
 

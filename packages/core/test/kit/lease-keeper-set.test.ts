@@ -45,6 +45,17 @@ describe('kit: LeaseKeeperSet', () => {
     await set.releaseAll();
   });
 
+  it('a heartbeat interval longer than a Node timer holds (2^31 ms) does not extend every millisecond', async () => {
+    const { store, set } = await setup();
+    const long = new LeaseKeeperSet<number>(store, { ...timings, heartbeatIntervalMs: 2 ** 31 });
+    long.add(0, ids[0]!, acquired(await set.take(0)));
+    long.start();
+    await sleep(30); // 1 ms timers created before this one fire first
+    expect(store.calls.extend).toBe(0);
+    await long.releaseAll();
+    await set.releaseAll();
+  });
+
   it('releaseAll gives back every claim not taken; a reservation given back costs no attempt', async () => {
     const { idempotency, set } = await setup();
     set.start();

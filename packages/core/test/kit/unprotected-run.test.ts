@@ -74,4 +74,22 @@ describe('runUnprotected', () => {
     expect(result).toMatchObject({ status: 'threw', error: expect.any(HandlerTimeoutError) });
     expect(reason).toBe((result as { error: unknown }).error);
   });
+
+  it('a handlerTimeoutMs longer than a Node timer holds (2^31 ms and more) does not abort the handler', async () => {
+    const result = await runUnprotected(
+      async (c) => {
+        await new Promise((r) => setTimeout(r, 30)); // a 1 ms timer created before this one fires first
+        return c.signal.aborted;
+      },
+      context,
+      undefined,
+      { handlerTimeoutMs: 2 ** 31 },
+    );
+    expect(result).toEqual({
+      outcome: 'UNPROTECTED',
+      status: 'completed',
+      result: false,
+      storeError: undefined,
+    });
+  });
 });
