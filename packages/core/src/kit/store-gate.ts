@@ -4,6 +4,7 @@ import { isIdempotencyError } from '../errors';
 import type { IdempotencyStore } from '../store/idempotency-store';
 import type { AdapterLog } from './adapter-log';
 import { callIsolated } from './isolate';
+import { MAX_TIMER_MS } from './long-timeout';
 import { checkBackoffOptions } from './option-checks';
 import { sleep } from './sleep';
 
@@ -210,7 +211,7 @@ export class StoreGate {
       outage.waiters.add(wake);
       signal?.addEventListener('abort', onAbort, { once: true });
       if (maxMs !== undefined) {
-        timer = setTimeout(wake, Math.min(maxMs, 2 ** 31 - 1), false);
+        timer = setTimeout(wake, Math.min(maxMs, MAX_TIMER_MS), false);
         timer.unref();
       }
     });

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidOptionError } from '../errors';
+import { MAX_TIMER_MS } from '../kit/long-timeout';
 import type { ClaimReply, OutcomeWaitOptions } from './idempotency-store';
 
 /**
@@ -78,9 +79,6 @@ export async function waitForOutcome(
     unsubscribe?.();
   }
 }
-
-/** Node's longest timer delay (2^31 - 1 ms); a longer one would fire after 1 ms. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * `listen(wake)`, awaited until `deadline` or `signal` at most. Resolves with the function that

@@ -5,6 +5,7 @@ import {
   UnexpectedReplyError,
 } from '../errors';
 import { DEFAULT_MAX_KEY_BYTES, type RecordId, RecordKeyBuilder } from '../keys';
+import { MAX_TIMER_MS } from '../kit/long-timeout';
 import { masterConnections } from './cluster-node';
 import { CommandDeadlines } from './command-deadlines';
 import {
@@ -454,9 +455,6 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.#deadlines.guard(promise, toStoreError);
   }
 }
-
-/** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Claim outcomes after which the claim script has written the record. */
 const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
