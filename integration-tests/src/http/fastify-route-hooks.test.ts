@@ -33,11 +33,13 @@ describeWithServices(
     let app: FastifyInstance;
     let base: string;
     const runs: string[] = [];
+    const warnings: string[] = [];
 
     beforeAll(async () => {
       redis = new Redis(url);
       const store = new RedisIdempotencyStore({ redis }, { keyPrefix: `http-route-hooks-${randomUUID()}` });
-      idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 2 });
+      const logger = { warn: (message: string) => warnings.push(message), error: () => {}, debug: () => {} };
+      idempotency = new Idempotency({ store, logger }, { leaseMs: 10_000, maxAttempts: 2 });
       app = Fastify();
       // A route registered before the plugin: onRoute never sees it, so the instance hook still claims.
       app.post('/early', async () => {
@@ -117,6 +119,48 @@ describeWithServices(
         'true',
       ]);
       expect(runs).toEqual(['early']);
+      const early = warnings.filter((w) =>
+        w.includes('POST /early was registered before the idempotency plugin'),
+      );
+      expect(early).toHaveLength(1);
+    });
+  },
+);
+
+describeWithServices(
+  ['redis'],
+  'Fastify: an onRoute hook that replaces the route’s preHandler hooks',
+  ({ redis: url }) => {
+    it('the handler of a route whose claim was dropped fails (500) instead of running unclaimed on every retry', async () => {
+      const redis = new Redis(url);
+      const store = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix: `http-route-replaced-${randomUUID()}` },
+      );
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000 });
+      const app = Fastify({ logger: false });
+      try {
+        await app.register(fastifyIdempotency, { idempotency, required: true });
+        // Another plugin's onRoute hook, registered after ours, that sets preHandler instead of appending.
+        app.addHook('onRoute', (routeOptions) => {
+          routeOptions.preHandler = async () => {};
+        });
+        let runs = 0;
+        app.post('/pay', async () => {
+          runs += 1;
+          return { paid: true };
+        });
+        await app.listen({ port: 0, host: '127.0.0.1' });
+        const at = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+        const key = freshKey();
+        // Before: both requests ran the handler (200, 200), the key never claimed.
+        const first = await post(at, '/pay', { key });
+        const second = await post(at, '/pay', { key });
+        expect([first.status, second.status, runs]).toEqual([500, 500, 0]);
+      } finally {
+        await app.close();
+        await redis.quit();
+      }
     });
   },
 );

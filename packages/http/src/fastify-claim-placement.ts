@@ -1,4 +1,5 @@
-import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { InvalidOptionError } from '@idempotent-consumer/core';
+import type { FastifyReply, FastifyRequest, RouteHandlerMethod, RouteOptions } from 'fastify';
 
 /** The route config entry that says the route claims in its own last `preHandler`. */
 const CLAIMS_LAST = Symbol.for('@idempotent-consumer/http.claimsInRoutePreHandler');
@@ -14,17 +15,41 @@ type PreHandler = NonNullable<RouteOptions['preHandler']>;
  * a `tenant` read what that hook had not set yet. {@link ClaimPlacement.place}, the plugin's `onRoute`
  * hook, appends the claim as the route's last `preHandler`; `onRoute` sees only the routes registered after
  * the plugin, so for an earlier route ({@link ClaimPlacement.placed} `false`) the instance hook claims.
+ *
+ * The route's handler is guarded too: should an `onRoute` hook registered after the plugin replace the
+ * route's `preHandler` hooks (dropping the claim while the mark stays), the handler does not run unclaimed
+ * (every retry would run it again): it fails with an `InvalidOptionError` (a 500) that says why.
  */
 export class ClaimPlacement {
-  /** The plugin's `onRoute` hook: appends `claim` to the route's `preHandler` hooks and marks its config. */
+  /** Requests whose route's claim hook ran (claimed, or found not covered). */
+  readonly #claimed = new WeakSet<FastifyRequest>();
+
+  /**
+   * The plugin's `onRoute` hook: appends `claim` to the route's `preHandler` hooks, marks its config, and
+   * guards its handler (see the class description).
+   */
   place(
     routeOptions: RouteOptions,
     claim: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
   ): void {
-    const last: PreHandler = (request, reply) => claim(request, reply);
+    const claimed = this.#claimed;
+    const last: PreHandler = (request, reply) => {
+      claimed.add(request);
+      return claim(request, reply);
+    };
     const own = routeOptions.preHandler;
     routeOptions.preHandler = own === undefined ? [last] : [...(Array.isArray(own) ? own : [own]), last];
     routeOptions.config = { ...routeOptions.config, [CLAIMS_LAST]: true } as RouteOptions['config'];
+    const handler = routeOptions.handler;
+    const route = `${String(routeOptions.method)} ${routeOptions.url}`;
+    routeOptions.handler = function guarded(this: unknown, request, reply) {
+      if (!claimed.has(request)) {
+        throw new InvalidOptionError(
+          `The idempotency claim of ${route} did not run before its handler: an onRoute hook registered after the idempotency plugin replaced the route's preHandler hooks. Append to them instead, or register that hook before the plugin`,
+        );
+      }
+      return handler.call(this as never, request, reply);
+    } as RouteHandlerMethod;
   }
 
   /** Whether the request's route claims in its own last `preHandler` (registered after the plugin). */

@@ -89,11 +89,17 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   const placement = new ClaimPlacement();
   fastify.addHook('onRoute', (routeOptions) => placement.place(routeOptions, claim));
   // A route registered before the plugin is not seen by onRoute: the instance hook claims for it.
+  const warnedRoutes = new Set<string>();
   fastify.addHook('preHandler', async (request, reply) => {
-    if (!placement.placed(request)) return claim(request, reply);
+    if (!placement.placed(request)) return claim(request, reply, warnedRoutes);
   });
 
-  async function claim(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  /**
+   * Claims a covered request (see the plugin's description). `early`: the route was registered before the
+   * plugin, so this runs before the route's own `preHandler` hooks; the first claim of such a route says so
+   * once through the runner's logger.
+   */
+  async function claim(request: FastifyRequest, reply: FastifyReply, early?: Set<string>): Promise<unknown> {
     const config = request.routeOptions.config?.idempotency;
     const route = request.routeOptions.url;
     if (config === false || route === undefined) return;
@@ -109,6 +115,13 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       routeConfig: config,
     });
     if (admission.kind === 'pass') return;
+    if (early && idempotency.logger && !early.has(`${request.method} ${route}`)) {
+      early.add(`${request.method} ${route}`);
+      idempotency.logger.warn(
+        `idempotent-consumer: ${request.method} ${route} was registered before the idempotency plugin, so its key is claimed before the route's own preHandler hooks (an authentication hook's 401 would be stored and replayed). Register the plugin with await before the routes.`,
+        { route },
+      );
+    }
     if (admission.kind === 'answer') return send(reply, admission.answer);
     const state: InFlight = { exchange: admission.exchange, gone: gone.signal };
     inFlight.set(request, state);
