@@ -1,40 +1,55 @@
 import { defaultIsRetryable } from '@idempotent-consumer/core';
+import type { SqlDatabase } from '../../support/sql-database';
 import { describeInbox, gate } from './fixture';
 
 jest.setTimeout(60_000);
+
+/**
+ * MySQL: a fresh table `locks` (rows 1 and 2) and another transaction that holds row 2 after writing many
+ * rows: InnoDB rolls back the lighter transaction of a deadlock, so the victim is the inbox's (whichever of
+ * the two lock requests closes the cycle). `closeCycle` asks for row 1, which the effect locked before
+ * waiting for row 2, then rolls the other transaction back; `end` closes its connection.
+ */
+async function lockHolder(db: SqlDatabase, databaseUrl: string, name: string) {
+  const locks = `${db.schema}.${name}`;
+  await db.client.query(`CREATE TABLE ${locks} (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`, []);
+  await db.client.query(`INSERT INTO ${locks} VALUES (1, 0), (2, 0)`, []);
+  await db.client.query(`CREATE TABLE ${locks}_weight (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+  const mysql = await import('mysql2/promise');
+  const other = await mysql.createConnection({ uri: databaseUrl });
+  await other.beginTransaction();
+  const ids = Array.from({ length: 200 }, (_, i) => i);
+  await other.query(`INSERT INTO ${locks}_weight (id) VALUES ${ids.map(() => '(?)').join(', ')}`, ids);
+  await other.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 2`);
+  return {
+    locks,
+    async closeCycle() {
+      await other.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 1`);
+      await other.rollback();
+    },
+    end: () => other.end(),
+  };
+}
 
 describeInbox('an effect that catches an error and carries on', (fx, dialect) => {
   // Only on MySQL/MariaDB: PostgreSQL: see the next test.
   if (dialect === 'mysql') {
     it('MySQL: a deadlock caught by the effect rolled its transaction back: the inbox refuses to commit, retryably', async () => {
       const { databaseUrl, db, scope } = fx();
-      const { schema } = db;
-      await db.client.query(
-        `CREATE TABLE ${schema}.locks (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
-        [],
-      );
-      await db.client.query(`INSERT INTO ${schema}.locks VALUES (1, 0), (2, 0)`, []);
-      await db.client.query(`CREATE TABLE ${schema}.weight (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
-      const mysql = await import('mysql2/promise');
-      const other = await mysql.createConnection({ uri: databaseUrl });
+      const holder = await lockHolder(db, databaseUrl, 'locks');
+      const { locks } = holder;
       const inbox = db.inbox();
       const key = 'deadlock-caught';
       try {
-        // The other transaction writes many rows first: InnoDB rolls back the lighter transaction of a
-        // deadlock, so the victim is the inbox's (whichever of the two lock requests closes the cycle).
-        await other.beginTransaction();
-        const ids = Array.from({ length: 200 }, (_, i) => i);
-        await other.query(`INSERT INTO ${schema}.weight (id) VALUES ${ids.map(() => '(?)').join(', ')}`, ids);
-        await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`);
         const aLocked = gate();
         let caught: unknown;
         let afterError: unknown;
         const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
           await db.writeLedger(tx, key, 1); // the write that the deadlock's rollback takes away
-          await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`, []);
+          await tx.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 1`, []);
           aLocked.open();
           try {
-            await tx.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 2`, []); // waits for the other
+            await tx.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 2`, []); // waits for the other
           } catch (error) {
             caught = error; // swallowed: the effect carries on as if only this statement had failed
           }
@@ -46,8 +61,7 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         });
         await aLocked.promise;
         // Waits for the inbox transaction's lock on row 1: a cycle with its wait on row 2.
-        await other.query(`UPDATE ${schema}.locks SET v = v + 1 WHERE id = 1`);
-        await other.rollback();
+        await holder.closeCycle();
         const outcome = await run.then(
           (value) => value,
           (error: unknown) => error,
@@ -73,7 +87,55 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         ).resolves.toEqual({ status: 'committed', result: 'retried' });
         expect(await db.ledgerTokens(key)).toEqual([2]);
       } finally {
-        await other.end();
+        await holder.end();
+      }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MySQL: a statement sent with the one that deadlocks (Promise.all) is not run in autocommit after the rollback', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const holder = await lockHolder(db, databaseUrl, 'locks_pipelined');
+      const { locks } = holder;
+      const inbox = db.inbox();
+      const key = 'deadlock-pipelined';
+      try {
+        const aLocked = gate();
+        const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
+          await db.writeLedger(tx, key, 1);
+          await tx.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 1`, []);
+          // Two statements at once, as an effect writes independent rows: the first waits for the other
+          // transaction and is the deadlock's victim; the second is queued behind it on the connection.
+          const both = Promise.all([
+            tx.query(`UPDATE ${locks} SET v = v + 1 WHERE id = 2`, []),
+            db.writeLedger(tx, `${key}-queued`, 1),
+          ]);
+          aLocked.open();
+          await both;
+          return 'never';
+        });
+        await aLocked.promise;
+        await holder.closeCycle();
+        const outcome = await run.then(
+          (value) => value,
+          (error: unknown) => error,
+        );
+        expect(defaultIsRetryable(outcome)).toBe(true);
+        // Before: the queued INSERT ran after InnoDB's rollback, in autocommit, and stayed; the retry
+        // below then wrote it a second time.
+        const ledger = await db.ledger();
+        expect(ledger).not.toHaveProperty(key);
+        expect(ledger).not.toHaveProperty(`${key}-queued`);
+        expect(await inbox.read({ scope, key })).toMatchObject({ fencingToken: 1, committedAtMs: undefined });
+        await expect(
+          inbox.run({ scope, key, fencingToken: 2 }, async (tx) => {
+            await Promise.all([db.writeLedger(tx, key, 2), db.writeLedger(tx, `${key}-queued`, 2)]);
+            return 'retried';
+          }),
+        ).resolves.toEqual({ status: 'committed', result: 'retried' });
+        expect(await db.ledgerTokens(`${key}-queued`)).toEqual([2]);
+      } finally {
+        await holder.end();
       }
     });
   }

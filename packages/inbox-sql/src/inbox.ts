@@ -170,8 +170,11 @@ export class TransactionalInbox {
         }
         const watched = new TransactionWatch(tx, context);
         const value = await effect(watched.client);
+        // Statements the effect sent without awaiting them are still queued: the commit statement goes
+        // after them, through the watch, so it is refused if one of them lost the transaction.
+        await watched.settled();
         watched.assertAlive();
-        if (!(await this.commit(tx, context, value))) throw new CommitRefused();
+        if (!(await this.commit(watched.client, context, value))) throw new CommitRefused();
         return value;
       });
       return { status: 'committed', result };
@@ -322,13 +325,17 @@ function lockErrorOf(error: unknown): number | undefined {
  * error and continued would have its later writes autocommitted one by one (and made again by the retry),
  * and the inbox's commit statement would record the key as done while the writes before the error are
  * gone. So once the transaction is known lost, every later statement through the watch, and the commit,
- * is refused with `TransactionLostError` without being sent. PostgreSQL needs no watch: it refuses every
- * statement of a failed transaction itself. Statements the effect runs on another object (an ORM's own
- * transaction handle) are not seen.
+ * is refused with `TransactionLostError` without being sent. Statements are sent one at a time, each after
+ * the previous one settled (and its failure was judged): the driver would otherwise send a statement the
+ * effect issued alongside the failing one (`Promise.all`) right after the rollback, in autocommit.
+ * PostgreSQL needs no watch: it refuses every statement of a failed transaction itself. Statements the
+ * effect runs on another object (an ORM's own transaction handle) are not seen.
  */
 class TransactionWatch {
   /** Set when a statement through {@link TransactionWatch.client} failed and took the transaction with it. */
   #lost: TransactionLostError | undefined;
+  /** Settles when the last statement sent through {@link TransactionWatch.client} has settled and been judged. */
+  #last: Promise<unknown> = Promise.resolve();
   readonly client: SqlClient;
 
   constructor(
@@ -336,16 +343,25 @@ class TransactionWatch {
     private readonly context: InboxContext,
   ) {
     this.client = {
-      query: async (sql, params) => {
-        if (this.#lost) throw this.#lost;
-        try {
-          return await tx.query(sql, params);
-        } catch (error) {
-          await this.#noteFailure(error);
-          throw error;
-        }
+      query: (sql, params) => {
+        const sent = this.#last.then(async () => {
+          if (this.#lost) throw this.#lost;
+          try {
+            return await tx.query(sql, params);
+          } catch (error) {
+            await this.#noteFailure(error);
+            throw error;
+          }
+        });
+        this.#last = sent.catch(() => undefined);
+        return sent;
       },
     };
+  }
+
+  /** Resolves once every statement sent through {@link TransactionWatch.client} so far has settled. */
+  async settled(): Promise<void> {
+    await this.#last;
   }
 
   /** Throws `TransactionLostError` when the transaction was rolled back under the effect (before the commit statement). */
