@@ -1,8 +1,26 @@
 import { defaultIsRetryable } from '@idempotent-consumer/core';
+import { mysqlTransaction, type TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import type { SqlDatabase } from '../../support/sql-database';
 import { describeInbox, gate } from './fixture';
 
 jest.setTimeout(60_000);
+
+/** After a refused run of `key` with token 1: its row is uncommitted, and a retry (token 2) commits once. */
+async function expectRetryCommitsOnce(
+  db: SqlDatabase,
+  inbox: TransactionalInbox,
+  scope: string,
+  key: string,
+): Promise<void> {
+  expect(await inbox.read({ scope, key })).toMatchObject({ fencingToken: 1, committedAtMs: undefined });
+  await expect(
+    inbox.run({ scope, key, fencingToken: 2 }, async (tx) => {
+      await db.writeLedger(tx, key, 2);
+      return 'retried';
+    }),
+  ).resolves.toEqual({ status: 'committed', result: 'retried' });
+  expect(await db.ledgerTokens(key)).toEqual([2]);
+}
 
 /**
  * MySQL: a fresh table `locks` (rows 1 and 2) and another transaction that holds row 2 after writing many
@@ -77,15 +95,8 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
           retryable: true,
         });
         expect(defaultIsRetryable(outcome)).toBe(true);
-        expect(await inbox.read({ scope, key })).toMatchObject({ fencingToken: 1, committedAtMs: undefined });
         // The retry runs the effect again, whole, and commits it once.
-        await expect(
-          inbox.run({ scope, key, fencingToken: 2 }, async (tx) => {
-            await db.writeLedger(tx, key, 2);
-            return 'retried';
-          }),
-        ).resolves.toEqual({ status: 'committed', result: 'retried' });
-        expect(await db.ledgerTokens(key)).toEqual([2]);
+        await expectRetryCommitsOnce(db, inbox, scope, key);
       } finally {
         await holder.end();
       }
@@ -136,6 +147,67 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         expect(await db.ledgerTokens(`${key}-queued`)).toEqual([2]);
       } finally {
         await holder.end();
+      }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MariaDB with innodb_snapshot_isolation: a caught 1020 (record changed) rolled the transaction back: refused, retryably', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const { schema } = db;
+      const mysql = await import('mysql2/promise');
+      const connection = await mysql.createConnection({ uri: databaseUrl });
+      const other = await mysql.createConnection({ uri: databaseUrl });
+      try {
+        try {
+          // MariaDB 10.6.18+ (on by default from 11.8); MySQL has no such variable: nothing to check there.
+          await connection.query('SET SESSION innodb_snapshot_isolation = ON');
+        } catch (error) {
+          if ((error as { errno?: number }).errno === 1193) return; // unknown system variable
+          throw error;
+        }
+        await db.client.query(
+          `CREATE TABLE ${schema}.balances (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`,
+          [],
+        );
+        await db.client.query(`INSERT INTO ${schema}.balances VALUES (1, 0)`, []);
+        // One connection with the setting, as a pool whose sessions set it (or the server's default).
+        const transaction = mysqlTransaction({
+          getConnection: async () => ({
+            query: (sql: string, values?: unknown[]) => connection.query(sql, values),
+            beginTransaction: () => connection.beginTransaction(),
+            commit: () => connection.commit(),
+            rollback: () => connection.rollback(),
+            release: () => {},
+            destroy: () => connection.destroy(),
+          }),
+        });
+        const inbox = db.inbox({ transaction });
+        const key = 'record-changed-caught';
+        let caught: unknown;
+        const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
+          await db.writeLedger(tx, key, 1); // the write that the rollback takes away
+          await tx.query(`SELECT v FROM ${schema}.balances WHERE id = 1`, []); // the read view
+          await other.query(`UPDATE ${schema}.balances SET v = v + 1 WHERE id = 1`); // autocommitted
+          try {
+            await tx.query(`UPDATE ${schema}.balances SET v = v + 10 WHERE id = 1`, []);
+          } catch (error) {
+            caught = error; // swallowed, as an optimistic-update fallback would
+          }
+          return 'carried on';
+        });
+        const outcome = await run.then(
+          (value) => value,
+          (error: unknown) => error,
+        );
+        expect(caught).toMatchObject({ errno: 1020 });
+        expect(await db.ledger()).not.toHaveProperty(key);
+        // Before: { status: 'committed' }, the inbox row committed in autocommit without the ledger row.
+        expect(outcome).toMatchObject({ name: 'TransactionLostError', retryable: true });
+        await expectRetryCommitsOnce(db, inbox, scope, key);
+      } finally {
+        await connection.end();
+        await other.end();
       }
     });
   }

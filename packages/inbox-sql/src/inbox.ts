@@ -150,7 +150,8 @@ export class TransactionalInbox {
    *   aborted before the commit: nothing was committed. `InvalidKeyError` when the scope or key does not fit
    *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
    *   be stored as JSON (rolled back). `TransactionLostError` (retryable; MySQL/MariaDB) when a statement the
-   *   effect ran through `tx` failed with a deadlock (or a lock wait timeout that rolled back) and the effect
+   *   effect ran through `tx` failed with a deadlock (or a lock wait timeout that rolled back, or MariaDB's
+   *   1020 under `innodb_snapshot_isolation`) and the effect
    *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the
    *   database throws (rolled back; the driver's errors, deadlocks and serialization failures included, count
    *   as retryable for the core runner, so the claim is released and the message retried). On PostgreSQL at
@@ -304,15 +305,23 @@ export class TransactionalInbox {
 /** MySQL/MariaDB error numbers after which InnoDB may have rolled back the whole transaction. */
 const ER_LOCK_WAIT_TIMEOUT = 1205;
 const ER_LOCK_DEADLOCK = 1213;
+/**
+ * MariaDB with `innodb_snapshot_isolation` on (the default from 11.8): a locking read or write at
+ * REPEATABLE READ met a row changed after the transaction's read view. InnoDB rolls the whole
+ * transaction back, as for a deadlock.
+ */
+const ER_CHECKREAD = 1020;
 
 /**
- * The error number of a deadlock or lock wait timeout (`errno`, or mysql2's `code` name), also when an
- * ORM wrapped the driver's error (as `cause`); `undefined` for any other error.
+ * The error number of a deadlock, a record changed under snapshot isolation, or a lock wait timeout
+ * (`errno`, or mysql2's `code` name), also when an ORM wrapped the driver's error (as `cause`);
+ * `undefined` for any other error.
  */
 function lockErrorOf(error: unknown): number | undefined {
   for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
     const { errno, code } = e as { errno?: unknown; code?: unknown };
     if (errno === ER_LOCK_DEADLOCK || code === 'ER_LOCK_DEADLOCK') return ER_LOCK_DEADLOCK;
+    if (errno === ER_CHECKREAD || code === 'ER_CHECKREAD') return ER_CHECKREAD;
     if (errno === ER_LOCK_WAIT_TIMEOUT || code === 'ER_LOCK_WAIT_TIMEOUT') return ER_LOCK_WAIT_TIMEOUT;
   }
   return undefined;
@@ -320,7 +329,8 @@ function lockErrorOf(error: unknown): number | undefined {
 
 /**
  * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers a deadlock by
- * rolling back the whole transaction (a lock wait timeout too, with `innodb_rollback_on_timeout` on), not
+ * rolling back the whole transaction (a lock wait timeout too, with `innodb_rollback_on_timeout` on, and
+ * MariaDB's 1020 under `innodb_snapshot_isolation`), not
  * only the failed statement; a session that carries on is then in autocommit. An effect that caught the
  * error and continued would have its later writes autocommitted one by one (and made again by the retry),
  * and the inbox's commit statement would record the key as done while the writes before the error are
@@ -370,17 +380,24 @@ class TransactionWatch {
   }
 
   /**
-   * Marks the transaction lost after a deadlock (always rolled back), or a lock wait timeout on a server
+   * Marks the transaction lost after a deadlock or a record changed under MariaDB's snapshot isolation
+   * (both always rolled back), or a lock wait timeout on a server
    * that rolls back the transaction for it, or may (asked only then, with a read that changes nothing: by
    * default InnoDB rolls back only the statement and the transaction stays whole).
    */
   async #noteFailure(error: unknown): Promise<void> {
     const errno = lockErrorOf(error);
     if (errno === undefined || this.#lost) return;
-    const rolledBack = errno === ER_LOCK_DEADLOCK || (await this.#rollsBackOnTimeout());
+    const rolledBack =
+      errno === ER_LOCK_DEADLOCK || errno === ER_CHECKREAD || (await this.#rollsBackOnTimeout());
     if (rolledBack === false) return;
     const { scope, key } = this.context;
-    const reason = errno === ER_LOCK_DEADLOCK ? 'deadlock' : 'lock wait timeout';
+    const reason =
+      errno === ER_LOCK_DEADLOCK
+        ? 'deadlock'
+        : errno === ER_CHECKREAD
+          ? 'record changed since the read view, innodb_snapshot_isolation'
+          : 'lock wait timeout';
     this.#lost = new TransactionLostError(
       `The transaction of ${scope}/${key} ${rolledBack ? 'was' : 'may have been'} rolled back by the database (${reason}${
         rolledBack ? '' : '; innodb_rollback_on_timeout could not be read'
