@@ -1,4 +1,4 @@
-import { describeInbox } from './fixture';
+import { describeInbox, gate } from './fixture';
 
 jest.setTimeout(60_000);
 
@@ -18,6 +18,50 @@ describeInbox('retention and cleanup', (fx) => {
     expect(deleted).toBe(5);
     expect(await kept.read({ scope, key: 'short-0' })).toBeUndefined();
     expect(await kept.read({ scope, key: 'kept-0' })).toMatchObject({ fencingToken: 1, result: '0' });
+  });
+
+  it('a row committed while the cleanup waits for its lock is kept: its new expiry is checked, not the old one', async () => {
+    const { dialect, db, scope } = fx();
+    const table = `${db.schema}.idempotency_inbox`;
+    const clock = dialect === 'postgres' ? 'now()' : 'UTC_TIMESTAMP(3)';
+    const p = dialect === 'postgres' ? '$1' : '?';
+    const inbox = db.inbox();
+    const ctx = { scope, key: 'committed-during-cleanup', fencingToken: 1 };
+    // Fenced with a retention of 1 ms: expired by the time its holder commits (a holder slower than the
+    // retention, or a row of a dead holder that a later claim fenced again while the cleanup ran).
+    await expect(db.inbox({ retentionMs: 1 }).fence(ctx)).resolves.toEqual({ status: 'proceed' });
+    for (;;) {
+      const { rows } = await db.client.query(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE idempotency_key = ${p} AND expires_at < ${clock}`,
+        [ctx.key],
+      );
+      if (Number(rows[0]?.n) === 1) break;
+    }
+    const marked = gate();
+    const release = gate();
+    const holder = db.transaction(async (tx) => {
+      // Committed with the inbox's retention (7 days): holds the row lock until the transaction commits.
+      expect(await inbox.commit(tx, ctx, 'kept')).toBe(true);
+      marked.open();
+      await release.promise;
+    });
+    await marked.promise;
+    const cleanup = inbox.deleteExpired();
+    // The cleanup saw the expired version and waits for the holder's lock on it.
+    const waiting =
+      dialect === 'postgres'
+        ? `SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM "${db.schema}"%'`
+        : `SELECT COUNT(*) AS n FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE 'DELETE FROM \`${db.schema}\`%'`;
+    for (;;) {
+      const { rows } = await db.client.query(waiting, []);
+      if (Number(rows[0]?.n) === 1) break;
+    }
+    release.open();
+    await holder;
+    await cleanup;
+    // Before (PostgreSQL): the cleanup rechecked only its join on the key, deleted the committed row, and a
+    // redelivery of the key would have run its effect again.
+    expect(await inbox.read(ctx)).toMatchObject({ fencingToken: 1, result: '"kept"' });
   });
 
   it('the cleanup statement finds expired rows through the expires_at index', async () => {

@@ -28,7 +28,11 @@ export interface InboxStatements {
    * database clock when this statement runs (on PostgreSQL `clock_timestamp()`, not the transaction's start).
    */
   readonly commit: string;
-  /** Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. */
+  /**
+   * Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. A row
+   * written while the statement waits for its lock (committed, or fenced again) is judged by its new
+   * `expires_at`, so it is kept.
+   */
   readonly deleteExpired: string;
   /**
    * The longest scope and key the table's columns hold, in UTF-8 bytes; `undefined` when unbounded
@@ -122,9 +126,13 @@ FROM ${t} WHERE scope = $1 AND idempotency_key = $2`,
 SET committed_at = clock_timestamp(), result = $1,
   expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
 WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_at IS NULL`,
+    // The outer expires_at test is not redundant: a row the subquery picked and then found locked (its
+    // holder committing it, a later claim fencing it) is rechecked after the wait on its new version, and
+    // at READ COMMITTED that recheck covers only the outer WHERE: with the key alone, it would delete the
+    // row just committed with a new expiry, and the key would run again.
     deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
-)`,
+) AND expires_at < now()`,
     maxBytes: undefined,
     allowsNul: false,
   };
