@@ -1,9 +1,4 @@
-import {
-  type BackoffOptions,
-  computeBackoffMs,
-  describeError,
-  type RunResult,
-} from '@idempotent-consumer/core';
+import { type BackoffOptions, computeBackoffMs, type RunResult } from '@idempotent-consumer/core';
 import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
