@@ -38,6 +38,12 @@ export interface ProcessorHooks {
   changeVisibility(message: Message, visibilityTimeoutSeconds: number): Promise<void>;
   /** Runs after a claim was acquired, before the handler (the poller extends a visibility about to lapse). */
   beforeExecute?(message: Message, leaseMs: number): Promise<void>;
+  /**
+   * Whether `beforeExecute` sends an SQS request for a message received just now (the poller: a visibility
+   * timeout the first lease heartbeat could outlast). A batch is then claimed as reservations, so a crash
+   * during that request spends no attempt. @defaultValue never
+   */
+  coversBeforeRun?(leaseMs: number): boolean;
   /** An SQS or unexpected error that does not stop processing. */
   onError(operation: string, error: unknown, message: Message): void;
   /**
@@ -172,7 +178,8 @@ export class SqsMessageProcessor<T> {
    * attempt at once (`reserve: false`), as `Idempotency.run`'s do: each handler starts right after the
    * reply (the poller receives no more messages than it has free slots, and only a FIFO group's first
    * message is claimed here), so no `start` call per message is needed, and a claim given back unrun
-   * (`giveBack`) returns its attempt. Resolves with one reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
+   * (`giveBack`) returns its attempt. Reservations (counted by `start`) when the hooks' `coversBeforeRun`
+   * says an SQS request comes between the claim and each handler. Resolves with one reply per keyed message, `{ storeUnavailable: error }` when the store did not answer (fail closed), or
    * `undefined` when the batch cannot be claimed at once (an invalid key, fail open): each message is then
    * claimed on its own.
    */
@@ -184,7 +191,8 @@ export class SqsMessageProcessor<T> {
     try {
       const replies = await this.#idempotency.claimMany(
         withKey.map((k) => k.request),
-        { ...this.runOptions, reserve: false },
+        // Counted at once, unless a visibility change is awaited before each handler (see the hook).
+        { ...this.runOptions, reserve: this.#hooks.coversBeforeRun?.(this.leaseMs) === true },
       );
       return new Map(withKey.map((k, i) => [k.message, replies[i]!]));
     } catch (error) {

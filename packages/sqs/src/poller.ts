@@ -119,6 +119,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         await this.#changeVisibility(message, seconds);
       },
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
+      coversBeforeRun: (lease) => this.#coversAtOnce(lease),
       abandoned: (message) => this.#abandoned.has(message),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
       onStoreError: (operation, error, message) =>
@@ -420,13 +421,22 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    */
   async #coverLease(message: Message, leaseMs: number): Promise<void> {
     const receivedAt = this.#receivedAt.get(message) ?? performance.now();
+    if (!this.#visibilityLapsesFirst(performance.now() - receivedAt, leaseMs)) return;
+    await this.#changeVisibility(message, Math.max(1, toVisibilitySeconds(leaseMs)));
+  }
+
+  /** Whether {@link #coverLease} extends the visibility of a message received just now (a short visibility). */
+  #coversAtOnce(leaseMs: number): boolean {
+    return this.#visibilityLapsesFirst(0, leaseMs);
+  }
+
+  /** Whether the receive's visibility timeout could lapse before the first lease heartbeat, `elapsedMs` after it. */
+  #visibilityLapsesFirst(elapsedMs: number, leaseMs: number): boolean {
     const heartbeatMs = Math.min(
       this.#deps.idempotency.options.heartbeatIntervalMs,
       Math.max(1, Math.floor(leaseMs / 3)),
     );
-    const elapsed = performance.now() - receivedAt;
-    if (elapsed + heartbeatMs + 1000 < this.#settings.visibilityTimeoutSeconds * 1000) return;
-    await this.#changeVisibility(message, Math.max(1, toVisibilitySeconds(leaseMs)));
+    return elapsedMs + heartbeatMs + 1000 >= this.#settings.visibilityTimeoutSeconds * 1000;
   }
 
   #capacity(): Promise<void> {

@@ -116,6 +116,28 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(processed.map((p) => p.outcome).sort()).toEqual(['ACQUIRED', 'ACQUIRED', 'DUPLICATE']);
   });
 
+  it('a visibility timeout the first heartbeat could outlast: the batch is claimed as reservations, counted when each handler starts (after its visibility is extended)', async () => {
+    const store = new MemoryIdempotencyStore();
+    const { sqs, idempotency } = setup(store);
+    const claimMany = jest.spyOn(idempotency, 'claimMany');
+    const start = jest.spyOn(store, 'start');
+    const processed: Settled[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, visibilityTimeoutSeconds: 1 },
+      () => 'ok',
+    );
+    poller.on('settled', (p) => processed.push(p));
+    sqs.batches.push([message('a', { key: 'a' })]);
+    poller.start();
+    await until('processed', () => processed.length === 1);
+    await poller.stop();
+    // A crash during the visibility change before the handler must not spend an attempt.
+    expect(claimMany.mock.calls[0]![1]).toMatchObject({ reserve: true });
+    expect(start).toHaveBeenCalledTimes(1);
+    expect(await store.get({ scope: 'orders', key: 'a' })).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+  });
+
   it('deletes nothing and pauses polling while the store is unavailable, then resumes', async () => {
     const memory = new MemoryIdempotencyStore();
     let down = false; // start() pings the store: it answers, then goes down
