@@ -69,7 +69,7 @@ describeWithServices(
     beforeAll(() => {
       redis = new Redis(redisUrl);
       store = new RedisIdempotencyStore({ redis }, { keyPrefix: `http-failures-${randomUUID()}` });
-      idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5 });
+      idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, maxAttempts: 5 });
     });
     afterAll(() => {
       store.close();

@@ -101,7 +101,7 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
   beforeAll(() => {
     redis = new Redis(redisUrl);
     store = new RedisIdempotencyStore({ redis }, { keyPrefix: `http-edges-${randomUUID()}` });
-    idempotency = new Idempotency({ store }, { leaseMs: 10_000, maxAttempts: 5 });
+    idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, maxAttempts: 5 });
   });
   afterAll(() => {
     store.close();
