@@ -119,7 +119,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         await this.#changeVisibility(message, seconds);
       },
       beforeExecute: (message, lease) => this.#coverLease(message, lease),
-      coversBeforeRun: (lease) => this.#coversAtOnce(lease),
+      coversBeforeRun: (lease) => this.#visibilityLapsesFirst(0, lease),
       abandoned: (message) => this.#abandoned.has(message),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
       onStoreError: (operation, error, message) =>
@@ -423,11 +423,6 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     const receivedAt = this.#receivedAt.get(message) ?? performance.now();
     if (!this.#visibilityLapsesFirst(performance.now() - receivedAt, leaseMs)) return;
     await this.#changeVisibility(message, Math.max(1, toVisibilitySeconds(leaseMs)));
-  }
-
-  /** Whether {@link #coverLease} extends the visibility of a message received just now (a short visibility). */
-  #coversAtOnce(leaseMs: number): boolean {
-    return this.#visibilityLapsesFirst(0, leaseMs);
   }
 
   /** Whether the receive's visibility timeout could lapse before the first lease heartbeat, `elapsedMs` after it. */

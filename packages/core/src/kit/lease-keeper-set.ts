@@ -1,5 +1,6 @@
 import type { RecordId } from '../keys';
 import type { AcquiredReply, IdempotencyStore } from '../store/idempotency-store';
+import { unrunReleaseOptions } from '../store/unrun-release';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
 import { checkPositiveInteger } from './option-checks';
@@ -144,11 +145,8 @@ export class LeaseKeeperSet<K = number> {
   async #release(held: Held): Promise<void> {
     try {
       // Never started: no attempt spent, and a claim taken over from a lapsed handler leaves the record stale.
-      await this.#store.release(held.id, held.reply.fencingToken, {
-        retentionMs: this.#timings.retentionMs,
-        abandoned: held.reply.outcome === 'ACQUIRED_STALE',
-        neverStarted: true,
-      });
+      const options = unrunReleaseOptions(held.reply, this.#timings.retentionMs);
+      await this.#store.release(held.id, held.reply.fencingToken, options);
     } catch (error) {
       callIsolated(() => this.#callbacks.onStoreError?.({ operation: 'release', id: held.id, error }));
     }

@@ -21,6 +21,7 @@ import type {
   IdempotencyStore,
   WriteReply,
 } from '../store/idempotency-store';
+import { unrunReleaseOptions } from '../store/unrun-release';
 import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
 import { type HandlerContext, LazySignalContext } from './handler-context';
@@ -334,11 +335,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    */
   async release(request: RecordId, claim: AcquiredReply): Promise<boolean> {
     const id: RecordId = { scope: request.scope, key: request.key };
-    const options = {
-      retentionMs: this.options.retentionMs,
-      abandoned: claim.outcome === 'ACQUIRED_STALE',
-      neverStarted: true,
-    };
+    const options = unrunReleaseOptions(claim, this.options.retentionMs);
     const reply = await this.#store('release', id, () => this.store.release(id, claim.fencingToken, options));
     return reply.ok;
   }
