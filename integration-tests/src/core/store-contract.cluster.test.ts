@@ -71,6 +71,26 @@ describeWithRedisCluster(
       expect(perMaster.reduce((a, b) => a + b, 0)).toBe(300);
     });
 
+    it('claimMany while one master refuses writes (OOM): rejects, and gives back the claims the other masters took (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const store = target.store;
+      const ids = Array.from({ length: 30 }, (_, i) => ({ scope: 'partial', key: `k${i}` }));
+      const full = redis.nodes('master')[0]!;
+      await full.config('SET', 'maxmemory-policy', 'noeviction', 'maxmemory', '1');
+      try {
+        for (const reserve of [true, false]) {
+          await expect(
+            store.claimMany(ids.map((id) => ({ id, options: { ...options, reserve } }))),
+          ).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+        }
+      } finally {
+        await full.config('SET', 'maxmemory', '0');
+      }
+      // The master answers again: the redelivered batch claims every key, none spent an attempt.
+      const again = await store.claimMany(ids.map((id) => ({ id, options })));
+      expect(again.map((r) => r.outcome)).toEqual(ids.map(() => 'ACQUIRED'));
+      expect(again.map((r) => r.attempt)).toEqual(ids.map(() => 1));
+    });
+
     it('outcome notifications reach a sharded subscriber on the node that owns the key, for keys on every master', async () => {
       const store = target.store as RedisIdempotencyStore;
       const subscriber = redis.duplicate(undefined, { shardedSubscribers: true });

@@ -1,4 +1,4 @@
-import { RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { type AcquiredReply, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
 import { OutcomeNotifications } from '../../../packages/core/src/store/outcome-notifications';
 import {
@@ -9,7 +9,7 @@ import {
 } from '../../../packages/core/test/contract/store-contract';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
-import { deleteByPrefix, redisContractTarget, serverTimeMs, useRedisStore } from './redis-target';
+import { deleteByPrefix, redisClock, redisContractTarget, serverTimeMs, useRedisStore } from './redis-target';
 
 // The store contract (one row per transition of the state table of docs/design.md#the-record-and-its-states) on real Redis: the same table
 // the unit project runs on MemoryIdempotencyStore, with short leases expired on the server clock.
@@ -305,6 +305,23 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
         code: 'UNEXPECTED_STORE_REPLY',
         retryable: false,
       });
+    });
+
+    it('claimMany with one claim refused (a key of the wrong type): rejects, and gives back the claims the pipeline took (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const ids = ['batch-1', 'batch-wrongtype', 'batch-3'].map((key) => ({ scope: 'spec', key }));
+      await redis.set(store.recordKey(ids[1]!), 'not a hash');
+      const stale = { scope: 'spec', key: 'batch-stale' };
+      const lapsed = (await store.claim(stale, { ...options, leaseMs: 1 })) as AcquiredReply;
+      await redisClock(redis).passTime(lapsed.leaseExpiresAtMs);
+      for (const reserve of [true, false]) {
+        await expect(
+          store.claimMany([...ids, stale].map((id) => ({ id, options: { ...options, reserve } }))),
+        ).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
+      }
+      // Given back unrun: claimable at once, no attempt spent; the lapsed handler's key still says stale.
+      expect(await store.claim(ids[0]!, options)).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+      expect(await store.claim(ids[2]!, options)).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+      expect(await store.claim(stale, options)).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 2 });
     });
 
     it('registers each script once per client under a versioned command name; stores share a client', async () => {

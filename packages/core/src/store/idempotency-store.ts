@@ -244,7 +244,10 @@ export interface IdempotencyStore {
   /**
    * Claims many keys in one round trip (pipelined; on a Cluster one round trip per node when the client
    * uses auto-pipelining). Replies come in the order of the requests. Each claim is atomic on its own;
-   * the batch is not a transaction.
+   * the batch is not a transaction. When any claim of the batch fails (a Cluster node that does not answer
+   * or refuses writes, an unexpected reply), it rejects with the first failure after giving back the
+   * claims of the batch that succeeded (`release` as never started: no attempt spent), so that its
+   * redelivery finds their keys claimable rather than IN_PROGRESS until their lease lapses.
    */
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]>;
   /** Marks the record COMPLETED and stores `result` (an encoded string) when given. Fenced by `fencingToken`. */

@@ -36,6 +36,7 @@ import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
 import { unansweredError } from './unanswered-error';
+import { unrunReleaseOptions } from './unrun-release';
 import {
   type CorkableStream,
   checkMaxCommandsPerWrite,
@@ -221,7 +222,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     for (let tries = 1; ; tries++) {
       const reply = decodeClaimReply(await this.#call('claim', key, args));
       await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
-      if (!counted || (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE')) return reply;
+      if (!counted || !isAcquired(reply)) return reply;
       const started = await this.#startReserved(key, reply, options);
       if (started) return started;
       // The reservation was taken over between its WAIT and its start (a WAIT longer than the lease): the
@@ -266,7 +267,13 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       // auto-pipelining, when the client enables it.
       // Every key and option is checked before the first claim is sent: a bad request claims nothing.
       const checked = requests.map((r) => ({ key: this.recordKey(r.id), call: this.#claimCall(r.options) }));
-      return Promise.all(checked.map((c, i) => this.#claimReplicated(c.key, requests[i]!.options, c.call)));
+      const claims = checked.map((c, i) => ({ key: c.key, options: requests[i]!.options }));
+      return this.#wholeBatch(
+        claims,
+        await Promise.allSettled(
+          checked.map((c, i) => this.#claimReplicated(c.key, claims[i]!.options, c.call)),
+        ),
+      );
     }
     // With waitForReplicas a counted claim is a reservation counted after the WAIT (see #claimReplicated).
     const calls = requests.map((r) => ({
@@ -283,10 +290,17 @@ export class RedisIdempotencyStore implements IdempotencyStore {
         `The claim pipeline returned ${results?.length} replies for ${calls.length}`,
       );
     }
-    const replies = results.map(([err, reply]) => {
-      if (err) throw toStoreError(err);
-      return decodeClaimReply(reply);
-    });
+    const replies = await this.#wholeBatch(
+      calls,
+      results.map(([err, reply]): PromiseSettledResult<ClaimReply> => {
+        if (err) return { status: 'rejected', reason: toStoreError(err) };
+        try {
+          return { status: 'fulfilled', value: decodeClaimReply(reply) };
+        } catch (error) {
+          return { status: 'rejected', reason: error };
+        }
+      }),
+    );
     // One WAIT covers every earlier write of the connection.
     await this.#replicate(
       'claim',
@@ -294,15 +308,54 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       replies.some((r) => CLAIM_WRITES.has(r.outcome)),
     );
     if (!calls.some((c) => c.counted)) return replies;
-    return Promise.all(
-      replies.map(async (reply, i) => {
-        const c = calls[i]!;
-        if (!c.counted || (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE')) return reply;
-        return (
-          (await this.#startReserved(c.key, reply, c.options)) ?? this.#claimReplicated(c.key, c.options)
+    return this.#wholeBatch(
+      calls,
+      await Promise.allSettled(
+        replies.map(async (reply, i) => {
+          const c = calls[i]!;
+          if (!c.counted || !isAcquired(reply)) return reply;
+          return (
+            (await this.#startReserved(c.key, reply, c.options)) ?? this.#claimReplicated(c.key, c.options)
+          );
+        }),
+      ),
+      replies,
+    );
+  }
+
+  /**
+   * The replies of a batch whose claims each settled on its own, in request order; or, when any of them
+   * failed, the first failure, thrown after every claim of the batch that succeeded was given back
+   * (`release` as never started: no attempt spent, a stale claim leaves the record stale). The caller gets
+   * no reply, so it could not give them back: they held their keys IN_PROGRESS until their lease lapsed,
+   * and the redelivered batch met CONFLICT on them (and an orphaned counted claim spent an attempt, its
+   * next claim ACQUIRED_STALE). A give-back that fails leaves its claim to its lease.
+   * @param held - per request, a claim made before this step (a reservation `settled` was to count), given
+   *   back too when its step failed.
+   */
+  async #wholeBatch(
+    claims: readonly { readonly key: string; readonly options: ClaimOptions }[],
+    settled: readonly PromiseSettledResult<ClaimReply>[],
+    held?: readonly ClaimReply[],
+  ): Promise<ClaimReply[]> {
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed === undefined) return settled.map((s) => (s as PromiseFulfilledResult<ClaimReply>).value);
+    await Promise.all(
+      settled.map(async (s, i) => {
+        const claim = s.status === 'fulfilled' ? s.value : held?.[i];
+        if (claim === undefined || !isAcquired(claim)) return;
+        const { key, options } = claims[i]!;
+        const release = unrunReleaseOptions(claim, options.retentionMs);
+        const args = scriptArgs.release(
+          claim.fencingToken,
+          release.retentionMs,
+          release.abandoned,
+          release.neverStarted,
         );
+        await this.#call('release', key, args).catch(() => undefined);
       }),
     );
+    throw failed.reason;
   }
 
   async complete(
@@ -454,6 +507,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   #guard<T>(promise: Promise<T>): Promise<T> {
     return this.#deadlines.guard(promise, toStoreError);
   }
+}
+
+/** Whether a claim reply holds the key (the caller must run or give back its claim). */
+function isAcquired(reply: ClaimReply): reply is AcquiredReply {
+  return reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE';
 }
 
 /** Claim outcomes after which the claim script has written the record. */
