@@ -32,6 +32,7 @@ describe('option validation', () => {
     ['leaseMs 1.5', { leaseMs: 1.5 }],
     ['leaseMs NaN', { leaseMs: Number.NaN }],
     ['leaseMs as a string', { leaseMs: '100' as unknown as number }],
+    ['leaseMs 2^52 + 1 (its end on the clock would not be an exact integer)', { leaseMs: 2 ** 52 + 1 }],
     ['heartbeatIntervalMs 0', { heartbeatIntervalMs: 0 }],
     ['heartbeatIntervalMs = leaseMs', { leaseMs: 100, heartbeatIntervalMs: 100 }],
     ['retentionMs 0', { retentionMs: 0 }],
@@ -58,6 +59,7 @@ describe('option validation', () => {
     ['maxAttempts 0', { maxAttempts: 0 }],
     ['maxAttempts 1.5', { maxAttempts: 1.5 }],
     ['leaseMs -1', { leaseMs: -1 }],
+    ['leaseMs 2^53 - 1', { leaseMs: Number.MAX_SAFE_INTEGER }],
     ['signal that is not an AbortSignal', { signal: { aborted: false } as unknown as AbortSignal }],
     ['signal null', { signal: null as unknown as AbortSignal }],
   ])('rejects a per-call override %s before claiming anything', async (_, overrides) => {

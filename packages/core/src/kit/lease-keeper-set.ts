@@ -3,7 +3,7 @@ import type { AcquiredReply, IdempotencyStore } from '../store/idempotency-store
 import { unrunReleaseOptions } from '../store/unrun-release';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
-import { checkPositiveInteger } from './option-checks';
+import { checkLeaseMs, checkPositiveInteger } from './option-checks';
 
 /** Lease timings of a {@link LeaseKeeperSet}, in milliseconds. */
 export interface LeaseKeeperSetTimings {
@@ -69,7 +69,7 @@ export class LeaseKeeperSet<K = number> {
    * @param store - where the claims live (the runner's `store`); only `extend` and `release` are used.
    * @param timings - the lease to renew, the retention, and the beat interval.
    * @param callbacks - what to report.
-   * @throws `InvalidOptionError` when a timing is not an integer >= 1.
+   * @throws `InvalidOptionError` when a timing is not an integer >= 1, or `leaseMs` is above 2^52.
    */
   constructor(
     store: Pick<IdempotencyStore, 'extend' | 'release'>,
@@ -78,7 +78,7 @@ export class LeaseKeeperSet<K = number> {
   ) {
     this.#store = store;
     this.#timings = {
-      leaseMs: checkPositiveInteger('leaseMs', timings.leaseMs),
+      leaseMs: checkLeaseMs('leaseMs', timings.leaseMs),
       retentionMs: checkPositiveInteger('retentionMs', timings.retentionMs),
       heartbeatIntervalMs: checkPositiveInteger('heartbeatIntervalMs', timings.heartbeatIntervalMs),
     };

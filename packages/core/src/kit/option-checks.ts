@@ -31,6 +31,27 @@ export function checkPositiveInteger(name: string, value: unknown, fallback?: nu
 }
 
 /**
+ * The longest lease a claim may hold, in milliseconds: 2^52 (about 142,000 years). A store answers the
+ * lease's end as its clock plus the lease (`leaseExpiresAtMs`), which must stay an exact JavaScript
+ * integer (below 2^53): a longer lease was written to Redis, and its reply then refused as unexpected,
+ * which left the key IN_PROGRESS for the length of the lease.
+ */
+export const MAX_LEASE_MS = 2 ** 52;
+
+/**
+ * A lease in milliseconds (`leaseMs`): an integer >= 1 and at most {@link MAX_LEASE_MS}.
+ * @throws `InvalidOptionError` `<name> must be an integer >= 1, got <value>`, or
+ *   `<name> must be at most 2^52 (4503599627370496) ms, got <value>`.
+ */
+export function checkLeaseMs(name: string, value: unknown, fallback?: number): number {
+  const v = checkPositiveInteger(name, value, fallback);
+  if (v > MAX_LEASE_MS) {
+    throw new InvalidOptionError(`${name} must be at most 2^52 (${MAX_LEASE_MS}) ms, got ${v}`);
+  }
+  return v;
+}
+
+/**
  * An integer >= 0 that JavaScript represents exactly: durations where 0 means "none" (`conflictWaitMs`,
  * `handlerTimeoutMs`).
  * @throws `InvalidOptionError` `<name> must be an integer >= 0, got <value>`.

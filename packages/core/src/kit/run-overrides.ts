@@ -1,4 +1,4 @@
-import { checkNonNegativeInteger, checkPositiveInteger } from './option-checks';
+import { checkLeaseMs, checkNonNegativeInteger, checkPositiveInteger } from './option-checks';
 
 /**
  * The runner options a consumer may set for its own messages, overriding the runner's
@@ -8,7 +8,10 @@ import { checkNonNegativeInteger, checkPositiveInteger } from './option-checks';
  * {@link pickRunOverrides}.
  */
 export interface RunOverrides {
-  /** The claim's lease, in milliseconds (an integer >= 1). @defaultValue the runner's `leaseMs` */
+  /**
+   * The claim's lease, in milliseconds (an integer >= 1, at most 2^52).
+   * @defaultValue the runner's `leaseMs`
+   */
   readonly leaseMs?: number;
   /** Most attempts per idempotency key (an integer >= 1). @defaultValue the runner's `maxAttempts` */
   readonly maxAttempts?: number;
@@ -22,15 +25,15 @@ export interface RunOverrides {
 }
 
 /**
- * Checks the overrides that are set with the runner's own ranges: `leaseMs` and `maxAttempts` integers
- * >= 1, `conflictWaitMs` and `handlerTimeoutMs` integers >= 0. `Idempotency.run`, `claim`, `claimMany`
+ * Checks the overrides that are set with the runner's own ranges: `leaseMs` (at most 2^52) and `maxAttempts`
+ * integers >= 1, `conflictWaitMs` and `handlerTimeoutMs` integers >= 0. `Idempotency.run`, `claim`, `claimMany`
  * and `execute` make this check on every call; an adapter makes it when it is built, so a bad value is
  * reported then rather than at its first message.
  * @returns `overrides` itself.
  * @throws `InvalidOptionError` (`<name> must be an integer >= <min>, got <value>`).
  */
 export function checkRunOverrides<T extends RunOverrides>(overrides: T): T {
-  if (overrides.leaseMs !== undefined) checkPositiveInteger('leaseMs', overrides.leaseMs);
+  if (overrides.leaseMs !== undefined) checkLeaseMs('leaseMs', overrides.leaseMs);
   if (overrides.maxAttempts !== undefined) checkPositiveInteger('maxAttempts', overrides.maxAttempts);
   if (overrides.conflictWaitMs !== undefined)
     checkNonNegativeInteger('conflictWaitMs', overrides.conflictWaitMs);

@@ -1,6 +1,11 @@
 import { InvalidOptionError, isIdempotencyError } from '../errors';
 import { heartbeatIntervalFor } from '../kit/heartbeat';
-import { checkNonNegativeInteger, checkOneOf, checkPositiveInteger } from '../kit/option-checks';
+import {
+  checkLeaseMs,
+  checkNonNegativeInteger,
+  checkOneOf,
+  checkPositiveInteger,
+} from '../kit/option-checks';
 import { checkRunOverrides, type RunOverrides } from '../kit/run-overrides';
 import type { ResultOptions } from './result-codec';
 
@@ -11,7 +16,8 @@ import type { ResultOptions } from './result-codec';
 export interface IdempotencyOptions extends ResultOptions {
   /**
    * How long a claim holds without a heartbeat, in milliseconds on the store's clock. Make it at least
-   * the broker's redelivery timer (SQS visibility timeout, Kafka session timeout). @defaultValue 30000
+   * the broker's redelivery timer (SQS visibility timeout, Kafka session timeout). At most 2^52
+   * (about 142,000 years). @defaultValue 30000
    */
   leaseMs?: number;
   /**
@@ -103,7 +109,7 @@ function checkAtLeastZero(name: string, value: number): number {
  * @throws {@link InvalidOptionError} when an option is out of range.
  */
 export function resolveOptions(options: IdempotencyOptions = {}): ResolvedIdempotencyOptions {
-  const leaseMs = checkPositiveInteger('leaseMs', options.leaseMs, 30_000);
+  const leaseMs = checkLeaseMs('leaseMs', options.leaseMs, 30_000);
   const resolved: ResolvedIdempotencyOptions = {
     leaseMs,
     heartbeatIntervalMs: checkPositiveInteger(

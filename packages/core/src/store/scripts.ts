@@ -8,6 +8,7 @@ import {
   releaseScript,
   startScript,
 } from '../generated/scripts';
+import { checkLeaseMs } from '../kit/option-checks';
 import type { ClaimOptions } from './idempotency-store';
 import type { RedisClient } from './redis-client';
 
@@ -96,6 +97,11 @@ function positiveInt(name: string, value: number): number {
   return value;
 }
 
+/** A lease: a positive integer, at most 2^52 (`checkLeaseMs`), so its end on the clock is an exact integer. */
+function lease(value: number): number {
+  return checkLeaseMs('leaseMs', positiveInt('leaseMs', value));
+}
+
 function token(value: number): number {
   if (!Number.isSafeInteger(value) || value <= 0) {
     throw new InvalidOptionError(`fencingToken must be a positive integer, got ${value}`);
@@ -125,7 +131,7 @@ export const scriptArgs = {
     }
     const fingerprint = fingerprintArg(o.fingerprint);
     return [
-      positiveInt('leaseMs', o.leaseMs),
+      lease(o.leaseMs),
       positiveInt('retentionMs', o.retentionMs),
       fingerprint,
       maxAttempts,
@@ -159,10 +165,10 @@ export const scriptArgs = {
     return [token(fencingToken), positiveInt('retentionMs', retentionMs), String(error)];
   },
   extend(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
-    return [token(fencingToken), positiveInt('leaseMs', leaseMs), positiveInt('retentionMs', retentionMs)];
+    return [token(fencingToken), lease(leaseMs), positiveInt('retentionMs', retentionMs)];
   },
   start(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
-    return [token(fencingToken), positiveInt('leaseMs', leaseMs), positiveInt('retentionMs', retentionMs)];
+    return [token(fencingToken), lease(leaseMs), positiveInt('retentionMs', retentionMs)];
   },
   markDeadLettered(fencingToken: number): (string | number)[] {
     return [token(fencingToken)];

@@ -1060,6 +1060,17 @@ export function describeStoreContract(
       ['release retentionMs 0', (st, id) => st.release(id, 1, { retentionMs: 0 })],
       ['fail token NaN', (st, id) => st.fail(id, Number.NaN, { retentionMs: 1, error: 'x' })],
       ['extend leaseMs -5', (st, id) => st.extend(id, 1, { leaseMs: -5, retentionMs: 1 })],
+      // Its end (clock + lease) would not be an exact integer: Redis wrote the claim, then its reply was
+      // refused as unexpected, and the key stayed IN_PROGRESS for the lease (285,000 years).
+      [
+        'claim leaseMs 2^53 - 1',
+        (st, id) => st.claim(id, { leaseMs: Number.MAX_SAFE_INTEGER, retentionMs: 1 }),
+      ],
+      ['extend leaseMs 2^52 + 1', (st, id) => st.extend(id, 1, { leaseMs: 2 ** 52 + 1, retentionMs: 1 })],
+      [
+        'start leaseMs 2^53 - 1',
+        (st, id) => st.start(id, 1, { leaseMs: Number.MAX_SAFE_INTEGER, retentionMs: 1 }),
+      ],
     ])('rejects %s with INVALID_OPTION and changes nothing', async (_, call) => {
       const s = settings();
       const { store } = target();

@@ -142,5 +142,8 @@ describe('kit: LeaseKeeperSet', () => {
     expect(() => new LeaseKeeperSet(store, { ...timings, leaseMs: 1.5 })).toThrow(
       /^leaseMs must be an integer >= 1/,
     );
+    expect(() => new LeaseKeeperSet(store, { ...timings, leaseMs: 2 ** 52 + 1 })).toThrow(
+      /^leaseMs must be at most 2\^52/,
+    );
   });
 });

@@ -10,6 +10,10 @@ describe('kit: RunOverrides', () => {
 
   it.each<[RunOverrides, RegExp]>([
     [{ leaseMs: 0 }, /^leaseMs must be an integer >= 1, got 0$/],
+    [
+      { leaseMs: 2 ** 52 + 1 },
+      /^leaseMs must be at most 2\^52 \(4503599627370496\) ms, got 4503599627370497$/,
+    ],
     [{ maxAttempts: 1.5 }, /^maxAttempts must be an integer >= 1/],
     [{ conflictWaitMs: -1 }, /^conflictWaitMs must be an integer >= 0/],
     [{ handlerTimeoutMs: Number.NaN }, /^handlerTimeoutMs must be an integer >= 0/],
