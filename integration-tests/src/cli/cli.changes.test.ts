@@ -50,6 +50,73 @@ describeWithServices(
       expect(await store.get(id)).toMatchObject({ state: 'FAILED', error: 'card declined', attempt: 1 });
     });
 
+    it('inspect and list show a record released abandoned: the next claim is ACQUIRED_STALE', async () => {
+      const id = { scope, key: 'stuck' };
+      await store.claim(id, { leaseMs: LEASE_MS, retentionMs: 60_000 }); // its handler started, then hung
+      const released = await cli(url, ['--prefix', prefix, '--json', '--yes', 'release', scope, id.key]);
+      expect(released.json()).toMatchObject({ outcome: 'OK', previousState: 'IN_PROGRESS' });
+      expect(await store.get(id)).toMatchObject({ state: 'RELEASED', abandoned: true });
+      const json = await cli(url, ['--prefix', prefix, '--json', 'inspect', scope, id.key]);
+      // Before: no `abandoned` field, and nothing in the table: the record looked like any retry.
+      expect(json.json()).toMatchObject({ state: 'RELEASED', abandoned: true });
+      const human = await cli(url, ['--prefix', prefix, 'inspect', scope, id.key]);
+      expect(human.stdout).toMatch(/│ abandoned\s+│ yes: the last handler may be partial/);
+      expect(human.stdout).toContain('ACQUIRED_STALE');
+      const listed = await cli(url, ['--prefix', prefix, '--json', 'list', scope, '--state', 'RELEASED']);
+      expect(listed.json<{ records: unknown[] }>().records).toEqual([
+        expect.objectContaining({ key: id.key, abandoned: true }),
+      ]);
+      const next = await store.claim(id, { leaseMs: LEASE_MS, retentionMs: 60_000 });
+      expect(next.outcome).toBe('ACQUIRED_STALE');
+      const fresh = await cli(url, ['--prefix', prefix, '--json', 'inspect', scope, id.key]);
+      expect(fresh.json()).toMatchObject({ state: 'IN_PROGRESS', abandoned: false });
+      await store.release(id, next.fencingToken, { retentionMs: 60_000 });
+    });
+
+    it('a scope holding a key longer than 512 bytes (a store with a larger maxKeyBytes): stats, list, inspect and purge see it', async () => {
+      const longScope = 'long-keys';
+      const long = 'k'.repeat(600);
+      const wide = new RedisIdempotencyStore({ redis }, { keyPrefix: prefix, maxKeyBytes: 2048 });
+      for (const key of [long, 'short']) {
+        const claim = await wide.claim({ scope: longScope, key }, { leaseMs: LEASE_MS, retentionMs: 60_000 });
+        await wide.complete({ scope: longScope, key }, claim.fencingToken, { retentionMs: 60_000 });
+      }
+      const run = (args: string[]) => cli(url, ['--prefix', prefix, '--json', ...args]);
+      // Before: each failed with exit status 1, "The idempotency key is 600 bytes long; at most 512 are
+      // accepted": one such record made the whole scope unreadable, and unpurgeable.
+      const stats = await run(['stats', longScope]);
+      expect(stats.stderr).toBe('');
+      expect(stats.status).toBe(0);
+      expect(stats.json()).toMatchObject({ total: 2, states: { COMPLETED: 2 } });
+      const listed = await run(['list', longScope]);
+      expect(listed.status).toBe(0);
+      expect(
+        listed
+          .json<{ records: { key: string }[] }>()
+          .records.map((r) => r.key)
+          .sort(),
+      ).toEqual([long, 'short']);
+      const inspected = await run(['inspect', longScope, long]);
+      expect(inspected.status).toBe(0);
+      expect(inspected.json()).toMatchObject({ found: true, state: 'COMPLETED' });
+      const purged = await run(['--yes', 'purge', longScope]);
+      expect(purged.status).toBe(0);
+      expect(purged.json()).toEqual({ scope: longScope, deleted: 2, skipped: {} });
+    });
+
+    it('an empty key, scope or prefix is bad usage (exit status 2), not a Redis failure (1)', async () => {
+      for (const args of [
+        ['inspect', scope, ''],
+        ['release', '', 'k'],
+        ['--prefix', '', 'stats', scope],
+      ]) {
+        const run = await cli(url, ['--json', ...args]);
+        expect(run.stderr).toMatch(/must not be empty \[INVALID_IDEMPOTENCY_KEY\]/);
+        expect(run.status).toBe(2);
+        expect(run.stdout).toBe('');
+      }
+    });
+
     it('a URL whose database Redis refuses is an error, not a purge of database 0', async () => {
       const id = { scope, key: 'in-db-0' };
       const claim = await store.claim(id, { leaseMs: LEASE_MS, retentionMs: 60_000 });

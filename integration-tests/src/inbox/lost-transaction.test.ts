@@ -1,5 +1,11 @@
 import { defaultIsRetryable } from '@idempotent-consumer/core';
-import { mysqlTransaction, type TransactionalInbox } from '@idempotent-consumer/inbox-sql';
+import {
+  mysqlTransaction,
+  type RunInTransaction,
+  type SqlClient,
+  type TransactionalInbox,
+} from '@idempotent-consumer/inbox-sql';
+import type { Connection } from 'mysql2/promise';
 import type { SqlDatabase } from '../../support/sql-database';
 import { describeInbox, gate } from './fixture';
 
@@ -47,6 +53,80 @@ async function lockHolder(db: SqlDatabase, databaseUrl: string, name: string) {
     },
     end: () => other.end(),
   };
+}
+
+/** A {@link mysqlTransaction} on one connection (whose session settings a test chose), never released. */
+function oneConnectionTransaction(connection: Connection): RunInTransaction {
+  return mysqlTransaction({
+    getConnection: async () => ({
+      query: (sql: string, values?: unknown[]) => connection.query(sql, values),
+      beginTransaction: () => connection.beginTransaction(),
+      commit: () => connection.commit(),
+      rollback: () => connection.rollback(),
+      release: () => {},
+      destroy: () => connection.destroy(),
+    }),
+  });
+}
+
+/**
+ * MariaDB (10.6+) with `unique_checks` and `foreign_key_checks` off: a connection for `inbox.run`, and a
+ * fresh empty table `name` (id primary key), whose first INSERT in a transaction is a bulk insert; InnoDB
+ * then rolls the whole transaction back on any error until it ends. `undefined` on MySQL, which has no
+ * such mode. `end` closes the connection (the settings go with it).
+ */
+async function bulkInsertSession(db: SqlDatabase, databaseUrl: string, name: string) {
+  const { rows } = await db.client.query('SELECT VERSION() AS version', []);
+  if (!String(rows[0]?.version).includes('MariaDB')) return undefined;
+  const mysql = await import('mysql2/promise');
+  const connection = await mysql.createConnection({ uri: databaseUrl });
+  await connection.query('SET SESSION unique_checks = 0, foreign_key_checks = 0');
+  const table = `${db.schema}.${name}`;
+  await db.client.query(`CREATE TABLE ${table} (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+  const inbox = db.inbox({ transaction: oneConnectionTransaction(connection) });
+  return {
+    table,
+    inbox,
+    /**
+     * Asserts that the run of `key` (token 1) was refused retryably with its ledger write gone, then, with
+     * the checks back on, that a retry commits once.
+     */
+    async expectLostThenRetried(scope: string, key: string, outcome: unknown) {
+      expect(await db.ledger()).not.toHaveProperty(key);
+      // Before: { status: 'committed' }, the inbox row committed without the ledger row.
+      expect(outcome).toMatchObject({ name: 'TransactionLostError', retryable: true });
+      await connection.query('SET SESSION unique_checks = 1, foreign_key_checks = 1');
+      await expectRetryCommitsOnce(db, inbox, scope, key);
+    },
+    end: () => connection.end(),
+  };
+}
+
+/**
+ * Runs `key` with token 1 through `inbox`: a ledger write, then `carryOn`, whose statement fails and whose
+ * error it catches (returned as `caught`); `outcome` is the run's value or error.
+ */
+async function runCarryingOn(
+  db: SqlDatabase,
+  inbox: TransactionalInbox,
+  scope: string,
+  key: string,
+  carryOn: (tx: SqlClient) => Promise<unknown>,
+): Promise<{ caught: unknown; outcome: unknown }> {
+  let caught: unknown;
+  const outcome = await inbox
+    .run({ scope, key, fencingToken: 1 }, async (tx) => {
+      await db.writeLedger(tx, key, 1); // the write that the rollback takes away
+      await carryOn(tx).catch((error: unknown) => {
+        caught = error;
+      });
+      return 'carried on';
+    })
+    .then(
+      (value) => value,
+      (error: unknown) => error,
+    );
+  return { caught, outcome };
 }
 
 describeInbox('an effect that catches an error and carries on', (fx, dialect) => {
@@ -172,17 +252,7 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         );
         await db.client.query(`INSERT INTO ${schema}.balances VALUES (1, 0)`, []);
         // One connection with the setting, as a pool whose sessions set it (or the server's default).
-        const transaction = mysqlTransaction({
-          getConnection: async () => ({
-            query: (sql: string, values?: unknown[]) => connection.query(sql, values),
-            beginTransaction: () => connection.beginTransaction(),
-            commit: () => connection.commit(),
-            rollback: () => connection.rollback(),
-            release: () => {},
-            destroy: () => connection.destroy(),
-          }),
-        });
-        const inbox = db.inbox({ transaction });
+        const inbox = db.inbox({ transaction: oneConnectionTransaction(connection) });
         const key = 'record-changed-caught';
         let caught: unknown;
         const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
@@ -209,6 +279,62 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         await connection.end();
         await other.end();
       }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MariaDB bulk insert: a caught 1180 at the end of an INSERT into an empty table rolled the transaction back: refused, retryably', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const bulk = await bulkInsertSession(db, databaseUrl, 'bulk_end');
+      if (!bulk) return; // MySQL: no bulk-insert mode
+      const key = 'bulk-end-caught';
+      try {
+        const { caught, outcome } = await runCarryingOn(db, bulk.inbox, scope, key, (tx) =>
+          // Duplicates in a bulk insert are found when it is applied, at the statement's end.
+          tx.query(`INSERT INTO ${bulk.table} (id) VALUES (1), (1)`, []),
+        );
+        expect(caught).toMatchObject({ errno: 1180 }); // "Got error 1 during COMMIT"
+        await bulk.expectLostThenRetried(scope, key, outcome);
+      } finally {
+        await bulk.end();
+      }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MariaDB bulk insert: a caught duplicate-key error after an INSERT into an empty table rolled the whole transaction back: refused', async () => {
+      const { databaseUrl, db, scope } = fx();
+      const bulk = await bulkInsertSession(db, databaseUrl, 'bulk_dup');
+      if (!bulk) return;
+      await db.client.query(`CREATE TABLE ${db.schema}.seen (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+      await db.client.query(`INSERT INTO ${db.schema}.seen VALUES (7)`, []);
+      const key = 'bulk-dup-caught';
+      try {
+        const { caught, outcome } = await runCarryingOn(db, bulk.inbox, scope, key, async (tx) => {
+          await tx.query(`INSERT INTO ${bulk.table} (id) VALUES (1)`, []); // a bulk insert
+          // An "insert, or skip if seen" that would lose only this statement without the bulk insert.
+          await tx.query(`INSERT INTO ${db.schema}.seen VALUES (7)`, []);
+        });
+        expect(caught).toMatchObject({ errno: 1062 });
+        await bulk.expectLostThenRetried(scope, key, outcome);
+      } finally {
+        await bulk.end();
+      }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MySQL: a caught duplicate-key error with the checks on (the default) loses only its statement: it commits with its writes', async () => {
+      const { db, scope } = fx();
+      await db.client.query(`CREATE TABLE ${db.schema}.seen_once (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+      await db.client.query(`INSERT INTO ${db.schema}.seen_once VALUES (7)`, []);
+      const key = 'duplicate-caught';
+      const { caught, outcome } = await runCarryingOn(db, db.inbox(), scope, key, (tx) =>
+        tx.query(`INSERT INTO ${db.schema}.seen_once VALUES (7)`, []),
+      );
+      expect(outcome).toEqual({ status: 'committed', result: 'carried on' });
+      expect(caught).toMatchObject({ errno: 1062 });
+      expect(await db.ledgerTokens(key)).toEqual([1]);
     });
   }
 

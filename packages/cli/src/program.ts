@@ -14,6 +14,13 @@ import { type TrackedStream, trackWrites, type WritesOutcome } from './tracked-s
 
 const STATES: readonly RecordState[] = ['IN_PROGRESS', 'COMPLETED', 'RELEASED', 'FAILED'];
 
+/**
+ * The admin's `maxKeyBytes`: no limit. A store may be configured with a larger `maxKeyBytes` than the
+ * default 512 bytes, and the CLI must read, list and purge every record a store wrote (one longer key made
+ * the whole scope fail), and look up whatever key the operator types (a longer one is then not found).
+ */
+const ANY_KEY_LENGTH = Number.MAX_SAFE_INTEGER;
+
 interface GlobalOptions {
   url?: string;
   cluster?: boolean;
@@ -99,7 +106,10 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
         commandTimeoutMs: options.commandTimeoutMs,
       });
       try {
-        const admin = new RedisIdempotencyAdmin({ redis }, { keyPrefix: options.prefix });
+        const admin = new RedisIdempotencyAdmin(
+          { redis },
+          { keyPrefix: options.prefix, maxKeyBytes: ANY_KEY_LENGTH },
+        );
         status = await body({ admin, out, io, yes: options.yes, changed }, ...args);
       } finally {
         // A client whose connection already ended would wait up to 2 s in disconnect() (see connect.ts).
@@ -203,7 +213,11 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
   }
   const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
   stderr.write(`idempotent-consumer: ${error instanceof Error ? error.message : String(error)}${code}\n`);
-  return EXIT.error;
+  // A scope, key or prefix the core refuses (empty, a lone surrogate) is the operator's input, not Redis.
+  const badInput =
+    isIdempotencyError(error) &&
+    (error.code === 'INVALID_IDEMPOTENCY_KEY' || error.code === 'INVALID_OPTION');
+  return badInput ? EXIT.usage : EXIT.error;
 }
 
 /**

@@ -13,8 +13,14 @@ export interface RecordView {
   /** FAILED only: an adapter has dead-lettered the message already. */
   readonly deadLettered: boolean;
   /**
-   * IN_PROGRESS only: lease expiry minus the Redis server's clock, in ms; negative when the lease lapsed
-   * (the next claim takes the record over as ACQUIRED_STALE). `null` in other states.
+   * RELEASED (or IN_PROGRESS under a reservation) after a handler that may be partial or still running: it
+   * was released abandoned (a handler timeout, or the CLI's `release` of a started IN_PROGRESS record), or
+   * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`.
+   */
+  readonly abandoned: boolean;
+  /**
+   * IN_PROGRESS only: lease expiry minus the Redis server's clock, in ms; 0 or negative when the lease
+   * lapsed (the next claim takes the record over as ACQUIRED_STALE). `null` in other states.
    */
   readonly leaseRemainingMs: number | null;
   /** IN_PROGRESS only: when the lease ends, ISO 8601 on the server clock. */
@@ -52,6 +58,7 @@ export function recordView(
     attempt: record.attempt,
     reserved: record.reserved,
     deadLettered: record.deadLettered,
+    abandoned: record.abandoned,
     leaseRemainingMs: lease === undefined ? null : lease - serverTimeMs,
     leaseExpiresAt: lease === undefined ? null : iso(lease),
     createdAt: record.createdAtMs > 0 ? iso(record.createdAtMs) : null,

@@ -1,5 +1,6 @@
 import { PassThrough, Writable } from 'node:stream';
 import { runCli } from '../src';
+import { viewFields } from '../src/commands/inspect';
 import { cut, recordView } from '../src/record-view';
 import { trackWrites } from '../src/tracked-stream';
 
@@ -171,6 +172,20 @@ describe('recordView', () => {
       50,
     );
     expect(lapsed.leaseRemainingMs).toBe(-2500);
+  });
+
+  it('a lease that ends at the server time has lapsed, as the scripts judge it (claim.lua: held while expiry > now)', () => {
+    const view = (serverTimeMs: number) =>
+      recordView(
+        { scope: 's', key: 'k' },
+        { ...base, state: 'IN_PROGRESS', leaseExpiresAtMs: 1_700_000_010_000 },
+        serverTimeMs,
+        50,
+      );
+    const lease = (serverTimeMs: number) => Object.fromEntries(viewFields(view(serverTimeMs))).lease;
+    expect(lease(1_700_000_009_999)).toMatch(/^1 ms remaining/);
+    // Before: "0 ms remaining (until …)", while the next claim already takes the record over.
+    expect(lease(1_700_000_010_000)).toBe('lapsed 0 ms ago (the next claim takes it over)');
   });
 
   it('decodes the stored result (JSON) and cuts long previews', () => {

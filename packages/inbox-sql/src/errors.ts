@@ -8,14 +8,21 @@ export type InboxErrorCode = 'TRANSACTION_LOST';
 
 /**
  * MySQL/MariaDB: a statement the effect ran through `tx` failed with an error after which InnoDB had rolled
- * the whole transaction back (a deadlock, `ER_LOCK_DEADLOCK` 1213; on MariaDB with
- * `innodb_snapshot_isolation` on, a row changed since the read view, `ER_CHECKREAD` 1020; a lock wait
- * timeout, 1205, with `innodb_rollback_on_timeout` on, or with a setting that could not be read), and the
- * effect caught it and
- * carried on. Its later statements, the commit statement included, would run in autocommit: the row recorded
- * committed while the writes made before the error are gone. The inbox rolls back instead and throws this,
- * with the database's error as `cause`. Retryable: the next attempt runs the whole effect in a new
- * transaction.
+ * the whole transaction back, or may have, and the effect caught it and carried on:
+ * - a deadlock, `ER_LOCK_DEADLOCK` 1213;
+ * - the lock table full, `ER_LOCK_TABLE_FULL` 1206 (lock structures outgrew the buffer pool);
+ * - on MariaDB with `innodb_snapshot_isolation` on, a row changed since the read view, `ER_CHECKREAD` 1020;
+ * - an error at the statement's end, `ER_ERROR_DURING_COMMIT` 1180 (MariaDB's bulk insert failing when
+ *   applied), or a failed statement rollback, `ER_ERROR_DURING_ROLLBACK` 1181;
+ * - a lock wait timeout, 1205, with `innodb_rollback_on_timeout` on, or when the setting could not be read;
+ * - any error on MariaDB with `unique_checks` and `foreign_key_checks` both off in the session, where an
+ *   INSERT into an empty table is a bulk insert, after which every error rolls back the whole transaction
+ *   (or when those settings could not be read).
+ *
+ * Its later statements, the commit statement included, would run in autocommit or in a new transaction: the
+ * row recorded committed while the writes made before the error are gone. The inbox rolls back instead and
+ * throws this, with the database's error as `cause`. Retryable: the next attempt runs the whole effect in a
+ * new transaction.
  */
 export class TransactionLostError extends IdempotencyError<InboxErrorCode> {
   override readonly name = 'TransactionLostError' as const;

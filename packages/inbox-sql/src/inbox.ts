@@ -9,6 +9,7 @@ import {
 import { DEFAULT_INBOX_TABLE, type InboxStatements, inboxStatements, type SqlDialect } from './dialect';
 import { TransactionLostError } from './errors';
 import type { RunInTransaction, SqlClient } from './sql-client';
+import { transactionLossOf } from './transaction-loss';
 
 /**
  * What the inbox needs from a handler's context: the core's `HandlerContext` and every adapter's fit.
@@ -150,8 +151,8 @@ export class TransactionalInbox {
    *   aborted before the commit: nothing was committed. `InvalidKeyError` when the scope or key does not fit
    *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
    *   be stored as JSON (rolled back). `TransactionLostError` (retryable; MySQL/MariaDB) when a statement the
-   *   effect ran through `tx` failed with a deadlock (or a lock wait timeout that rolled back, or MariaDB's
-   *   1020 under `innodb_snapshot_isolation`) and the effect
+   *   effect ran through `tx` failed with an error after which InnoDB had rolled back the whole transaction,
+   *   or may have (a deadlock, a full lock table; the list is on `TransactionLostError`), and the effect
    *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the
    *   database throws (rolled back; the driver's errors, deadlocks and serialization failures included, count
    *   as retryable for the core runner, so the claim is released and the message retried). On PostgreSQL at
@@ -235,9 +236,10 @@ export class TransactionalInbox {
    * committed with `value` (stored as JSON) if it is still uncommitted and holds the context's token.
    * @returns true when marked (commit the transaction); false when refused: roll back, then
    *   {@link TransactionalInbox.read} tells whether the key committed elsewhere or was fenced.
-   *   On MySQL/MariaDB, call it only if no statement of the transaction failed with a deadlock (InnoDB
-   *   rolled the transaction back, so this statement would autocommit the row without the earlier writes):
-   *   unlike {@link TransactionalInbox.run}, it cannot see the effect's statements.
+   *   On MySQL/MariaDB, call it only if no statement of the transaction failed with an error after which
+   *   InnoDB rolls back the whole transaction (a deadlock, a full lock table; the list is on
+   *   `TransactionLostError`): this statement would then commit the row without the earlier writes.
+   *   Unlike {@link TransactionalInbox.run}, it cannot see the effect's statements.
    * @throws `LeaseLostError` when `context.signal` is aborted; `NonRetryableError` when `value` is not JSON.
    */
   async commit(tx: SqlClient, context: InboxContext, value: unknown): Promise<boolean> {
@@ -302,38 +304,13 @@ export class TransactionalInbox {
   }
 }
 
-/** MySQL/MariaDB error numbers after which InnoDB may have rolled back the whole transaction. */
-const ER_LOCK_WAIT_TIMEOUT = 1205;
-const ER_LOCK_DEADLOCK = 1213;
 /**
- * MariaDB with `innodb_snapshot_isolation` on (the default from 11.8): a locking read or write at
- * REPEATABLE READ met a row changed after the transaction's read view. InnoDB rolls the whole
- * transaction back, as for a deadlock.
- */
-const ER_CHECKREAD = 1020;
-
-/**
- * The error number of a deadlock, a record changed under snapshot isolation, or a lock wait timeout
- * (`errno`, or mysql2's `code` name), also when an ORM wrapped the driver's error (as `cause`);
- * `undefined` for any other error.
- */
-function lockErrorOf(error: unknown): number | undefined {
-  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const { errno, code } = e as { errno?: unknown; code?: unknown };
-    if (errno === ER_LOCK_DEADLOCK || code === 'ER_LOCK_DEADLOCK') return ER_LOCK_DEADLOCK;
-    if (errno === ER_CHECKREAD || code === 'ER_CHECKREAD') return ER_CHECKREAD;
-    if (errno === ER_LOCK_WAIT_TIMEOUT || code === 'ER_LOCK_WAIT_TIMEOUT') return ER_LOCK_WAIT_TIMEOUT;
-  }
-  return undefined;
-}
-
-/**
- * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers a deadlock by
- * rolling back the whole transaction (a lock wait timeout too, with `innodb_rollback_on_timeout` on, and
- * MariaDB's 1020 under `innodb_snapshot_isolation`), not
- * only the failed statement; a session that carries on is then in autocommit. An effect that caught the
- * error and continued would have its later writes autocommitted one by one (and made again by the retry),
- * and the inbox's commit statement would record the key as done while the writes before the error are
+ * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers some
+ * errors by rolling back the whole transaction, not only the failed statement (a deadlock, a full lock
+ * table, and the others of {@link transactionLossOf}); a session that carries on is then in autocommit, or
+ * (after MariaDB's bulk insert) in a new transaction. An effect that caught the error and continued would
+ * have its later writes committed without the earlier ones (and made again by the retry), and the inbox's
+ * commit statement would record the key as done while the writes before the error are
  * gone. So once the transaction is known lost, every later statement through the watch, and the commit,
  * is refused with `TransactionLostError` without being sent. Statements are sent one at a time, each after
  * the previous one settled (and its failure was judged): the driver would otherwise send a statement the
@@ -380,44 +357,18 @@ class TransactionWatch {
   }
 
   /**
-   * Marks the transaction lost after a deadlock or a record changed under MariaDB's snapshot isolation
-   * (both always rolled back), or a lock wait timeout on a server
-   * that rolls back the transaction for it, or may (asked only then, with a read that changes nothing: by
-   * default InnoDB rolls back only the statement and the transaction stays whole).
+   * Marks the transaction lost when InnoDB rolled it back whole, or may have ({@link transactionLossOf}:
+   * by default a failed statement is rolled back alone and the transaction stays whole).
    */
   async #noteFailure(error: unknown): Promise<void> {
-    const errno = lockErrorOf(error);
-    if (errno === undefined || this.#lost) return;
-    const rolledBack =
-      errno === ER_LOCK_DEADLOCK || errno === ER_CHECKREAD || (await this.#rollsBackOnTimeout());
-    if (rolledBack === false) return;
+    if (this.#lost) return;
+    const loss = await transactionLossOf(error, this.tx);
+    if (!loss) return;
     const { scope, key } = this.context;
-    const reason =
-      errno === ER_LOCK_DEADLOCK
-        ? 'deadlock'
-        : errno === ER_CHECKREAD
-          ? 'record changed since the read view, innodb_snapshot_isolation'
-          : 'lock wait timeout';
     this.#lost = new TransactionLostError(
-      `The transaction of ${scope}/${key} ${rolledBack ? 'was' : 'may have been'} rolled back by the database (${reason}${
-        rolledBack ? '' : '; innodb_rollback_on_timeout could not be read'
-      }) and the side effect carried on: nothing is recorded; retry the whole effect`,
+      `The transaction of ${scope}/${key} ${loss.certain ? 'was' : 'may have been'} rolled back by the database (${loss.reason}) and the side effect carried on: nothing is recorded; retry the whole effect`,
       { cause: error },
     );
-  }
-
-  /**
-   * Whether the server rolls back the whole transaction on a lock wait timeout; `undefined` when the read
-   * fails (a server or proxy without the variable, a lost connection). Unknown counts as rolled back: the
-   * commit is refused and the effect retried whole, and the effect still sees the lock error.
-   */
-  async #rollsBackOnTimeout(): Promise<boolean | undefined> {
-    try {
-      const { rows } = await this.tx.query('SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout', []);
-      return Number(rows[0]?.rollback_on_timeout) === 1;
-    } catch {
-      return undefined;
-    }
   }
 }
 

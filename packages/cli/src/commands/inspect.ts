@@ -40,9 +40,16 @@ export function viewFields(view: RecordView): [string, string | number][] {
     rows.push(['reserved', 'yes: claimed by a batch, handler not started (no attempt counted)']);
   if (view.deadLettered)
     rows.push(['dead-lettered', 'yes: an adapter has sent the message to its dead-letter destination']);
+  if (view.abandoned) {
+    rows.push([
+      'abandoned',
+      'yes: the last handler may be partial or still running; the next claim is ACQUIRED_STALE',
+    ]);
+  }
   if (view.leaseRemainingMs !== null) {
     const lease =
-      view.leaseRemainingMs >= 0
+      // Held while its expiry is after the server time (claim.lua); at 0 the next claim takes it over.
+      view.leaseRemainingMs > 0
         ? `${view.leaseRemainingMs} ms remaining (until ${view.leaseExpiresAt})`
         : `lapsed ${-view.leaseRemainingMs} ms ago (the next claim takes it over)`;
     rows.push(['lease', lease]);

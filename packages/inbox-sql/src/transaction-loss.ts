@@ -1,0 +1,118 @@
+import type { SqlClient } from './sql-client';
+
+/**
+ * MySQL/MariaDB error numbers after which InnoDB has rolled back the whole transaction, not only the failed
+ * statement (InnoDB's `row_mysql_handle_errors`, and MariaDB's end of a statement that applied a bulk
+ * insert):
+ * - `ER_LOCK_DEADLOCK` 1213: the deadlock's victim;
+ * - `ER_LOCK_TABLE_FULL` 1206: the lock structures outgrew the buffer pool ("The total number of locks
+ *   exceeds the lock table size");
+ * - `ER_CHECKREAD` 1020: MariaDB with `innodb_snapshot_isolation` on (the default from 11.8), a locking read
+ *   or a write at REPEATABLE READ met a row changed after the transaction's read view;
+ * - `ER_ERROR_DURING_COMMIT` 1180 from a statement (not from `COMMIT`): MariaDB's bulk insert (below) failed
+ *   when applied at the statement's end ("Got error 1 during COMMIT"), and InnoDB rolled back everything;
+ * - `ER_ERROR_DURING_ROLLBACK` 1181: the statement's own rollback failed; what is left is unknown.
+ */
+const ALWAYS_LOST: ReadonlyMap<number, { readonly code: string } & TransactionLoss> = new Map([
+  [1213, { code: 'ER_LOCK_DEADLOCK', reason: 'deadlock', certain: true }],
+  [1206, { code: 'ER_LOCK_TABLE_FULL', reason: 'lock table full', certain: true }],
+  [
+    1020,
+    {
+      code: 'ER_CHECKREAD',
+      reason: 'record changed since the read view, innodb_snapshot_isolation',
+      certain: true,
+    },
+  ],
+  [
+    1180,
+    { code: 'ER_ERROR_DURING_COMMIT', reason: "error at the statement's end, a bulk insert", certain: true },
+  ],
+  [1181, { code: 'ER_ERROR_DURING_ROLLBACK', reason: "the statement's rollback failed", certain: false }],
+]);
+
+/** A lock wait timeout: InnoDB rolls back the whole transaction for it only with `innodb_rollback_on_timeout` on. */
+const ER_LOCK_WAIT_TIMEOUT = 1205;
+
+/** How a statement's failure left its transaction, when it may have rolled it back whole. */
+export interface TransactionLoss {
+  /** What rolled it back, for the error message. */
+  readonly reason: string;
+  /** True when InnoDB did roll it back; false when it may have (a setting could not be read, a bulk insert may have run). */
+  readonly certain: boolean;
+}
+
+/**
+ * Whether InnoDB rolled back the whole transaction when a statement on `tx` failed with `error`; `undefined`
+ * when only the statement was rolled back. Unknown counts as rolled back (`certain: false`): refusing the
+ * commit costs a retry of the whole effect, committing after a lost transaction records the key without
+ * the writes before the error. Asks the server (a read through `tx` that changes nothing) when the answer
+ * depends on a setting:
+ * - the error numbers of {@link ALWAYS_LOST} (also as mysql2's `code` name, also as an ORM's `cause`):
+ *   rolled back;
+ * - a lock wait timeout, 1205: rolled back with `innodb_rollback_on_timeout` on, or when it cannot be read;
+ * - any other failure, on MariaDB (10.6+) with `unique_checks` and `foreign_key_checks` both off in the
+ *   session: an INSERT into an empty table is then a bulk insert, after which InnoDB answers any error of
+ *   the transaction (a duplicate key, a lock wait timeout) by rolling it back whole, under the statement's
+ *   own error number; the inbox cannot see whether such an INSERT ran, so it counts the transaction lost.
+ *   With either check on (the default), or on MySQL, nothing is lost.
+ */
+export async function transactionLossOf(error: unknown, tx: SqlClient): Promise<TransactionLoss | undefined> {
+  const errno = errnoOf(error);
+  const always = errno === undefined ? undefined : ALWAYS_LOST.get(errno);
+  if (always) return { reason: always.reason, certain: always.certain };
+  if (errno === ER_LOCK_WAIT_TIMEOUT) {
+    const rollsBack = await readFlag(
+      tx,
+      'SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout',
+      (row) => Number(row.rollback_on_timeout) === 1,
+    );
+    if (rollsBack !== false) {
+      return {
+        reason: `lock wait timeout${rollsBack ? '' : '; innodb_rollback_on_timeout could not be read'}`,
+        certain: rollsBack === true,
+      };
+    }
+  }
+  const bulk = await readFlag(
+    tx,
+    "SELECT @@unique_checks AS unique_checks, @@foreign_key_checks AS foreign_key_checks, VERSION() LIKE '%MariaDB%' AS mariadb",
+    (row) =>
+      Number(row.unique_checks) === 0 && Number(row.foreign_key_checks) === 0 && Number(row.mariadb) === 1,
+  );
+  if (bulk === false) return undefined;
+  return {
+    reason: bulk
+      ? "an error with unique_checks and foreign_key_checks off, where MariaDB's bulk insert into an empty table rolls back the whole transaction"
+      : 'an error, and unique_checks and foreign_key_checks could not be read',
+    certain: false,
+  };
+}
+
+/**
+ * The MySQL error number of `error` (`errno`, or mysql2's `code` name of a number the inbox knows), also
+ * when an ORM wrapped the driver's error (as `cause`); `undefined` when none is found.
+ */
+function errnoOf(error: unknown): number | undefined {
+  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { errno, code } = e as { errno?: unknown; code?: unknown };
+    if (typeof errno === 'number' && (ALWAYS_LOST.has(errno) || errno === ER_LOCK_WAIT_TIMEOUT)) return errno;
+    if (code === 'ER_LOCK_WAIT_TIMEOUT') return ER_LOCK_WAIT_TIMEOUT;
+    for (const [number, known] of ALWAYS_LOST) if (code === known.code) return number;
+  }
+  return undefined;
+}
+
+/** `judge` applied to the first row of `sql` on `tx`; `undefined` when the read fails or returns no row. */
+async function readFlag(
+  tx: SqlClient,
+  sql: string,
+  judge: (row: Record<string, unknown>) => boolean,
+): Promise<boolean | undefined> {
+  try {
+    const { rows } = await tx.query(sql, []);
+    return rows[0] ? judge(rows[0]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
