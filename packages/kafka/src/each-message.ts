@@ -26,7 +26,9 @@ export interface IdempotentEachMessage {
   /**
    * Ends every inline wait (a conflict, a retry, the store, a completion write while the store is down, a
    * dead-letter produce the broker has not answered: their offsets stay unresolved), clears pending resume
-   * timers and the store watcher, stops listening to the Redis client. Call it before
+   * timers and the store watcher, gives the consumer back its own `pause` and `resume` (the wrapper
+   * records the application's calls through them, to never resume a partition the application paused),
+   * stops listening to the Redis client. Call it before
    * `consumer.disconnect()`: KafkaJS's disconnect waits for the `eachMessage` in flight, and a completion
    * write waiting for Redis ends only on `close()` (or when Redis answers). A message KafkaJS still hands
    * over after `close()` is claimed and run as usual; one that would wait (a conflict, a retry delay, the
@@ -64,7 +66,9 @@ export interface IdempotentEachMessage {
  *
  * To leave an offset unresolved, `eachMessage` must throw (KafkaJS resolves it on any normal return): the
  * wrapper pauses first, then throws a {@link PartitionPausedError}, never a `TypeError` or a non-retriable
- * error (KafkaJS would stop the consumer for good). Rebalance errors of `heartbeat()` pass through.
+ * error (KafkaJS would stop the consumer for good). Rebalance errors of `heartbeat()` pass through. When a
+ * pause of the wrapper ends, it resumes only what it paused: a partition the application paused itself
+ * (`consumer.pause`, before or meanwhile) stays paused (`PartitionPauser`).
  *
  * @example
  * ```ts

@@ -62,11 +62,21 @@ export interface TopicPartitionsLike {
   partitions?: number[];
 }
 
-/** The consumer the wrappers pause and resume (KafkaJS `Consumer`). */
+/**
+ * The consumer the wrappers pause and resume (KafkaJS `Consumer`). A wrapper installs itself over its
+ * `pause` and `resume` until its `close()`, to tell the application's pauses from its own: each call still
+ * reaches the consumer's method, and the wrapper never resumes a partition the application paused.
+ */
 export interface ConsumerLike {
   /** Stops fetching from these partitions until `resume`; KafkaJS keeps their position. */
   pause(topics: TopicPartitionsLike[]): unknown;
   resume(topics: TopicPartitionsLike[]): unknown;
+  /**
+   * The partitions paused now, of those assigned (KafkaJS `consumer.paused()`). Optional: when present, a
+   * partition it shows paused that the wrapper did not pause is taken for one the application paused, and
+   * the wrapper never resumes it.
+   */
+  paused?(): TopicPartitionsLike[];
 }
 
 /** A message to produce (KafkaJS `Message`). */
