@@ -262,6 +262,46 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
     },
   );
 
+  /** The headers of an answer except those that differ between two answers anyway, or mark a replay. */
+  const comparable = (headers: Headers): Record<string, string> =>
+    Object.fromEntries(
+      [...headers].filter(
+        ([name]) => !['date', 'idempotent-replayed', 'keep-alive', 'connection'].includes(name),
+      ),
+    );
+
+  it.each([
+    ['a Node Readable', () => Readable.from([Buffer.from('%PDF-1.7 '), Buffer.from('the bytes')])],
+    ['a web ReadableStream', () => new Blob(['%PDF-1.7 ', 'the bytes']).stream()],
+    ['a fetch Response of a stream', () => new Response(new Blob(['%PDF-1.7 ', 'the bytes']).stream())],
+  ])(
+    'fastify: %s sent without a content-type is replayed without one, as it was first sent (was application/octet-stream)',
+    async (_what, stream) => {
+      let n = 0;
+      const handler = async (reply: FastifyReply) => {
+        n += 1;
+        return reply.code(201).send(stream());
+      };
+      await withFastifyRoute({}, handler, async (url) => {
+        const key = freshKey();
+        const first = await post(url, '/web', { key, body: { a: 1 } });
+        const again = await post(url, '/web', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(first.headers.get('content-type')).toBeNull();
+        expect({
+          status: again.status,
+          headers: comparable(again.headers),
+          body: again.bytes.toString(),
+        }).toEqual({
+          status: first.status,
+          headers: comparable(first.headers),
+          body: '%PDF-1.7 the bytes',
+        });
+        expect(n).toBe(1);
+      });
+    },
+  );
+
   it('fastify: a Response whose body was read already is answered 500 and releases the key: a retry runs again', async () => {
     let n = 0;
     const handler = async (reply: FastifyReply) => {
