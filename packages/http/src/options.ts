@@ -31,7 +31,11 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    * fails the request through the framework's error handling. @defaultValue no tenant
    */
   tenant?: (request: Req) => string | undefined | Promise<string | undefined>;
-  /** Longest accepted idempotency key, in UTF-8 bytes; longer keys are answered 400. @defaultValue 255 */
+  /**
+   * Longest accepted idempotency key, in UTF-8 bytes; longer keys are answered 400. Keep the store's own
+   * `maxKeyBytes` above it and above the longest scope: a scope the store refuses is answered 500
+   * `scope-refused`. @defaultValue 255
+   */
   maxKeyBytes?: number;
   /**
    * Request headers that are part of the payload fingerprint besides the body (names, any case), for
