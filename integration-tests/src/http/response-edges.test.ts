@@ -11,6 +11,7 @@ import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
+import { listenExpress } from './servers';
 
 /** A route's handler, written once for both frameworks: what it answers on its `n`th call. */
 interface Answer {
@@ -54,17 +55,7 @@ const startExpress: StartEdge = async (idempotency, answer, options = {}) => {
       a.body.pipe(res);
     } else res.end(a.body);
   });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    runs: () => n,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenExpress(app)), runs: () => n };
 };
 
 /** Fastify: the same route, with an `onRequest` hook that sets `access-control-allow-origin: *`. */

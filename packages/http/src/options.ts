@@ -15,8 +15,9 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   methods?: readonly string[];
   /**
-   * Route templates covered (Express: `req.baseUrl + req.route.path`, Fastify: `request.routeOptions.url`,
-   * such as `/orders/:id`), or a predicate on the template and method. @defaultValue every route
+   * Route templates covered, mount path included (Express: the mount paths of the routers and sub-apps
+   * as written, then `req.route.path`; Fastify: `request.routeOptions.url`, prefix included), such as
+   * `/api/orders/:id`, or a predicate on the template and method. @defaultValue every route
    */
   routes?: readonly string[] | ((route: string, method: string) => boolean);
   /**
