@@ -12,6 +12,7 @@ import Redis from 'ioredis';
 import { failingStream } from '../../../packages/http/test/failing-stream';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
+import { listenExpress } from './servers';
 
 interface Running {
   readonly url: string;
@@ -34,16 +35,7 @@ async function startExpress(
   const idempotent = createIdempotencyMiddleware({ idempotency }, { ...httpOptions, required: true });
   app.post('/fail', express.json(), idempotent, handler);
   if (record) app.use(recordIdempotencyError);
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return listenExpress(app);
 }
 
 /** A Fastify app on 127.0.0.1 with the plugin (key required) and `POST /fail` running `handler`. */

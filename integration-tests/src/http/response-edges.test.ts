@@ -11,6 +11,7 @@ import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
+import { listenExpress } from './servers';
 
 /** A route's handler, written once for both frameworks: what it answers on its `n`th call. */
 interface Answer {
@@ -54,17 +55,7 @@ const startExpress: StartEdge = async (idempotency, answer, options = {}) => {
       a.body.pipe(res);
     } else res.end(a.body);
   });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    runs: () => n,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenExpress(app)), runs: () => n };
 };
 
 /** Fastify: the same route, with an `onRequest` hook that sets `access-control-allow-origin: *`. */
@@ -256,6 +247,46 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
           type: 'application/json',
           location: '/payments/pay-1',
           body: '{"id":"pay-1","paid":true}',
+        });
+        expect(n).toBe(1);
+      });
+    },
+  );
+
+  /** The headers of an answer except those that differ between two answers anyway, or mark a replay. */
+  const comparable = (headers: Headers): Record<string, string> =>
+    Object.fromEntries(
+      [...headers].filter(
+        ([name]) => !['date', 'idempotent-replayed', 'keep-alive', 'connection'].includes(name),
+      ),
+    );
+
+  it.each([
+    ['a Node Readable', () => Readable.from([Buffer.from('%PDF-1.7 '), Buffer.from('the bytes')])],
+    ['a web ReadableStream', () => new Blob(['%PDF-1.7 ', 'the bytes']).stream()],
+    ['a fetch Response of a stream', () => new Response(new Blob(['%PDF-1.7 ', 'the bytes']).stream())],
+  ])(
+    'fastify: %s sent without a content-type is replayed without one, as it was first sent (was application/octet-stream)',
+    async (_what, stream) => {
+      let n = 0;
+      const handler = async (reply: FastifyReply) => {
+        n += 1;
+        return reply.code(201).send(stream());
+      };
+      await withFastifyRoute({}, handler, async (url) => {
+        const key = freshKey();
+        const first = await post(url, '/web', { key, body: { a: 1 } });
+        const again = await post(url, '/web', { key, body: { a: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(first.headers.get('content-type')).toBeNull();
+        expect({
+          status: again.status,
+          headers: comparable(again.headers),
+          body: again.bytes.toString(),
+        }).toEqual({
+          status: first.status,
+          headers: comparable(first.headers),
+          body: '%PDF-1.7 the bytes',
         });
         expect(n).toBe(1);
       });

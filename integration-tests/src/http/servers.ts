@@ -104,6 +104,20 @@ const ROUTES = [
 
 const keyOf = (headers: Record<string, unknown>) => headers['idempotency-key'] as string | undefined;
 
+/** Starts an Express app on 127.0.0.1: its URL, and a close that ends open connections too. */
+export async function listenExpress(app: express.Express): Promise<{ url: string; close(): Promise<void> }> {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 export const startExpress: StartServer = async (idempotency, options = {}) => {
   const h = handlers();
   const app = express();
@@ -124,18 +138,7 @@ export const startExpress: StartServer = async (idempotency, options = {}) => {
     res.end();
   });
   app.use(recordIdempotencyError);
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    calls: h.calls,
-    hold: h.hold,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenExpress(app)), calls: h.calls, hold: h.hold };
 };
 
 export const startFastify: StartServer = async (idempotency, options = {}) => {

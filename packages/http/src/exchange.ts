@@ -142,7 +142,7 @@ export class HttpIdempotency<Req> {
     if ('context' in first) {
       return { kind: 'run', exchange: new Exchange(this.options, first.context, response, result) };
     }
-    if ('error' in first) return this.#storeError(first.error);
+    if ('error' in first) return this.#storeError(first.error, scope, key);
     return this.#settled(first.settled);
   }
 
@@ -178,7 +178,7 @@ export class HttpIdempotency<Req> {
     }
   }
 
-  #storeError(error: unknown): Admission {
+  #storeError(error: unknown, scope: string, key: string): Admission {
     if (error instanceof StoreUnavailableError) {
       return this.#problem(
         'store-unavailable',
@@ -186,7 +186,13 @@ export class HttpIdempotency<Req> {
         this.options.storeUnavailableRetryAfterMs,
       );
     }
-    if (error instanceof InvalidKeyError) return this.#problem('invalid-idempotency-key', error.message);
+    if (error instanceof InvalidKeyError) {
+      if (keyRefused(scope, key)) return this.#problem('invalid-idempotency-key', error.message);
+      return this.#problem(
+        'scope-refused',
+        'The idempotency store refused the scope this server built for the request (its method, route and tenant); nothing was processed',
+      );
+    }
     throw error;
   }
 
@@ -261,6 +267,18 @@ export class Exchange {
       // A listener's bug must not change the answer.
     }
   }
+}
+
+/**
+ * Whether the store's `InvalidKeyError` for (`scope`, `key`) is about the client's key rather than the
+ * scope this server built. Both are well-formed non-empty strings (the key passed
+ * {@link parseIdempotencyKey}; the scope is JSON, which escapes a lone surrogate), so the store can only
+ * have found one too long. The core's stores take one `maxKeyBytes` for both parts: when the key has more
+ * bytes than the scope, the key is too long for the store (the scope may be too); otherwise only the
+ * scope can be.
+ */
+function keyRefused(scope: string, key: string): boolean {
+  return Buffer.byteLength(key, 'utf8') > Buffer.byteLength(scope, 'utf8');
 }
 
 /** `Promise.withResolvers` (Node 22+) for Node 20. */

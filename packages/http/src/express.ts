@@ -7,6 +7,7 @@ import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpIdempotency } from './exchange';
 import { captureExpressResponse } from './express-response-capture';
+import { appRouter, type ExpressApp, expressRouteTemplate } from './express-route-template';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
 import type { HttpAnswer } from './problem';
 
@@ -36,7 +37,9 @@ export interface ExpressIdempotencyDependencies {
  * Express middleware for the `Idempotency-Key` request header (IETF HTTPAPI draft "The Idempotency-Key
  * HTTP Header Field"). Mount it on a route, after the body parser, so that the route template is known:
  * `app.post('/orders', express.json(), idempotent, handler)`. The scope of a key is the method, the route
- * template (`req.baseUrl + req.route.path`, never the raw URL) and the `tenant`.
+ * template (the mount paths of the routers and sub-apps it is mounted below as written, then
+ * `req.route.path`: `/api/orders/:id` also for a request to `/API/orders/7`; never the raw URL; the package
+ * README says how Express 4 differs) and the `tenant`.
  *
  * A covered request with a key is claimed on the runner: the first runs the handler, whose response is
  * captured, stored and then sent; later ones get the stored response replayed with `Idempotent-Replayed:
@@ -90,18 +93,11 @@ function warnUnlessRecorderMounted(logger: IdempotencyLogger | false, req: Reque
   } catch {
     return; // Express internals of another shape: no warning rather than a wrong one.
   }
-  const route = req.route ? `${req.method} ${req.baseUrl}${String(req.route.path)}` : req.method;
+  const route = req.route ? `${req.method} ${expressRouteTemplate(req)}` : req.method;
   logger.warn(
     `idempotent-consumer: recordIdempotencyError is not mounted in the Express app of ${route}: the idempotency middleware does not see a handler's error, so a NonRetryableError cannot record its key FAILED (retries run the handler again), and a handler that fails after its response started streaming keeps its key in progress until handlerTimeoutMs or its lease ends. Mount app.use(recordIdempotencyError) after the routes and before your error handlers.`,
     { route },
   );
-}
-
-/** An Express 4 or 5 app, as far as the check reads it. */
-interface ExpressApp {
-  readonly _router?: { readonly stack?: unknown };
-  readonly router?: { readonly stack?: unknown };
-  readonly parent?: ExpressApp;
 }
 
 /**
@@ -112,8 +108,7 @@ interface ExpressApp {
 function recorderReachable(app: ExpressApp | undefined): boolean | undefined {
   const seen = new Set<unknown>();
   for (let current = app; current; current = current.parent) {
-    // Express 4 has `_router` (its `router` getter throws); Express 5 has `router` only.
-    const stack = (current._router ?? current.router)?.stack;
+    const stack = appRouter(current)?.stack;
     if (!Array.isArray(stack)) return undefined;
     if (stackHolds(stack, seen)) return true;
   }
@@ -143,7 +138,7 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
     request: req,
     signal: gone.signal,
     method: req.method,
-    route: `${req.baseUrl}${String(req.route.path)}`,
+    route: expressRouteTemplate(req),
     headers: req.headers,
     body: req.body,
     // No body parser before the middleware took this media type: the payload cannot be fingerprinted.

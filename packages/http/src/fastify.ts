@@ -84,6 +84,8 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   const inFlight = new WeakMap<FastifyRequest, InFlight>();
   /** Claimed requests whose handler's answer reached onSend, where it waits for the store. */
   const answering = new WeakSet<FastifyRequest>();
+  /** Answers given before the handler that have no `Content-Type`, by request: see {@link untypedReplay}. */
+  const untyped = new WeakMap<FastifyRequest, Buffer>();
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
 
   const placement = new ClaimPlacement();
@@ -122,7 +124,10 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
         { route },
       );
     }
-    if (admission.kind === 'answer') return send(reply, admission.answer);
+    if (admission.kind === 'answer') {
+      if (admission.answer.headers['content-type'] === undefined) untyped.set(request, admission.answer.body);
+      return send(reply, admission.answer);
+    }
     const state: InFlight = { exchange: admission.exchange, gone: gone.signal };
     inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
@@ -183,6 +188,21 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     };
   }
 
+  /**
+   * A stored response without a `Content-Type` (the handler sent a stream, or a `Response`, without one:
+   * Fastify sends a stream as it is, and the stored copy went out as a Buffer, again without one) is
+   * replayed without one too. `reply.send` gives a Buffer `application/octet-stream` when it has no
+   * `Content-Type`, before the onSend hooks run; this takes it off again when the payload is still that
+   * answer's body (not an error answer sent instead), so the replay has the headers of the first answer.
+   * onSend hooks that run before this plugin's see the added type.
+   */
+  function untypedReplay(request: FastifyRequest, reply: FastifyReply, sent: unknown): void {
+    const body = untyped.get(request);
+    if (body === undefined) return;
+    untyped.delete(request);
+    if (sent === body) reply.removeHeader('content-type');
+  }
+
   fastify.addHook('onError', async (request, _reply, error) => {
     answering.delete(request); // Fastify answers the error next
     const state = inFlight.get(request);
@@ -190,6 +210,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   });
 
   fastify.addHook('onSend', async (request, reply, sent: unknown) => {
+    untypedReplay(request, reply, sent);
     const state = inFlight.get(request);
     if (!state) return sent;
     inFlight.delete(request);

@@ -15,8 +15,9 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   methods?: readonly string[];
   /**
-   * Route templates covered (Express: `req.baseUrl + req.route.path`, Fastify: `request.routeOptions.url`,
-   * such as `/orders/:id`), or a predicate on the template and method. @defaultValue every route
+   * Route templates covered, mount path included (Express: the mount paths of the routers and sub-apps
+   * as written, then `req.route.path`; Fastify: `request.routeOptions.url`, prefix included), such as
+   * `/api/orders/:id`, or a predicate on the template and method. @defaultValue every route
    */
   routes?: readonly string[] | ((route: string, method: string) => boolean);
   /**
@@ -31,7 +32,11 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    * fails the request through the framework's error handling. @defaultValue no tenant
    */
   tenant?: (request: Req) => string | undefined | Promise<string | undefined>;
-  /** Longest accepted idempotency key, in UTF-8 bytes; longer keys are answered 400. @defaultValue 255 */
+  /**
+   * Longest accepted idempotency key, in UTF-8 bytes; longer keys are answered 400. Keep the store's own
+   * `maxKeyBytes` above it and above the longest scope: a scope the store refuses is answered 500
+   * `scope-refused`. @defaultValue 255
+   */
   maxKeyBytes?: number;
   /**
    * Request headers that are part of the payload fingerprint besides the body (names, any case), for

@@ -39,6 +39,13 @@ export const PROBLEMS = {
   },
   /** The response was larger than `maxResponseBytes` and `onResponseTooLarge` is `fail`. */
   'response-too-large': { status: 500, title: 'The response is too large to be stored for replay' },
+  /**
+   * The store refused the scope this server built for the request (method, route template and tenant, as
+   * JSON) as longer than its `maxKeyBytes`. A server error (the client cannot change the scope), which the
+   * runner logs as a store error (`claim failed: InvalidKeyError`); nothing was processed. A key the store
+   * refuses is the client's: 400 `invalid-idempotency-key`.
+   */
+  'scope-refused': { status: 500, title: 'The idempotency scope of this request cannot be stored' },
   /** The idempotency store did not answer (fail closed); see `Retry-After`. */
   'store-unavailable': { status: 503, title: 'The idempotency store is unavailable' },
 } as const satisfies Record<string, { status: number; title: string }>;

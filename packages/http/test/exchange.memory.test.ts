@@ -172,6 +172,22 @@ describe('HttpIdempotency on the memory store', () => {
     expect(await complete(b)).toBeUndefined();
   });
 
+  it('a scope the store refuses is a 500 (server-built); a key it refuses is a 400 (the client’s)', async () => {
+    const store = new MemoryIdempotencyStore({ maxKeyBytes: 40 });
+    const { http, request } = setup({}, {}, store);
+    const refused = async (over: Parameters<typeof request>[0]) => {
+      const a = await http.admit(request(over));
+      return a.kind === 'answer' ? { status: a.answer.status, type: problemType(a) } : a.kind;
+    };
+    const scope = { status: 500, type: 'urn:idempotent-consumer:problem:scope-refused' };
+    const key = { status: 400, type: 'urn:idempotent-consumer:problem:invalid-idempotency-key' };
+    expect(await refused({ key: 'k', request: { tenant: 't'.repeat(30) } })).toEqual(scope);
+    // Both too long: the key is longer than the scope, so it is too long for the store either way.
+    expect(await refused({ key: 'k'.repeat(60), request: { tenant: 't'.repeat(30) } })).toEqual(key);
+    expect(await refused({ key: 'k'.repeat(41) })).toEqual(key);
+    expect(await refused({ key: 'k'.repeat(40) })).toBe('run');
+  });
+
   it('records FAILED at once when the framework reports a non-retryable error with the 500', async () => {
     const { http, request } = setup();
     const a = await http.admit(request({ key: 'declined' }));
