@@ -20,7 +20,8 @@ export type CloseMethod = keyof typeof CLOSE_METHODS;
  * A TCP proxy in front of a RabbitMQ broker that plays the broker going away while the client closes its
  * connection or one of its channels: it forwards everything both ways until a client sends the close
  * method of {@link AmqpProxy.cutOn}, which it does not forward; it ends that client's socket instead (no
- * `close-ok` ever comes).
+ * `close-ok` ever comes). With {@link AmqpProxy.holding} it plays a connection blocked by a memory or disk
+ * alarm instead: the broker reads nothing more from the client, so nothing the client sends is answered.
  */
 export class AmqpProxy {
   readonly #server: Server;
@@ -32,6 +33,12 @@ export class AmqpProxy {
    * closes it must get through); `undefined` forwards everything.
    */
   cutOn: CloseMethod | undefined;
+  /**
+   * Whether what clients send is held instead of forwarded, as RabbitMQ stops reading the socket of a
+   * connection it blocked (`connection.blocked`, a memory or disk alarm): `basic.cancel`, acks,
+   * `channel.close` and `connection.close` then get no answer, while the broker's frames still arrive.
+   */
+  holding = false;
 
   private constructor(server: Server) {
     this.#server = server;
@@ -79,6 +86,7 @@ export class AmqpProxy {
     let headerSeen = false;
     client.on('data', (chunk: Buffer) => {
       pending = Buffer.concat([pending, chunk]);
+      if (this.holding) return;
       let forward = 0;
       if (!headerSeen) {
         if (pending.length < PROTOCOL_HEADER_BYTES) return;

@@ -135,7 +135,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the store stops m
       // store check. It waited for that check's wait for the connecting client (5 s), then the PING's own
       // timeout (500 ms), though nothing was opened yet and start() was to give up anyway.
       const stopped = await settlesWithin('stop()', consumer.stop(), 2_500);
-      expect(stopped).toEqual({ status: 'fulfilled', value: undefined });
+      expect(stopped).toEqual({ status: 'fulfilled', value: { abandoned: 0 } });
       await expect(starting).resolves.toBeUndefined();
       expect(started).toBe(false);
       expect(consumer.state).toBe('stopped');

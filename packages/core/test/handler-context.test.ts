@@ -40,6 +40,21 @@ describe('extendHandlerContext', () => {
     expect(reads).toBe(1);
   });
 
+  it('reads signal from signalSource when one is given, on the first read only', () => {
+    let reads = 0;
+    const controller = new AbortController();
+    const source = {
+      get signal() {
+        reads += 1;
+        return controller.signal;
+      },
+    };
+    const extended = extendHandlerContext(plainContext(), { message: 'm' }, source);
+    expect(reads).toBe(0);
+    expect(extended.signal).toBe(controller.signal);
+    expect(reads).toBe(1);
+  });
+
   it('an extra field replaces a context field, signal included', () => {
     const context = extendHandlerContext(extendHandlerContext(plainContext(), {}), {
       attempt: 3,

@@ -31,6 +31,8 @@ export class ConsumerChannels {
   #publisher: ConfirmPublisher | undefined;
   #publisherOpening: Promise<ConfirmPublisher> | undefined;
   #closing = false;
+  /** Set by {@link ConsumerChannels.dispose}, for good: a channel that opens after it is closed at once. */
+  #disposed = false;
 
   constructor(private readonly onClosed: (event: ChannelClosed) => void) {}
 
@@ -60,9 +62,12 @@ export class ConsumerChannels {
   /**
    * Opens the consume channel (with `basic.qos prefetch`) and the confirm channel on `connection`,
    * replacing channels opened before (which must be closed already).
-   * @throws the broker's or the socket's error when a channel cannot be opened.
+   * @throws the broker's or the socket's error when a channel cannot be opened; an `Error` once
+   *   {@link ConsumerChannels.dispose} was called (a start or reconnect that outlived `stop()`): a channel
+   *   that opened meanwhile is closed.
    */
   async open(connection: AmqpConnection, prefetch: number): Promise<ConsumeChannel> {
+    if (this.#disposed) throw disposedError();
     this.#closing = false;
     if (connection !== this.#connection) {
       this.#detach();
@@ -78,6 +83,10 @@ export class ConsumerChannels {
       // The 'close' event that follows reports it; without a listener an 'error' would crash the process.
       lastError = error;
     });
+    if (this.#disposed) {
+      void closeOrClosed(channel);
+      throw disposedError();
+    }
     channel.on('close', () => {
       if (this.#consume !== channel) return;
       this.#consume = undefined;
@@ -109,6 +118,10 @@ export class ConsumerChannels {
       // Reported through 'close'; the publisher rejects pending publishes.
       lastError = error;
     });
+    if (this.#disposed) {
+      void closeOrClosed(channel);
+      throw disposedError();
+    }
     channel.on('close', () => {
       if (this.#publishChannel !== channel) return;
       this.#publishChannel = undefined;
@@ -140,8 +153,12 @@ export class ConsumerChannels {
     await Promise.all(channels.map((c) => c && closeOrClosed(c)));
   }
 
-  /** {@link ConsumerChannels.close}, and stops listening to the connection. */
+  /**
+   * {@link ConsumerChannels.close}, and stops listening to the connection, for good (the consumer is
+   * done): a channel that a start or reconnect still under way opens afterwards is closed at once.
+   */
   async dispose(): Promise<void> {
+    this.#disposed = true;
     await this.close();
     this.#detach();
   }
@@ -175,4 +192,9 @@ export class ConsumerChannels {
       this.onClosed({ channel, error, reason, connectionClosed: this.#connectionClosed });
     });
   }
+}
+
+/** The error of an open after {@link ConsumerChannels.dispose}. */
+function disposedError(): Error {
+  return new Error('The consumer stopped: its channels are closed for good');
 }

@@ -26,3 +26,17 @@ export async function closeOrClosed(target: Closable): Promise<void> {
     if (onClose) target.off?.('close', onClose);
   }
 }
+
+/**
+ * Ends an amqplib connection by its socket, for a connection whose `close()` the broker does not answer
+ * (it stopped reading a connection blocked by a memory or disk alarm): amqplib keeps the socket at
+ * `connection.stream` of a `ChannelModel` (0.10 to 2.x), and destroying it with an error takes amqplib's
+ * socket-error path: its channels close, its heartbeat timers stop, it emits `error` then `close`. The
+ * broker then sees the TCP connection end and requeues every delivery left unacked on it. Does nothing
+ * for a connection without such a socket (another client, a fake).
+ */
+export function endSocket(connection: unknown, reason: string): void {
+  const socket = (connection as { connection?: { stream?: { destroy?: (error?: Error) => void } } })
+    ?.connection?.stream;
+  if (typeof socket?.destroy === 'function') socket.destroy(new Error(reason));
+}

@@ -9,17 +9,19 @@ import {
   AdapterLog,
   checkStoreAnswers,
   checkStoreAtStart,
+  STOP_FINAL_STEP_MIN_MS,
   StoreGate,
   sharedAbortController,
   sleep,
   TypedEventEmitter,
   unlessAborted,
   watchRedisErrors,
+  within,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
-import { type Closable, closeOrClosed } from './close';
+import { type Closable, closeOrClosed, endSocket } from './close';
 import { DeliveryProcessor } from './delivery-processor';
 import { ensureTopology } from './ensure-topology';
 import type { ConsumerState, Emit, IdempotentConsumerEvents } from './events';
@@ -98,8 +100,15 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
   readonly #processor: DeliveryProcessor<T>;
-  readonly #inFlight = new Set<Promise<void>>();
+  readonly #settler: Settler;
+  /** The deliveries being handled, by their processing task. */
+  readonly #inFlight = new Map<Promise<void>, ConsumeMessage>();
   readonly #stopping = sharedAbortController();
+  /**
+   * Aborted when `stop()` gives up on the deliveries still in flight (`stopTimeoutMs`): their handlers'
+   * signal aborts, and nothing more is published, acked or nacked for them.
+   */
+  readonly #abandoning = sharedAbortController();
   readonly #emitEvent: Emit = (name, ...payload) => void this.emit(name, ...payload);
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;
@@ -107,7 +116,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /** The last `basic.consume` (settled: never rejects), for a resume or `stop()` to await. */
   #consuming: Promise<void> | undefined;
   /** The first `stop()`, which every later call returns. */
-  #stopped: Promise<void> | undefined;
+  #stopped: Promise<{ abandoned: number }> | undefined;
   /** The `start()` under way, for `stop()` to await. */
   #starting: Promise<void> | undefined;
 
@@ -156,6 +165,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       acks: (channel) => this.#channels.acks(channel),
       requeueAfterMs: this.#options.delayTiersMs[0]!,
       signal: this.#stopping.signal,
+      abandoned: () => this.#abandoning.signal.aborted,
       emit: this.#emitEvent,
       markDeadLettered: (key, fencingToken) =>
         idempotency
@@ -169,6 +179,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
             }),
           ),
     });
+    this.#settler = settler;
     this.#processor = new DeliveryProcessor<T>({
       idempotency,
       handler,
@@ -183,6 +194,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       },
       // A stop ends a wait for a conflicting holder early: the delivery is then delayed like any CONFLICT.
       runOptions: { ...this.#options.runOverrides, signal: this.#stopping.signal },
+      abandoning: this.#abandoning.signal,
       settler,
       admission: () =>
         this.#state === 'running'
@@ -202,7 +214,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     return this.#state;
   }
 
-  /** How many deliveries are being handled now (claimed, running, or being republished). */
+  /**
+   * How many deliveries are being handled now (claimed, running, or being republished); after a `stop()`
+   * that abandoned some, those whose handling has not ended yet (a handler that has not returned).
+   */
   get inFlight(): number {
     return this.#inFlight.size;
   }
@@ -251,7 +266,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       if (this.#state !== 'running') return;
       this.emit('started', { queue: this.#options.queue, consumerTag: this.#consumerTag! });
     } catch (error) {
-      const stopped = this.#state === 'stopping';
+      // stopping: stop() waits for this; stopped: stop() gave up waiting (stopTimeoutMs), and the step
+      // under way failed on the channels it closed for good.
+      const stopped = this.#state === 'stopping' || this.#state === 'stopped';
       this.#state = 'stopped';
       this.#release();
       await this.#channels.dispose();
@@ -280,16 +297,43 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Stops consuming (`basic.cancel`), requeues deliveries not started yet, waits for the deliveries in
-   * flight to finish and be settled, then closes the channels it opened (the broker requeues anything
-   * left unacked) and the connection it opened with `connect`. Called during `start()` or a reconnect, it
-   * waits for the step under way, then closes what that step opened; a `connect()` under way is not waited
-   * for (a broker that does not answer would hold it for minutes): the connection it opens later is closed
-   * when it arrives. Nor is the store check's wait for a Redis client still connecting (up to 5 s): it ends
-   * at once, without a ping (a ping already sent is awaited, up to the store's command timeout). Safe to call more than once: every call resolves when the first one does, once the
-   * consumer is stopped.
+   * Stops consuming (`basic.cancel`), requeues deliveries not started yet (`nack`), ends the waits for a
+   * conflicting holder at once (such a delivery goes to its delay tier, as a CONFLICT still held does)
+   * and the signal of handlers run without a claim (`missingKey: 'process'`), then waits up to
+   * `stopTimeoutMs` for the deliveries in flight to finish: their handlers, the outcome writes, the
+   * republishes and their publisher confirms, the acks. Called during `start()` or a reconnect, that wait
+   * includes the step under way (a `connect()` under way is not waited for: the connection it opens later
+   * is closed when it arrives; nor is the store check's wait for a Redis client still connecting: it ends
+   * at once, without a ping). A `basic.cancel` or `basic.consume` the broker does not answer (it stopped
+   * reading a connection blocked by a memory or disk alarm) is waited for within that time too.
+   *
+   * When `stopTimeoutMs` runs out, the deliveries still in flight are abandoned, and counted:
+   * - the `signal` of their handlers aborts (a handler that ignores it may still finish: the runner then
+   *   records its outcome, which the redelivery meets);
+   * - nothing more is sent for them: no ack, no nack, no copy to a delay tier or the dead-letter exchange;
+   *   a copy whose confirm arrives later is not acked (it and the redelivery may both exist: the record
+   *   turns the second into a `DUPLICATE`, a `CONFLICT`, or a FAILED record acked without another copy);
+   *   no `settled` (nor any other) event is emitted for them;
+   * - they stay unacked, so the broker requeues them when their channel closes, below, and redelivers
+   *   them (`redelivered`); their idempotency record makes that safe: COMPLETED (the handler finished
+   *   meanwhile) is a `DUPLICATE`, acked without running; a claim still held is a `CONFLICT` until the
+   *   handler finishes or its lease lapses; RELEASED (the handler threw on its aborted signal) runs again.
+   *
+   * Then it closes the channels it opened (sending the acks still waiting for the end of the turn; the
+   * broker requeues anything left unacked) and the connection it opened with `connect`, waiting for what
+   * is left of `stopTimeoutMs`, at least 1 s: a close the broker does not answer (no `close-ok`) is not
+   * waited for beyond that. The connection it opened with `connect` is then ended with its socket, so the
+   * broker requeues at once and no amqplib timer keeps the process alive. A `connection` you gave is never
+   * closed: channels whose close is unanswered are left to it (the broker requeues their deliveries when
+   * it reads the close, or when you close the connection). So `stop()` resolves within about
+   * `stopTimeoutMs` + 1 s, whatever the broker does. A start or reconnect that outlives it opens nothing:
+   * a channel that opens late is closed at once.
+   *
+   * Emits `stopped` and resolves with `{ abandoned }`, the number of deliveries abandoned. Safe to call
+   * more than once: every call returns the first call's promise. After a `start()` that failed (it closed
+   * what it opened), it resolves with `{ abandoned: 0 }` once that start is done, and emits nothing.
    */
-  stop(): Promise<void> {
+  stop(): Promise<{ abandoned: number }> {
     // One stop for all callers: a second call that resolved on its own (once nothing was in flight) could
     // resolve while the first still waited for a reconnect, a cancel or the channels to close.
     this.#stopped ??= this.#stop();
@@ -297,31 +341,69 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /** {@link IdempotentConsumer.stop}'s steps, run once. */
-  async #stop(): Promise<void> {
+  async #stop(): Promise<{ abandoned: number }> {
     if (this.#state === 'stopped') {
-      // A start() that failed closes what it opened: wait for it to be done.
+      // A start() that failed closes what it opened: wait for it to be done. No delivery is in flight:
+      // basic.consume was its last step, and nothing after it fails.
       await this.#starting?.catch(ignore);
-      while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-      return;
+      return { abandoned: 0 };
     }
     const starting = this.#starting;
     this.#state = 'stopping';
     this.#stopping.abort();
     this.#gate.dispose();
-    // A start() under way takes no further step; what it opened is closed below.
+    const { stopTimeoutMs } = this.#options;
+    const since = performance.now();
+    const drained = await within(this.#drain(starting), stopTimeoutMs);
+    const abandoned = drained === 'timeout' ? this.#abandon() : 0;
+    // The closes get what is left of stopTimeoutMs, at least 1 s: a close-ok that never comes (a blocked
+    // connection) does not hold stop(); the connection from `connect` then ends with its socket.
+    const leftMs = stopTimeoutMs - (performance.now() - since);
+    const closed = await within(this.#closeAll(), Math.max(leftMs, STOP_FINAL_STEP_MIN_MS));
+    if (closed === 'timeout' && this.#dependencies.connect && this.#channels.connection) {
+      endSocket(
+        this.#channels.connection,
+        `The broker did not answer the close of the consumer of queue ${this.#options.queue} within ${Math.round(Math.max(leftMs, STOP_FINAL_STEP_MIN_MS))} ms`,
+      );
+    }
+    this.#release();
+    this.#state = 'stopped';
+    this.emit('stopped', { queue: this.#options.queue, abandoned });
+    return { abandoned };
+  }
+
+  /**
+   * What `stop()` waits for, up to `stopTimeoutMs`: the start or reconnect step under way, the last
+   * `basic.consume` and the `basic.cancel`, then every delivery in flight. Goes on unawaited when the time
+   * ran out (nothing it does then reaches the broker: the channels are closed).
+   */
+  async #drain(starting: Promise<void> | undefined): Promise<void> {
+    // A start() under way takes no further step; what it opened is closed after this.
     await starting?.catch(ignore);
-    // Nor does a reconnect: its attempt under way ends (closing what it opened) before stop() goes on, so
-    // nothing is opened or declared after stop() resolved.
+    // Nor does a reconnect: its attempt under way ends (closing what it opened) first, so nothing is
+    // opened or declared after stop() resolved.
     await this.#reconnecting;
     // A basic.consume in flight (a reconnect's, a resume's) has no consumer tag yet to cancel: wait for it.
     await this.#consuming;
     await this.#cancel();
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight.keys()]);
+  }
+
+  /**
+   * Gives up on the deliveries in flight: their handlers' signal aborts, and the settler sends nothing
+   * more for any delivery. @returns how many were not settled yet (acked or nacked).
+   */
+  #abandon(): number {
+    this.#abandoning.abort();
+    let abandoned = 0;
+    for (const message of this.#inFlight.values()) if (!this.#settler.settled(message)) abandoned += 1;
+    return abandoned;
+  }
+
+  /** Closes the channels, then the connection from `connect`; never rejects. */
+  async #closeAll(): Promise<void> {
     await this.#channels.dispose();
     await this.#closeOwnedConnection();
-    this.#release();
-    this.#state = 'stopped';
-    this.emit('stopped', { queue: this.#options.queue });
   }
 
   /** The connection to open channels on: the given one, or the open one from `connect` (else a new one). */
@@ -366,15 +448,16 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     const connection = await this.#connection();
     try {
       await ensureTopology(connection, this.topology, this.#options.topology);
+      await this.#channels.open(connection, this.#options.prefetch);
     } catch (error) {
       // A connection `connect` just opened is not the channels' yet: close it here, or every failed
-      // start or reconnect attempt would leave a connection (and its heartbeat timer) open.
+      // start or reconnect attempt would leave a connection (and its heartbeat timer) open. So is one
+      // whose topology check outlived stop(): the channels, closed for good, refuse it.
       if (this.#dependencies.connect && connection !== this.#channels.connection) {
         await closeConnection(connection);
       }
       throw error;
     }
-    await this.#channels.open(connection, this.#options.prefetch);
   }
 
   /**
@@ -419,6 +502,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   #onDelivery(channel: ConsumeChannel, message: ConsumeMessage | null): void {
+    // stop() gave up on its deliveries, or stopped without the broker answering its cancel and close: the
+    // broker requeues this one with the channel. Nothing runs, nothing is sent or reported.
+    if (this.#abandoning.signal.aborted || this.#state === 'stopped') return;
     if (message === null) {
       // basic.cancel from the broker: the queue was deleted or its node went away.
       if (channel !== this.#channels.consume) return;
@@ -433,7 +519,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       redelivered: message.fields.redelivered,
     });
     const task = this.#processor.process(message, channel);
-    this.#inFlight.add(task);
+    this.#inFlight.set(task, message);
     void task.finally(() => this.#inFlight.delete(task));
   }
 

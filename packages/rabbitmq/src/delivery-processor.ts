@@ -21,6 +21,7 @@ import type { ConsumeChannel } from './amqp-types';
 import { type Decision, type DecisionPolicy, decide } from './decide';
 import type { Emit, MessageSubject } from './events';
 import type { RabbitMqHandler, RabbitMqHandlerContext } from './handler';
+import { HandlerSignal } from './handler-signal';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
 import { KeyPolicy } from './key-policy';
 import type { ResolvedConsumerOptions } from './options';
@@ -34,6 +35,11 @@ export interface DeliveryProcessorContext<T> {
   readonly keyPolicy: KeyPolicy;
   readonly policy: DecisionPolicy;
   readonly runOptions: RunOptions;
+  /**
+   * Aborts when `stop()` abandons the deliveries still in flight (`stopTimeoutMs` ran out): the `signal`
+   * of their handlers aborts with it ({@link HandlerSignal}).
+   */
+  readonly abandoning: AbortSignal;
   readonly settler: Settler;
   /** Whether deliveries may run now; `paused` or `stopping` when not (they are requeued). */
   readonly admission: () => 'running' | 'paused' | 'stopping';
@@ -125,10 +131,15 @@ export class DeliveryProcessor<T> {
       );
       return undefined;
     }
+    // The handler's signal follows the runner's, and aborts too when stop() abandons the delivery.
+    const signal = new HandlerSignal(this.context.abandoning);
     try {
       return await idempotency.run<T>(
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
-        (context) => delivery.span.timeHandler(() => handler(extendHandlerContext(context, { message }))),
+        (context) =>
+          delivery.span.timeHandler(() =>
+            handler(extendHandlerContext(context, { message }, signal.following(context))),
+          ),
         runOptions,
       );
     } catch (error) {
@@ -153,6 +164,8 @@ export class DeliveryProcessor<T> {
       });
       await settler.requeueLater(delivery, 'store-error');
       return undefined;
+    } finally {
+      signal.dispose();
     }
   }
 

@@ -46,7 +46,8 @@ export interface IdempotentConsumerEvents {
    * A delivery was settled with the decision taken: `ack`, `retry` (a confirmed copy in a delay tier,
    * then `ack`), `dead-letter` (a confirmed copy in the dead-letter exchange, then `ack`) or `requeue`
    * (`nack` with requeue). Every delivery ends in exactly one `settled`, or in a `brokerError` of its
-   * `ack`/`nack` (the channel closed: the broker redelivers it).
+   * `ack`/`nack` (the channel closed: the broker redelivers it), or is abandoned by `stop()` (counted in
+   * `stopped`'s `abandoned`: the broker redelivers it).
    */
   settled: [MessageSubject & { decision: Decision }];
   /**
@@ -113,8 +114,12 @@ export interface IdempotentConsumerEvents {
   ];
   /** Consuming started (`basic.consume` answered). */
   started: [{ queue: string; consumerTag: string }];
-  /** `stop()` finished: nothing is in flight, the consumer's channels are closed. */
-  stopped: [{ queue: string }];
+  /**
+   * `stop()` finished: the consumer's channels are closed (or, unanswered, left to the connection you
+   * gave). `abandoned` deliveries were still in flight when `stopTimeoutMs` ran out: unacked, no
+   * `settled` for them, the broker redelivers them.
+   */
+  stopped: [{ queue: string; abandoned: number }];
   /**
    * A channel the consumer opened closed without `stop()`. `error`: the channel's error, else the
    * connection's close error when the broker closed the connection (`undefined` when neither says

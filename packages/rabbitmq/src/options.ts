@@ -7,6 +7,7 @@ import {
   checkOneOf,
   checkPositiveInteger,
   checkRunOverrides,
+  checkStopTimeoutMs,
   checkTelemetryOption,
   DEFAULT_STORE_PROBE_BACKOFF,
   type RunOverrides,
@@ -113,6 +114,21 @@ export interface IdempotentConsumerOptions extends RunOverrides {
    * @defaultValue `{ baseMs: 500, factor: 2, maxMs: 30000, jitter: 'full' }`
    */
   reconnectBackoff?: BackoffOptions;
+  /**
+   * How long `stop()` waits for the deliveries in flight (their handlers, outcome writes, republishes and
+   * publisher confirms, acks; with the `basic.cancel`), in milliseconds. Deliveries still in flight then
+   * are abandoned: their handlers' `signal` aborts, and nothing more is sent for them (no ack, no nack, no
+   * copy to a delay tier or the dead-letter exchange, not even once a late confirm arrives), so they stay
+   * unacked and the broker redelivers them once their channel closes, where their record decides (a
+   * handler that completed meanwhile makes them a `DUPLICATE`, a claim still held a `CONFLICT` until its
+   * lease lapses). The channel and connection closes then get what is left of it, at least 1 s; a close
+   * the broker does not answer (a connection blocked by a memory or disk alarm) is not waited for beyond
+   * that, and the connection opened with `connect` is then ended with its socket. `stop()` then resolves
+   * with the count abandoned. The same option, default and range (0 to 2^31-1) as the SQS poller's;
+   * under Kubernetes keep it a few seconds below `terminationGracePeriodSeconds` (30 s by default).
+   * @defaultValue 30000
+   */
+  readonly stopTimeoutMs?: number;
   /** Consumer tag to register with (`basic.consume`); RabbitMQ generates one when omitted. */
   consumerTag?: string;
   /**
@@ -144,6 +160,7 @@ export interface ResolvedConsumerOptions {
   readonly brokerAckTimeoutMs: number;
   readonly storeProbeBackoff: BackoffOptions;
   readonly reconnectBackoff: BackoffOptions;
+  readonly stopTimeoutMs: number;
   readonly consumerTag: string | undefined;
   readonly telemetry: TelemetryOptions | false | undefined;
 }
@@ -236,6 +253,7 @@ export function resolveConsumerOptions(
       maxMs: 30_000,
       jitter: 'full',
     }),
+    stopTimeoutMs: checkStopTimeoutMs(options.stopTimeoutMs),
     consumerTag: options.consumerTag,
     telemetry: checkTelemetryOption('telemetry', options.telemetry),
   };

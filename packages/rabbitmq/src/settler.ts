@@ -29,6 +29,11 @@ export interface SettlerContext {
   readonly requeueAfterMs: number;
   /** Ends that wait early (the consumer stops). */
   readonly signal: AbortSignal;
+  /**
+   * Whether `stop()` abandoned the deliveries still in flight (`stopTimeoutMs` ran out): nothing more is
+   * published, acked or nacked for them, nor reported; the broker requeues them when the channel closes.
+   */
+  readonly abandoned: () => boolean;
   readonly emit: Emit;
   /**
    * Marks a FAILED record dead-lettered once its copy is confirmed (`Idempotency.markDeadLettered`), so a
@@ -41,7 +46,10 @@ export interface SettlerContext {
  * Carries out a {@link Decision} on the broker (docs/design.md#outcome-to-broker-action, RabbitMQ column):
  * `ack`; `retry` and `dead-letter` as a copy published on the confirm channel (mandatory, so an
  * unroutable copy is refused), the original acked only once the broker confirmed the copy; `requeue` as
- * `nack` with requeue. Each delivery is settled at most once, on the channel it came on.
+ * `nack` with requeue. Each delivery is settled at most once, on the channel it came on. Once `stop()`
+ * abandoned the deliveries in flight, it carries out nothing more: no copy, no ack or nack, no event, not
+ * even for a copy whose confirm arrives then (the original stays unacked and comes back; its record
+ * decides).
  */
 export class Settler {
   readonly #settled = new WeakSet<ConsumeMessage>();
@@ -66,6 +74,7 @@ export class Settler {
         const tier = this.context.topology.delayTiers.find((t) => t.delayMs === decision.delayMs)!;
         const headers = retryHeaders(delivery.message, delivery.subject, decision);
         if (!(await this.#republish(delivery, '', tier.queue, headers, decision.delayMs))) return false;
+        if (this.context.abandoned()) return false; // confirmed after stop() gave up: nothing more
         // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there.
         this.context.emit('retryScheduled', {
           ...delivery.subject,
@@ -84,10 +93,13 @@ export class Settler {
         const headers = deadLetterHeaders(delivery.message, delivery.subject, decision);
         const shortestTierMs = this.context.topology.delayTiers[0]!.delayMs;
         if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return false;
+        if (this.context.abandoned()) return false; // confirmed after stop() gave up: nothing more
         const { key } = delivery.subject;
         if (decision.failedFencingToken !== undefined && key !== undefined) {
           // The copy is confirmed: a redelivery of this FAILED record is acked without another copy.
           await this.context.markDeadLettered(key, decision.failedFencingToken).catch(() => {});
+          // stop() gave up meanwhile: no event after it; the redelivery is acked without another copy.
+          if (this.context.abandoned()) return false;
         }
         // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there, and
         // a FAILED record's redelivery is acked without another one.
@@ -114,6 +126,11 @@ export class Settler {
     this.requeue(delivery, reason);
   }
 
+  /** Whether the delivery of `message` was acked or nacked (or its channel was found closed). */
+  settled(message: ConsumeMessage): boolean {
+    return this.#settled.has(message);
+  }
+
   /** `nack` with requeue; the broker delivers the message again. */
   requeue(delivery: Delivery, reason: RequeueReason): void {
     if (this.#settle(delivery, 'nack')) this.#report(delivery, { action: 'requeue', reason });
@@ -137,6 +154,7 @@ export class Settler {
     headers: Record<string, unknown>,
     requeueAfterMs: number,
   ): Promise<boolean> {
+    if (this.context.abandoned()) return false;
     if (this.context.acks(delivery.channel) === undefined) {
       this.#settle(delivery, 'ack'); // reports the closed channel as a brokerError
       return false;
@@ -147,6 +165,8 @@ export class Settler {
       await publisher.publish(exchange, routingKey, message.content, republishOptions(message, headers));
       return true;
     } catch (error) {
+      // The confirm channel closed at stop() after it gave up on this delivery: nothing to report.
+      if (this.context.abandoned()) return false;
       this.context.emit('brokerError', {
         queue: delivery.subject.source.queue,
         operation: 'publish',
@@ -163,11 +183,12 @@ export class Settler {
    * Acks or nacks (with requeue) a delivery at most once (a second settle of one delivery tag is a
    * channel error in AMQP 0-9-1), on the channel it came on; acks go out at the end of the turn, several
    * in one frame when they can ({@link DeliveryAcks}). False (and `brokerError`) when that channel is
-   * closed or refused it: the broker redelivers the message.
+   * closed or refused it: the broker redelivers the message. False (and nothing sent) once `stop()`
+   * abandoned the deliveries in flight.
    */
   #settle(delivery: Delivery, operation: 'ack' | 'nack'): boolean {
     const { message, channel, subject } = delivery;
-    if (this.#settled.has(message)) return false;
+    if (this.#settled.has(message) || this.context.abandoned()) return false;
     this.#settled.add(message);
     try {
       const acks = this.context.acks(channel);

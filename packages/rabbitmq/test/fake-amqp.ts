@@ -5,6 +5,9 @@ import type { AmqpConnection, ConsumeChannel, PublishChannel } from '../src/amqp
 /** Everything the fakes saw, in order, shared with a recording store so tests can assert the sequence. */
 export type Journal = string[];
 
+/** A call the broker never answers (a connection blocked by a memory or disk alarm): it never settles. */
+const unanswered = (): Promise<never> => new Promise<never>(() => {});
+
 /**
  * A fake consume channel: deliveries are pushed by the test; ack/nack/cancel are journaled. An ack with
  * `allUpTo` settles every outstanding delivery up to its tag, as RabbitMQ does, each journaled as its own
@@ -18,6 +21,11 @@ export class FakeChannel extends EventEmitter {
   nacked: { tag: number; requeue: boolean }[] = [];
   /** How many acks were sent (a `multiple` ack is one). */
   ackFrames = 0;
+  /**
+   * Calls the broker does not answer, as when it stops reading a connection blocked by a resource alarm:
+   * `basic.cancel` (the broker keeps delivering) and `channel.close` (no `close-ok`, no `close` event).
+   */
+  readonly unanswered = new Set<'cancel' | 'close'>();
   #tag = 0;
   readonly #outstanding = new Set<number>();
 
@@ -36,8 +44,9 @@ export class FakeChannel extends EventEmitter {
   }
   async cancel(consumerTag: string) {
     this.cancels += 1;
-    this.onMessage = undefined;
     this.journal.push('cancel');
+    if (this.unanswered.has('cancel')) return unanswered();
+    this.onMessage = undefined;
     return { consumerTag };
   }
   ack(message: ConsumeMessage, allUpTo = false): void {
@@ -59,6 +68,7 @@ export class FakeChannel extends EventEmitter {
     this.journal.push(`nack:${message.fields.deliveryTag}:${requeue}`);
   }
   async close(): Promise<void> {
+    if (this.unanswered.has('close')) return unanswered();
     this.emit('close');
   }
   async checkQueue(queue: string) {
@@ -114,6 +124,8 @@ export interface Published {
 export class FakeConfirmChannel extends EventEmitter {
   published: Published[] = [];
   autoConfirm = true;
+  /** Whether `channel.close` goes unanswered (no `close-ok`, no `close` event): see {@link FakeChannel.unanswered}. */
+  closeUnanswered = false;
 
   constructor(readonly journal: Journal) {
     super();
@@ -141,6 +153,7 @@ export class FakeConfirmChannel extends EventEmitter {
     return true;
   }
   async close(): Promise<void> {
+    if (this.closeUnanswered) return unanswered();
     this.emit('close');
   }
 }
@@ -168,4 +181,40 @@ export function fakeConnection(journal: Journal = []) {
     },
   };
   return { connection, channel, consumeChannels, confirm, journal };
+}
+
+/**
+ * A fake connection the consumer owns (given by `connect`): {@link fakeConnection}'s channels, `close()`
+ * (unanswered when `closeUnanswered`: no `close-ok`, as on a connection RabbitMQ blocked), and the socket
+ * amqplib keeps at `connection.stream`, whose `destroy(error)` ends the connection as amqplib does on a
+ * socket error: its channels emit `close`, then the connection `error` and `close`.
+ */
+export function fakeOwnedConnection(journal: Journal = []) {
+  const fake = fakeConnection(journal);
+  const events = new EventEmitter();
+  events.on('error', () => {}); // the consumer listens too; an unheard 'error' would throw here
+  const state = { closeUnanswered: false, closed: false, destroyedWith: undefined as Error | undefined };
+  const end = (error?: Error) => {
+    if (state.closed) return;
+    state.closed = true;
+    for (const channel of fake.consumeChannels) channel.emit('close');
+    fake.confirm.emit('close');
+    if (error) events.emit('error', error);
+    events.emit('close', error);
+  };
+  const socket = {
+    destroy(error?: Error) {
+      state.destroyedWith ??= error ?? new Error('destroyed');
+      end(error);
+    },
+  };
+  const connection = Object.assign(events, fake.connection, {
+    async close(): Promise<void> {
+      journal.push('connection.close');
+      if (state.closeUnanswered) return unanswered();
+      end();
+    },
+    connection: { stream: socket },
+  });
+  return { ...fake, connection: connection as AmqpConnection, state };
 }

@@ -32,6 +32,7 @@ describe('DeliveryProcessor: an adapter bug (internal-error)', () => {
       acks: () => acks,
       requeueAfterMs: options.delayTiersMs[0]!,
       signal: stop.signal,
+      abandoned: () => false,
       emit,
       markDeadLettered: async () => {},
     });
@@ -42,6 +43,7 @@ describe('DeliveryProcessor: an adapter bug (internal-error)', () => {
       keyPolicy: new KeyPolicy(options.idempotencyKey, options.missingKey),
       policy: { delayTiersMs: options.delayTiersMs, retryBackoff: options.retryBackoff, maxAttempts: 3 },
       runOptions: {},
+      abandoning: new AbortController().signal,
       settler,
       admission: () => {
         throw new Error('a bug in the adapter');

@@ -46,6 +46,7 @@ describe('DeliveryProcessor telemetry: a run failing open', () => {
       acks: () => acks,
       requeueAfterMs: 1000,
       signal: new AbortController().signal,
+      abandoned: () => false,
       emit,
       markDeadLettered: async () => {},
     });
@@ -59,6 +60,7 @@ describe('DeliveryProcessor telemetry: a run failing open', () => {
       keyPolicy: new KeyPolicy(options.idempotencyKey, options.missingKey),
       policy: { delayTiersMs: options.delayTiersMs, retryBackoff: options.retryBackoff, maxAttempts: 3 },
       runOptions: {},
+      abandoning: new AbortController().signal,
       settler,
       admission: () => 'running',
       storeUnavailable: () => {},

@@ -1,8 +1,10 @@
-import { type BackoffOptions, InvalidOptionError } from '@idempotent-consumer/core';
+import type { BackoffOptions } from '@idempotent-consumer/core';
 import {
+  checkAtMost,
   checkBackoffOptions,
   checkNonNegativeInteger,
   checkPositiveInteger,
+  checkStopTimeoutMs,
 } from '@idempotent-consumer/core/kit';
 import { MAX_VISIBILITY_TIMEOUT_SECONDS } from './message-attributes';
 import type { SqsIdempotencyOptions } from './options';
@@ -43,22 +45,20 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
   readonly receiveErrorBackoff?: BackoffOptions;
 }
 
-/** `value` when it is at most `max`. @throws {@link @idempotent-consumer/core!InvalidOptionError} */
-function atMost(name: string, value: number, max: number): number {
-  if (value > max) throw new InvalidOptionError(`${name} must be at most ${max}, got ${value}`);
-  return value;
-}
-
 /** The poller-only options with defaults applied (internal). @throws {@link @idempotent-consumer/core!InvalidOptionError} */
 export function resolvePollerOptions(options: SqsPollerOptions, leaseMs: number) {
   return {
-    concurrency: atMost('concurrency', checkPositiveInteger('concurrency', options.concurrency, 10), 10_000),
-    waitTimeSeconds: atMost(
+    concurrency: checkAtMost(
+      'concurrency',
+      checkPositiveInteger('concurrency', options.concurrency, 10),
+      10_000,
+    ),
+    waitTimeSeconds: checkAtMost(
       'waitTimeSeconds',
       checkNonNegativeInteger('waitTimeSeconds', options.waitTimeSeconds, 20),
       20,
     ),
-    visibilityTimeoutSeconds: atMost(
+    visibilityTimeoutSeconds: checkAtMost(
       'visibilityTimeoutSeconds',
       checkNonNegativeInteger(
         'visibilityTimeoutSeconds',
@@ -67,16 +67,12 @@ export function resolvePollerOptions(options: SqsPollerOptions, leaseMs: number)
       ),
       MAX_VISIBILITY_TIMEOUT_SECONDS,
     ),
-    batchWindowMs: atMost(
+    batchWindowMs: checkAtMost(
       'batchWindowMs',
       checkNonNegativeInteger('batchWindowMs', options.batchWindowMs, 10),
       60_000,
     ),
-    stopTimeoutMs: atMost(
-      'stopTimeoutMs',
-      checkNonNegativeInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000),
-      2_147_483_647,
-    ),
+    stopTimeoutMs: checkStopTimeoutMs(options.stopTimeoutMs),
     receiveErrorBackoff: checkBackoffOptions('receiveErrorBackoff', options.receiveErrorBackoff, {
       baseMs: 500,
       maxMs: 10_000,

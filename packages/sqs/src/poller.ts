@@ -5,11 +5,13 @@ import {
   AdapterLog,
   checkStoreAnswers,
   checkStoreAtStart,
+  STOP_FINAL_STEP_MIN_MS,
   StoreGate,
   sharedAbortController,
   sleep,
   TypedEventEmitter,
   watchRedisErrors,
+  within,
 } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
@@ -26,22 +28,6 @@ import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
 import type { SqsDependencies } from './sqs-client';
-
-/** The least time `stop()` gives its last deletes and visibility changes, in milliseconds. */
-const FINAL_FLUSH_MS = 1000;
-
-/** Waits for `work`, at most `ms` milliseconds: `'timeout'` when the time ran out first. */
-async function within<T>(work: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), ms);
-  });
-  try {
-    return await Promise.race([work, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * An SQS consumer loop of its own that runs a handler effectively once per idempotency key, for
@@ -278,12 +264,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     // Still running: abandoned. Those whose delete or visibility change is sent wait for it below.
     let abandoned =
       ended === 'timeout' ? this.#abandon([...this.#inFlight].filter((m) => !this.#settling.has(m))) : 0;
-    // The last deletes and visibility changes get what is left of stopTimeoutMs, at least FINAL_FLUSH_MS:
+    // The last deletes and visibility changes get what is left of stopTimeoutMs, at least 1 s:
     // an SQS endpoint that does not answer cannot hold stop() (what is not sent becomes visible again).
     const leftMs = this.#settings.stopTimeoutMs - (performance.now() - stopStarted);
     await within(
       Promise.all([this.#deletes.drain(), this.#visibility.drain()]),
-      Math.max(leftMs, FINAL_FLUSH_MS),
+      Math.max(leftMs, STOP_FINAL_STEP_MIN_MS),
     );
     // Not answered by then: not waited for, so abandoned too (reported once, here; its late answer is not).
     abandoned += this.#abandon([...this.#settling]);

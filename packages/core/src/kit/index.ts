@@ -12,6 +12,8 @@
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link sharedAbortController}: the consumer's stop signal, which many concurrent waits listen to;
  * - {@link unlessAborted}: a wait for a call the other side may never answer, ended by the stop signal;
+ * - {@link within} and {@link checkStopTimeoutMs}: a `stop()` bounded by `stopTimeoutMs`, the same option
+ *   (default, range, least time for the last requests) in every adapter that has one;
  * - {@link MessageTelemetry}: OpenTelemetry spans and metrics per message, through the optional
  *   `@opentelemetry/api` (one `telemetry` option, {@link TelemetryOptions}, in every adapter);
  * - {@link AdapterLog}: the consumer's warnings (never a line per message), and the runner's through it;
@@ -35,6 +37,7 @@ export {
   NO_CLAIM_OUTCOME,
   unprotectedDeadLetter,
 } from '../dead-letter';
+export type { SignalSource } from '../runner/handler-context';
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
 export {
@@ -52,6 +55,7 @@ export {
 } from './lease-keeper-set';
 export type { MessageSubjectOf } from './message-subject';
 export {
+  checkAtMost,
   checkBackoffOptions,
   checkFiniteNonNegative,
   checkFunction,
@@ -63,6 +67,7 @@ export {
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sharedAbortController } from './shared-abort';
 export { sleep } from './sleep';
+export { checkStopTimeoutMs, DEFAULT_STOP_TIMEOUT_MS, STOP_FINAL_STEP_MIN_MS } from './stop-timeout';
 export { checkStoreAnswers, checkStoreAtStart, describeStoreLocation, watchRedisErrors } from './store-check';
 export {
   DEFAULT_STORE_PROBE_BACKOFF,
@@ -86,3 +91,4 @@ export {
   type UnprotectedRunOptions,
 } from './unprotected-run';
 export { type UnprotectedRunEntry, UnprotectedRuns } from './unprotected-runs';
+export { within } from './within';

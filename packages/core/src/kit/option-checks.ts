@@ -69,6 +69,16 @@ function checkInteger(name: string, value: unknown, min: number, fallback: numbe
 }
 
 /**
+ * `value` when it is at most `max`: the upper bound of a number already checked by one of the above
+ * (`waitTimeSeconds` up to SQS's 20, a delay up to a Node timer's longest).
+ * @throws `InvalidOptionError` `<name> must be at most <max>, got <value>`.
+ */
+export function checkAtMost(name: string, value: number, max: number): number {
+  if (value > max) throw new InvalidOptionError(`${name} must be at most ${max}, got ${show(value)}`);
+  return value;
+}
+
+/**
  * A finite number >= `min` (default 0), fractions allowed: ratios and durations that need not be whole.
  * @param min - the least value allowed. @defaultValue 0
  * @throws `InvalidOptionError` `<name> must be a finite number >= <min>, got <value>`.

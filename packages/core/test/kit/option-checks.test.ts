@@ -1,5 +1,6 @@
 import { InvalidOptionError } from '../../src';
 import {
+  checkAtMost,
   checkBackoffOptions,
   checkFiniteNonNegative,
   checkFunction,
@@ -7,6 +8,8 @@ import {
   checkNonNegativeInteger,
   checkOneOf,
   checkPositiveInteger,
+  checkStopTimeoutMs,
+  DEFAULT_STOP_TIMEOUT_MS,
 } from '../../src/kit';
 
 /** Runs `fn`, expecting an InvalidOptionError; returns its message. */
@@ -22,6 +25,24 @@ function messageOf(fn: () => unknown): string {
 }
 
 describe('kit: option checks', () => {
+  it('checkAtMost passes a value up to the bound and names the option above it', () => {
+    expect(checkAtMost('waitTimeSeconds', 20, 20)).toBe(20);
+    expect(messageOf(() => checkAtMost('waitTimeSeconds', 21, 20))).toBe(
+      'waitTimeSeconds must be at most 20, got 21',
+    );
+  });
+
+  it('checkStopTimeoutMs: every adapter’s stopTimeoutMs, 0 to 2^31-1, 30000 by default', () => {
+    expect(DEFAULT_STOP_TIMEOUT_MS).toBe(30_000);
+    expect(checkStopTimeoutMs(undefined)).toBe(30_000);
+    expect(checkStopTimeoutMs(0)).toBe(0);
+    expect(checkStopTimeoutMs(2 ** 31 - 1)).toBe(2 ** 31 - 1);
+    expect(messageOf(() => checkStopTimeoutMs(2 ** 31))).toBe(
+      'stopTimeoutMs must be at most 2147483647, got 2147483648',
+    );
+    expect(messageOf(() => checkStopTimeoutMs(-1))).toBe('stopTimeoutMs must be an integer >= 0, got -1');
+  });
+
   it.each([1, 2, 30_000, Number.MAX_SAFE_INTEGER])('checkPositiveInteger accepts %p', (v) => {
     expect(checkPositiveInteger('prefetch', v)).toBe(v);
   });

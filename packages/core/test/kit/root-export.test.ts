@@ -26,6 +26,7 @@ describe('kit: the sub-path export', () => {
         'LeaseKeeperSet',
         'StoreGate',
         'TypedEventEmitter',
+        'checkAtMost',
         'checkBackoffOptions',
         'checkFiniteNonNegative',
         'checkFunction',
@@ -42,6 +43,11 @@ describe('kit: the sub-path export', () => {
         'sharedAbortController',
         'sleep',
         'unlessAborted',
+        // a stop() bounded by stopTimeoutMs (kit/stop-timeout, kit/within)
+        'DEFAULT_STOP_TIMEOUT_MS',
+        'STOP_FINAL_STEP_MIN_MS',
+        'checkStopTimeoutMs',
+        'within',
         // telemetry (kit/telemetry)
         'ATTR_IDEMPOTENCY_ATTEMPT',
         'ATTR_IDEMPOTENCY_BROKER_ACTION',
