@@ -35,6 +35,7 @@ describe('kit: the sub-path export', () => {
         'checkPositiveInteger',
         'checkRunOverrides',
         'extendHandlerContext',
+        'giveBackUnrun',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',
