@@ -25,8 +25,9 @@
   l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
   d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs),
-    or a reservation that took over from a handler whose lease lapsed; the next claim is ACQUIRED_STALE;
-    cleared when a handler starts: a counted claim, or start.lua).
+    a reservation that took over from a handler whose lease lapsed, or a claim given back unrun after it
+    was ACQUIRED_STALE (release.lua abandoned); the next claim is ACQUIRED_STALE; cleared when a handler
+    starts: a counted claim, or start.lua. The record does not say which cause set it).
   Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
   without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
   bench/README.md, memory). Records written before this layout may carry h ('0': completed
@@ -134,7 +135,9 @@ if state and maxAttempts > 0 and attempt >= maxAttempts then
     err = err .. ', the last one lost its lease'
     rcall('HSET', key, 'l', '1')
   elseif abandoned then
-    err = err .. ', the last one was abandoned by its handler timeout'
+    -- b: no handler started since the last one that ran was abandoned (handlerTimeoutMs) or lost its
+    -- lease (a claim took over and was given back, or lapsed before start); b does not say which.
+    err = err .. ', the last one recorded no outcome (abandoned by its handler timeout, or its lease lapsed)'
   end
   rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
   rcall('HDEL', key, 'e', 'v', 'b')

@@ -1,4 +1,10 @@
-import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
+import type { Message } from '@aws-sdk/client-sqs';
+import {
+  Idempotency,
+  type IdempotencyRecord,
+  RedisIdempotencyStore,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
 import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
 import { settlesWithin, waitFor } from '../../support/net';
@@ -9,6 +15,9 @@ import { queueDepth, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
 
+/** The lease of the give-back test: the visibility change before its handler is answered after it. */
+const LEASE_MS = 3000;
+
 describeWithServices(
   ['redis', 'sqs'],
   'sqs poller with Redis stopped and started mid-run',
@@ -18,7 +27,8 @@ describeWithServices(
     let storeRedis: Redis;
     beforeAll(async () => {
       fx = new SqsFixture(redis, sqs);
-      server = await RedisServer.start();
+      // Every write on disk before it is answered: records outlive the SIGKILL of an outage.
+      server = await RedisServer.start({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
       storeRedis = new Redis(server.url, {
         maxRetriesPerRequest: 0,
         enableOfflineQueue: false,
@@ -154,6 +164,109 @@ describeWithServices(
         expect(started).toBe(false);
         expect(poller.running).toBe(false);
       });
+    });
+
+    it('a counted claim whose handler never started because Redis stopped answering is given back once Redis answers: attempt returned, the next claim ACQUIRED, not ACQUIRED_STALE', async () => {
+      const q = await fx.queue('give-back');
+      const dlq = await fx.queue('give-back-dlq', {}, false, { redrive: false });
+      const idempotency = new Idempotency(
+        {
+          store: new RedisIdempotencyStore(
+            { redis: storeRedis },
+            { keyPrefix: `${fx.prefix}-give-back`, commandTimeoutMs: 300 },
+          ),
+          logger: false,
+        },
+        { leaseMs: LEASE_MS },
+      );
+      const ran: string[] = [];
+      const settled: SqsEvents['settled'][0][] = [];
+      const events: string[] = [];
+      const received: string[][] = [];
+      const poller = new IdempotentSqsPoller(
+        { idempotency, sqs: fx.sqs, logger: false },
+        {
+          queueUrl: q.url,
+          scope: 'give-back',
+          deadLetter: { queueUrl: dlq.url },
+          waitTimeSeconds: 1,
+          concurrency: 4,
+          // At most a heartbeat (1 s) + 1 s: the poller extends the visibility of a message before its
+          // handler (an SQS request between the claim and the handler).
+          visibilityTimeoutSeconds: 2,
+          storeProbeBackoff: { baseMs: 100, maxMs: 100 },
+        },
+        async ({ key }) => {
+          ran.push(key!);
+        },
+      );
+      poller.on('settled', (p) => settled.push(p));
+      poller.on('storeUnavailable', () => events.push('down'));
+      poller.on('storeRecovered', () => events.push('up'));
+      // The visibility change before k2's handler: Redis is killed while it is in flight, and it is answered
+      // only once k2's lease (counted from its claim, before this request) has run out, so the runner must
+      // extend the lease before the handler starts, and that extension meets Redis down: no handler runs.
+      // The change asks for 60 s instead of the lease, so SQS does not hand the message out again during
+      // the test (the poller's redelivery would race the give-back this test waits for).
+      let receipt: string | undefined;
+      poller.on('received', ({ messages }) => {
+        received.push(messages.map((m: Message) => m.Body!));
+        receipt ??= messages.find((m: Message) => m.Body === 'k2')?.ReceiptHandle;
+      });
+      fx.sqs.middlewareStack.add(
+        (next, context) => async (args) => {
+          const input = args.input as { Entries?: { ReceiptHandle?: string; VisibilityTimeout?: number }[] };
+          if (
+            context.commandName !== 'ChangeMessageVisibilityBatchCommand' ||
+            receipt === undefined ||
+            !input.Entries?.some((e) => e.ReceiptHandle === receipt)
+          ) {
+            return next(args);
+          }
+          receipt = undefined; // once
+          const entered = performance.now();
+          for (const entry of input.Entries) entry.VisibilityTimeout = 60;
+          const out = await next(args);
+          await server.stop();
+          const leftMs = entered + LEASE_MS + 100 - performance.now();
+          if (leftMs > 0) await new Promise((r) => setTimeout(r, leftMs));
+          return out;
+        },
+        { step: 'initialize', name: 'killRedisBeforeHandler' },
+      );
+      const record = (key: string): Promise<IdempotencyRecord | null> =>
+        idempotency.store.get({ scope: 'give-back', key });
+      // A key longer than the store accepts (512 bytes): the batch cannot be claimed in one round trip, so
+      // each message claims on its own, k2 with a counted claim (as a FIFO group's later message does).
+      await sendMessage(fx.sqs, q.url, 'bad', { key: 'x'.repeat(600) });
+      await sendMessage(fx.sqs, q.url, 'k2', { key: 'k2' });
+      poller.start();
+      try {
+        await waitFor('k2 left (store unavailable)', () => settled.some((s) => s.key === 'k2'), 20_000);
+        expect(received[0]?.sort()).toEqual(['bad', 'k2']);
+        expect(ran).toEqual([]);
+        expect(settled.find((s) => s.key === 'k2')!.decision).toMatchObject({
+          action: 'leave',
+          reason: 'store-unavailable',
+        });
+
+        await server.restart();
+        await waitFor('the store answers again', () => events.includes('up'), 10_000);
+        // The give-back follows the gate's opening by one round trip; bounded, then the record is asserted
+        // (before the fix it stayed IN_PROGRESS with the attempt spent, and the next claim was stale).
+        await waitFor('k2 released', async () => (await record('k2'))?.state === 'RELEASED', 5_000).catch(
+          () => {},
+        );
+        expect(await record('k2')).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: false });
+      } finally {
+        await poller.stop();
+        fx.sqs.middlewareStack.remove('killRedisBeforeHandler');
+      }
+      expect(ran).toEqual([]);
+      // The next delivery's claim: a fresh first attempt, not a stale second one.
+      const again = await idempotency.claim({ scope: 'give-back', key: 'k2' });
+      expect(again).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+      expect(events).toEqual(['down', 'up']);
     });
   },
 );

@@ -16,6 +16,7 @@ import {
   type AdapterLog,
   callUnprotected,
   extendHandlerContext,
+  giveBackUnrun,
   type HeaderCarrier,
   type MessageSpan,
   type MessageTelemetry,
@@ -435,7 +436,8 @@ export class MessageProcessor<T> {
    * @returns `again` when the store answers within it: the claim is started again, which counts its
    *   attempt once even when the first start was applied (lua/start.lua); else the end to return (`pause`
    *   of the topic until the store answers, or `stop`), the claim given back once the store answers
-   *   (`#giveBackOnceOpen`).
+   *   (`#giveBack`, not awaited: the topic pauses meanwhile, and a re-fetch that claims first waits for
+   *   this release as for any holder), so its re-fetch claims it at once.
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects (a rebalance); the claim is
    *   given back once the store answers.
    */
@@ -449,26 +451,13 @@ export class MessageProcessor<T> {
     try {
       answered = await this.awaitStore(delivery, error);
     } catch (heartbeatFailure) {
-      this.#giveBackOnceOpen(delivery, request, claim);
+      void this.#giveBack(delivery, request, claim);
       throw heartbeatFailure;
     }
     if (answered === 'up') return 'again';
-    this.#giveBackOnceOpen(delivery, request, claim);
+    void this.#giveBack(delivery, request, claim);
     if (answered === 'stop') return { action: 'stop' };
     return { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error };
-  }
-
-  /**
-   * Gives back, once the store answers again, a claim whose handler never started: the message's re-fetch
-   * then claims it at once, instead of meeting its own claim as a CONFLICT until the lease lapses. Not
-   * awaited (the wrapper pauses meanwhile; a re-fetch that claims first waits for this release as for any
-   * holder). A wrapper closed while the store still does not answer releases nothing (the lease lapses);
-   * the release is fenced by the claim's token, so a claim taken over since is left alone.
-   */
-  #giveBackOnceOpen(delivery: Delivery, request: RunRequest, claim: ClaimReply): void {
-    void this.gate.waitUntilOpen(this.stopping).then((open) => {
-      if (open) return this.#giveBack(delivery, request, claim);
-    });
   }
 
   /**
@@ -828,11 +817,19 @@ export class MessageProcessor<T> {
     return waiting;
   }
 
-  /** Gives back a claim acquired by a wait whose delivery ended before its handler ran (no attempt spent). */
-  async #giveBack(delivery: Delivery, request: RunRequest, reply: ClaimReply | undefined): Promise<void> {
-    if (reply?.outcome !== 'ACQUIRED' && reply?.outcome !== 'ACQUIRED_STALE') return;
-    await this.idempotency.release(idOf(request), reply).catch((error: unknown) => {
-      this.events.emit('storeError', { operation: 'release', error, source: sourceOf(delivery) });
+  /**
+   * Gives back a claim whose handler never ran (a wait's claim whose delivery ended, a start the store did
+   * not answer): no attempt spent (the kit's `giveBackUnrun`). Resolves after the first try, or at once
+   * while the store gate is closed; a try the store does not answer is made again each time the gate opens,
+   * until the wrapper closes (a claim not given back by then lapses with its lease). The release is fenced
+   * by the claim's token, so a claim taken over since is left alone.
+   */
+  #giveBack(delivery: Delivery, request: RunRequest, reply: ClaimReply | undefined): Promise<void> {
+    return giveBackUnrun(this.idempotency, idOf(request), reply, {
+      gate: this.gate,
+      signal: this.stopping,
+      onStoreError: (error) =>
+        this.events.emit('storeError', { operation: 'release', error, source: sourceOf(delivery) }),
     });
   }
 

@@ -15,10 +15,12 @@ import {
   AdapterLog,
   callUnprotected,
   extendHandlerContext,
+  giveBackUnrun,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
   runUnprotected,
+  type StoreGate,
   UnprotectedRuns,
 } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
@@ -53,6 +55,12 @@ export interface ProcessorHooks {
   abandoned?(message: Message): boolean;
   /** A store call the processor absorbed failed (`markDeadLettered`, `release`). */
   onStoreError?(operation: string, error: unknown, message: Message): void;
+  /**
+   * The consumer's store gate, read for each give-back: a claim given back unrun (`giveBack`) while the
+   * store does not answer is given back again once the gate opens, until the consumer stops (`stopping`).
+   * @defaultValue none (one try; an unanswered give-back lapses with its lease)
+   */
+  storeGate?(): StoreGate | undefined;
   /** Where the first message without a key, or with an invalid one, is reported. @defaultValue none */
   readonly log?: AdapterLog;
   /**
@@ -251,17 +259,20 @@ export class SqsMessageProcessor<T> {
   /**
    * Gives back a claim whose handler will not run (`Idempotency.release`, the runner's contract for an
    * interrupted batch): a claim of the batch claim, or a claim a CONFLICT wait ended with, of a message
-   * `stop()` abandoned. The record is RELEASED at once without an attempt spent, so the
-   * redelivery runs instead of meeting a CONFLICT until the lease lapses. Anything but an acquired claim is
-   * ignored. Never rejects: a store that does not answer is a `storeError` (`release`), and the lease lapses.
+   * `stop()` abandoned, and a claim whose start the store did not answer. The record is RELEASED without an
+   * attempt spent, so the redelivery runs instead of meeting a CONFLICT until the lease lapses, and is not
+   * `ACQUIRED_STALE` with an attempt spent on a handler that never ran. Anything but an acquired claim is
+   * ignored. Never rejects: a give-back the store does not answer is a `storeError` (`release`), and is
+   * made again each time the store gate opens (the kit's `giveBackUnrun`) until the consumer stops; it
+   * resolves after the first try, or at once while the gate is closed.
    */
   async giveBack(keyed: KeyedMessage, reply: ClaimReply | undefined): Promise<void> {
-    if (!keyed.request || (reply?.outcome !== 'ACQUIRED' && reply?.outcome !== 'ACQUIRED_STALE')) return;
-    try {
-      await this.#idempotency.release(keyed.request, reply);
-    } catch (error) {
-      this.#hooks.onStoreError?.('release', error, keyed.message);
-    }
+    if (!keyed.request) return;
+    await giveBackUnrun(this.#idempotency, keyed.request, reply, {
+      gate: this.#hooks.storeGate?.(),
+      signal: this.#hooks.stopping?.(),
+      onStoreError: (error) => this.#hooks.onStoreError?.('release', error, keyed.message),
+    });
   }
 
   /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
@@ -402,10 +413,14 @@ export class SqsMessageProcessor<T> {
       });
       return { kind: 'run', result: executed, receiveCount: rc };
     } catch (error) {
-      // The store did not answer the start of a reservation (a CONFLICT wait's claim): nothing ran.
-      if (error instanceof StoreUnavailableError)
-        return { kind: 'store-unavailable', error, receiveCount: rc };
-      throw error;
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      // The store did not answer the start of a reservation, or the one extension of a claim whose lease
+      // ran out before its handler: nothing ran. The gate closes (as the caller's settle would) and the claim
+      // is given back once the store answers, so the redelivery neither meets it as a CONFLICT nor finds
+      // an attempt spent and the record stale (Redis may have applied the start: the give-back returns it).
+      this.#hooks.storeGate?.()?.close(error);
+      await this.giveBack(keyed, reply);
+      return { kind: 'store-unavailable', error, receiveCount: rc };
     }
   }
 

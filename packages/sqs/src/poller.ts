@@ -116,6 +116,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
           source: message && sourceOf(queueUrl, message),
         }),
       log: this.#log,
+      storeGate: () => this.#gate,
       stopping: () => this.#abort.signal,
       closing: () => this.#requests.signal,
     });

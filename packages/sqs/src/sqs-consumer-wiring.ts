@@ -153,6 +153,14 @@ export function createSqsConsumerWiring<T>(
       brokerError('ChangeMessageVisibility', error, message);
     }
   };
+  const gate = new StoreGate(
+    dependencies.idempotency.store,
+    { storeProbeBackoff: resolved.storeProbeBackoff, log },
+    {
+      onStoreUnavailable: ({ error }) => events.emit('storeUnavailable', { queueUrl, error }),
+      onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
+    },
+  );
   const processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
@@ -164,18 +172,11 @@ export function createSqsConsumerWiring<T>(
         source: message && sourceOf(queueUrl, message),
       }),
     log,
+    storeGate: () => gate,
     closing: () => closing.signal,
     // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
     stopping: () => closing.signal,
   });
-  const gate = new StoreGate(
-    dependencies.idempotency.store,
-    { storeProbeBackoff: resolved.storeProbeBackoff, log },
-    {
-      onStoreUnavailable: ({ error }) => events.emit('storeUnavailable', { queueUrl, error }),
-      onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
-    },
-  );
   const report = (processed: ProcessedMessage<T>) => {
     if (processed.storeUnavailable) gate.close(processed.storeError);
     reportProcessed(events, queueUrl, scope, processed);

@@ -6,6 +6,7 @@
  * - {@link TypedEventEmitter}: events whose listeners cannot change a decision;
  * - {@link StoreGate}: fail closed while the store does not answer, one probe loop per consumer;
  * - {@link LeaseKeeperSet}: the leases of a batch's claims kept alive until each message runs;
+ * - {@link giveBackUnrun}: a claim whose handler never started given back, again once the store answers;
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
@@ -46,6 +47,7 @@ export {
   WriteCoalescer,
 } from '../store/write-coalescer';
 export { AdapterLog } from './adapter-log';
+export { type GiveBackOptions, giveBackUnrun } from './give-back';
 export { extendHandlerContext } from './handler-context';
 export { heartbeatIntervalFor } from './heartbeat';
 export {

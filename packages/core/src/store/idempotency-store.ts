@@ -208,8 +208,10 @@ export interface IdempotencyRecord {
   /** FAILED and marked dead-lettered ({@link IdempotencyStore.markDeadLettered}). */
   readonly deadLettered: boolean;
   /**
-   * RELEASED (or reserved since) by a holder that abandoned a handler that may still run
-   * (`release` with `abandoned: true`); the next claim is `ACQUIRED_STALE`.
+   * The next claim is `ACQUIRED_STALE`, as no handler started since the last one that ran recorded no
+   * outcome: RELEASED (or reserved since) by a holder that abandoned a handler that may still run
+   * (`release` with `abandoned: true`, also a claim given back unrun after `ACQUIRED_STALE`), or reserved
+   * by a claim that took over from a handler whose lease lapsed. The record does not say which.
    */
   readonly abandoned: boolean;
   /**

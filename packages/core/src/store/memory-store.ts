@@ -43,7 +43,11 @@ interface MutableRecord {
   /** FAILED only because the last attempt's lease lapsed: its holder may still complete. */
   lapsed: boolean;
   deadLettered: boolean;
-  /** Released by a holder that abandoned a handler that may still run: the next claim is stale. */
+  /**
+   * The next claim is stale (`b` of lua/claim.lua): released by a holder that abandoned a handler that may
+   * still run, reserved by a claim that took over from a lapsed handler, or given back unrun after
+   * `ACQUIRED_STALE`; cleared when a handler starts.
+   */
   abandoned: boolean;
   createdAtMs: number;
   updatedAtMs: number;
@@ -145,7 +149,10 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     if (rec && maxAttempts > 0 && rec.attempt >= maxAttempts) {
       let error = `ATTEMPTS_EXHAUSTED: ${rec.attempt} of ${maxAttempts} attempts used`;
       if (ranBefore) error += ', the last one lost its lease';
-      else if (abandoned) error += ', the last one was abandoned by its handler timeout';
+      // Like lua/claim.lua: `abandoned` (b) does not say whether that handler timed out or lapsed.
+      else if (abandoned) {
+        error += ', the last one recorded no outcome (abandoned by its handler timeout, or its lease lapsed)';
+      }
       Object.assign(rec, {
         state: 'FAILED',
         error,

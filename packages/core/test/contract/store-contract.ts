@@ -71,6 +71,12 @@ export interface ContractSettings {
 export const LONG_LEASE_MS = 30_000;
 /** Retention of rows that check TTLs. */
 export const RETENTION_MS = 600_000;
+/**
+ * The end of the `ATTEMPTS_EXHAUSTED` text when the record is marked stale (`b`) and no handler started
+ * since: the last attempt that ran recorded no outcome, and the record cannot tell which way.
+ */
+export const NO_OUTCOME =
+  'the last one recorded no outcome (abandoned by its handler timeout, or its lease lapsed)';
 /** Fingerprint of the payload most rows use. */
 export const FP_A = 'a'.repeat(64);
 /** Another payload's fingerprint. */
@@ -237,6 +243,29 @@ const reclaimed = (k: ContractKit) =>
     .claimAndExpire()
     .then(() => k.claim())
     .then(() => undefined);
+
+/**
+ * The row of a claim with `maxAttempts` 1 on a record that `given` left stale (`b`) with one attempt
+ * counted and no handler started since: FAILED, `ATTEMPTS_EXHAUSTED` ending in {@link NO_OUTCOME}, the
+ * token of the row's claim number `token` kept, the lease and the marks dropped.
+ */
+const exhaustedOnStale = (
+  transition: string,
+  given: NonNullable<ContractRow['given']>,
+  token: number,
+): ContractRow => ({
+  transition,
+  given,
+  when: (k) => k.claim({ maxAttempts: 1 }),
+  reply: {
+    outcome: 'FAILED',
+    fencingToken: T(token),
+    attempt: 1,
+    error: `ATTEMPTS_EXHAUSTED: 1 of 1 attempts used, ${NO_OUTCOME}`,
+  },
+  record: { state: 'FAILED', attempt: 1, abandoned: false, reserved: false, leaseExpiresAtMs: undefined },
+  ttl: 'retention',
+});
 
 /** Starting states of the fencing rows, with the token they present and the reply they expect. */
 const FENCING_STATES: {
@@ -544,20 +573,40 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       record: { state: 'IN_PROGRESS', attempt: 2, reserved: false, abandoned: false },
       ttl: 'lease+retention',
     },
-    {
-      transition:
-        'RELEASED abandoned at maxAttempts —claim→ FAILED: ATTEMPTS_EXHAUSTED, says it was abandoned',
-      given: (k) => k.claim({ maxAttempts: 1 }).then(() => k.releaseAbandoned()),
-      when: (k) => k.claim({ maxAttempts: 1 }),
-      reply: {
-        outcome: 'FAILED',
-        fencingToken: T(1),
-        attempt: 1,
-        error: 'ATTEMPTS_EXHAUSTED: 1 of 1 attempts used, the last one was abandoned by its handler timeout',
+    exhaustedOnStale(
+      'RELEASED abandoned at maxAttempts —claim→ FAILED: ATTEMPTS_EXHAUSTED, the last attempt recorded no outcome',
+      (k) => k.claim({ maxAttempts: 1 }).then(() => k.releaseAbandoned()),
+      1,
+    ),
+    // The mark `b` also stands for a lapsed handler (a reservation or a give-back that took over from it), so
+    // the FAILED text names both causes: the record cannot tell them apart. maxAttempts lowered meanwhile.
+    exhaustedOnStale(
+      'IN_PROGRESS reserved, taken over from a lapsed handler, given back, at maxAttempts —claim→ FAILED: does not blame a handler timeout',
+      (k) =>
+        k
+          .claimAndExpire()
+          .then(() => k.claim({ reserve: true }))
+          .then(() => k.releaseNeverStarted(k.token, true)),
+      2,
+    ),
+    exhaustedOnStale(
+      'IN_PROGRESS reserved, taken over from a lapsed handler, lapsed before start, at maxAttempts —claim→ FAILED: does not blame a handler timeout',
+      async (k) => {
+        await k.claimAndExpire();
+        await k.claim({ reserve: true, leaseMs: settings.shortLeaseMs });
+        await k.expireLease();
       },
-      record: { state: 'FAILED', abandoned: false },
-      ttl: 'retention',
-    },
+      2,
+    ),
+    exhaustedOnStale(
+      'IN_PROGRESS, taken over (counted) from a lapsed handler, given back unrun, at maxAttempts —claim→ FAILED: does not blame a handler timeout',
+      (k) =>
+        k
+          .claimAndExpire()
+          .then(() => k.claim())
+          .then(() => k.releaseNeverStarted(k.token, true)),
+      2,
+    ),
     {
       transition: 'RELEASED —(retention lapses)→ (none): attempts are forgotten',
       given: (k) =>

@@ -36,6 +36,7 @@ describe('kit: the sub-path export', () => {
         'checkPositiveInteger',
         'checkRunOverrides',
         'extendHandlerContext',
+        'giveBackUnrun',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',

@@ -1,0 +1,81 @@
+import { isIdempotencyError } from '../errors';
+import type { RecordId } from '../keys';
+import type { Idempotency } from '../runner/idempotency';
+import type { ClaimReply } from '../store/idempotency-store';
+import { callIsolated } from './isolate';
+import type { StoreGate } from './store-gate';
+
+/** Options of {@link giveBackUnrun}. */
+export interface GiveBackOptions {
+  /**
+   * The consumer's {@link StoreGate}. A give-back the store does not answer (`STORE_UNAVAILABLE`) is tried
+   * again each time the gate opens (a ping answered), until one is answered; under the runner's
+   * `storeFailureMode: 'closed'` that failure closes the gate (its probe loop starts, the consumer pauses
+   * as for any store call it fails closed on). Without a gate, or when it stays open (a runner that fails
+   * open), there is one try and an unanswered claim lapses with its lease. @defaultValue none
+   */
+  readonly gate?: StoreGate;
+  /** Ends the waits for the gate (the consumer stops): a claim not given back by then lapses with its lease. */
+  readonly signal?: AbortSignal;
+  /** A try failed with `error` (called for each failed try; isolated: one that throws changes nothing). */
+  readonly onStoreError?: (error: unknown) => void;
+}
+
+/**
+ * Gives back a claim whose handler never started (`Idempotency.release`: the record is RELEASED, a counted
+ * claim returns its attempt, a claim that was `ACQUIRED_STALE` leaves the record stale), and keeps trying
+ * while the store does not answer, so an outage at that moment does not leave the claim to lapse with its
+ * lease (one attempt spent on a handler that never ran, and the next claim `ACQUIRED_STALE`). Anything but
+ * an `ACQUIRED`/`ACQUIRED_STALE` reply is ignored.
+ *
+ * - Gate open (or none): tried now; resolves once that try is answered or failed.
+ * - Gate closed: resolves at once; tried when it opens.
+ * - A try the store does not answer: reported through `onStoreError`, then tried again each time the gate
+ *   opens (see {@link GiveBackOptions.gate}) in the background, until the store answers it, `signal`
+ *   aborts or the gate is disposed. Any other error is reported and not retried.
+ *
+ * Every try is fenced by the claim's token: a claim another worker took over since (its lease lapsed
+ * meanwhile) is left alone (`release` resolves `false`), and a try whose reply was lost after Redis applied
+ * it is refused the same way on the next. Never rejects. Generalised from the Kafka adapter's give-back of
+ * a claim whose start the store did not answer; the SQS adapter uses it too.
+ *
+ * @param idempotency - the runner (its `release`, and `options.storeFailureMode`).
+ * @param id - the claim's record.
+ * @param claim - the claim reply.
+ */
+export async function giveBackUnrun(
+  idempotency: Pick<Idempotency, 'release' | 'options'>,
+  id: RecordId,
+  claim: ClaimReply | undefined,
+  options: GiveBackOptions = {},
+): Promise<void> {
+  if (claim?.outcome !== 'ACQUIRED' && claim?.outcome !== 'ACQUIRED_STALE') return;
+  const { gate, signal } = options;
+  /** One try; resolves whether to try again once the gate opens. */
+  const tryOnce = async (): Promise<boolean> => {
+    try {
+      await idempotency.release(id, claim);
+      return false;
+    } catch (error) {
+      callIsolated(() => options.onStoreError?.(error));
+      if (gate === undefined || gate.disposed || !isUnanswered(error)) return false;
+      if (idempotency.options.storeFailureMode === 'closed') gate.close(error);
+      return gate.closed;
+    }
+  };
+  const onceOpen = async (): Promise<void> => {
+    while (!gate!.disposed && !signal?.aborted && (await gate!.waitUntilOpen(signal))) {
+      if (!(await tryOnce())) return;
+    }
+  };
+  if (gate?.closed) {
+    void onceOpen();
+    return;
+  }
+  if (await tryOnce()) void onceOpen();
+}
+
+/** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
+function isUnanswered(error: unknown): boolean {
+  return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
+}
