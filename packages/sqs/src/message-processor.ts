@@ -402,7 +402,8 @@ export class SqsMessageProcessor<T> {
       });
       return { kind: 'run', result: executed, receiveCount: rc };
     } catch (error) {
-      // The store did not answer the start of a reservation (a CONFLICT wait's claim): nothing ran.
+      // The store did not answer the start of a reservation (a CONFLICT wait's claim), or the one extend
+      // of a claim with less than one heartbeat interval of its lease left: nothing ran.
       if (error instanceof StoreUnavailableError)
         return { kind: 'store-unavailable', error, receiveCount: rc };
       throw error;
