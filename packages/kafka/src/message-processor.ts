@@ -429,8 +429,8 @@ export class MessageProcessor<T> {
 
   /**
    * The store did not answer the start of `claim` (a reservation's `start`, or the one `extend` of a claim
-   * whose lease ran out before its handler): no handler ran, and none may run until the store confirms the
-   * start, whatever `storeFailureMode` (the claim may still be held; Redis may have applied the start and
+   * with less than one heartbeat interval of its lease left before its handler): no handler ran, and none
+   * may run until the store confirms the start, whatever `storeFailureMode` (the claim may still be held; Redis may have applied the start and
    * only its reply was lost). Fails closed like an unanswered claim ({@link MessageProcessor.awaitStore}:
    * the gate closes, `storeUnavailable` once per outage, an inline wait up to `maxInlineDelayMs`).
    * @returns `again` when the store answers within it: the claim is started again, which counts its

@@ -414,10 +414,11 @@ export class SqsMessageProcessor<T> {
       return { kind: 'run', result: executed, receiveCount: rc };
     } catch (error) {
       if (!(error instanceof StoreUnavailableError)) throw error;
-      // The store did not answer the start of a reservation, or the one extension of a claim whose lease
-      // ran out before its handler: nothing ran. The gate closes (as the caller's settle would) and the claim
-      // is given back once the store answers, so the redelivery neither meets it as a CONFLICT nor finds
-      // an attempt spent and the record stale (Redis may have applied the start: the give-back returns it).
+      // The store did not answer the start of a reservation, or the one extension of a claim with less
+      // than one heartbeat interval of its lease left: nothing ran. The gate closes (as the caller's settle
+      // would) and the claim is given back once the store answers, so the redelivery neither meets it as a
+      // CONFLICT nor finds an attempt spent and the record stale (Redis may have applied the start: the
+      // give-back returns it).
       this.#hooks.storeGate?.()?.close(error);
       await this.giveBack(keyed, reply);
       return { kind: 'store-unavailable', error, receiveCount: rc };

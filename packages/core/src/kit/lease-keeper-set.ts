@@ -49,9 +49,10 @@ interface Held {
  * starts their handler: a released reservation leaves the attempt count as it was. A claim whose
  * extension the store refuses is dropped ({@link LeaseKeeperSet.take} returns `undefined`: claim again).
  * An extension that fails because the store does not answer is reported and tried again at the next
- * beat; the claim is still handed over, and `execute` renews (a reservation) or checks (a claim whose
- * lease it counts as run out) the lease before the handler starts, so a lapsed lease never runs a
- * handler unprotected. Timers are unref'd. Generalised from the Kafka adapter's batch claims.
+ * beat; the claim is still handed over, and `execute` renews the lease before the handler starts (a
+ * reservation's `start`; one `extend` of a claim with less than one heartbeat interval of its lease left
+ * as `execute` counts it), so a lapsed lease never runs a handler unprotected. Timers are unref'd.
+ * Generalised from the Kafka adapter's batch claims.
  *
  * @typeParam K - what identifies a claim in the set.
  */
@@ -112,7 +113,10 @@ export class LeaseKeeperSet<K = number> {
   /**
    * Hands over the claim of `key` for its run and stops extending it: the reply to pass to
    * `Idempotency.execute`, or `undefined` when the set holds none for `key` or its lease was lost (claim
-   * again). Waits for a round of extensions in flight, so a loss it finds is not missed.
+   * again). Waits for a round of extensions in flight, so a loss it finds is not missed. The reply is the
+   * one {@link LeaseKeeperSet.add} was given (the same object, so the runner still knows when the claim was
+   * requested): `execute` counts its lease from the claim, not from the set's extensions, and renews it
+   * before the handler when less than one heartbeat interval of that is left.
    */
   async take(key: K): Promise<AcquiredReply | undefined> {
     await this.#inFlight;

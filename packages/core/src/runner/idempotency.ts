@@ -92,8 +92,9 @@ export interface RunOptions extends RunOverrides {
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
  * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
- * whatever `storeFailureMode`, it did not answer the one `extend` of a claim whose lease ran out before
- * the handler started, e.g. after a long conflict wait: nothing ran),
+ * whatever `storeFailureMode`, it did not answer the one `extend` of a claim with less than one
+ * heartbeat interval of its lease left when the handler was to start, e.g. after a long conflict wait:
+ * nothing ran),
  * `UnexpectedReplyError`, `InvalidKeyError` (the request), `InvalidOptionError` (an option, or a handler
  * that is not a function) or `InvalidPayloadError` (a payload that cannot be fingerprinted, a
  * `fingerprint` that is not 64 hex characters); the last three before the store is touched. Anything a
@@ -381,12 +382,17 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Runs the handler of a claim this worker holds, keeping the lease alive, and records how it ended
    * (complete, release or fail, each fenced by the claim's token). Never rejects because of the handler.
    * A reservation (`started: false`, from {@link Idempotency.claimMany}) is started first (its attempt
-   * counts now); when it was lost before that, nothing runs and the result is `lease-lost` with
-   * `handlerStarted: false`.
+   * counts now, its lease renews from now). Any other claim's lease counts from when the claim was
+   * requested (by the local monotonic clock; from now for a reply this runner did not receive), whatever
+   * extended it since (a `LeaseKeeperSet` hands over the claim's own reply); when less than one heartbeat
+   * interval of it is left, or none, one `extend` renews it before the handler starts, so the lease
+   * keeper's first beat has at least half an interval to be answered. When the claim was lost before the
+   * handler (the start or the extension refused: another worker claimed the key), nothing runs and the
+   * result is `lease-lost` with `handlerStarted: false`.
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
-   * the one extension of a claim whose lease ran out before this call (nothing ran, whatever
-   * `storeFailureMode`: the claim may still be held). An unanswered `start` costs no attempt unless Redis
-   * applied it and only its reply was lost; the lease then lapses and the next claim is ACQUIRED_STALE.
+   * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held). An
+   * unanswered `start` costs no attempt unless Redis applied it and only its reply was lost; the lease
+   * then lapses and the next claim is ACQUIRED_STALE.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
    * `AbortSignal`).
    */
@@ -416,6 +422,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const { fencingToken, outcome } = claim;
     let attempt = claim.attempt;
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
+    const heartbeatIntervalMs = heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs);
     // The lease counts from when the claim was requested (the store's lease started no earlier), not
     // from now: a claim that waited in a batch has less left.
     let leaseEndsAt = (requestedAt ?? performance.now()) + (claim.leaseExpiresAtMs - claim.serverTimeMs);
@@ -428,9 +435,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       attempt = started.attempt;
       leaseEndsAt = sentAt + (started.leaseExpiresAtMs - started.serverTimeMs);
-    } else if (performance.now() >= leaseEndsAt) {
-      // The claim's lease ran out before its handler started. One extension takes it back if nobody has
-      // claimed the key since (the token is still the record's); otherwise nothing runs.
+    } else if (leaseEndsAt - performance.now() < heartbeatIntervalMs) {
+      // Less than one heartbeat interval of the claim's lease is left, or none (a claim that waited in a
+      // batch: a LeaseKeeperSet hands over the claim's own reply, not its extensions). The keeper's first
+      // beat would come at half of what is left, and a reply slower than the other half would pass the
+      // local deadline and abort the handler although the store still held the lease. One extension first
+      // renews the lease from now, or takes it back if it ran out and nobody has claimed the key since
+      // (the token is still the record's); otherwise nothing runs.
       const sentAt = performance.now();
       const extended = await this.#store('extend', subject, () =>
         this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
@@ -445,7 +456,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       {
         leaseMs,
         retentionMs: this.options.retentionMs,
-        heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs),
+        heartbeatIntervalMs,
         leaseEndsAt,
       },
       this.#keeperCallbacks,
