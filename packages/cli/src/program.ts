@@ -11,6 +11,7 @@ import { connect } from './connect';
 import { type CliIo, EXIT } from './io';
 import { output } from './output';
 import { type TrackedStream, trackWrites, type WritesOutcome } from './tracked-stream';
+import { cliVersion } from './version';
 
 const STATES: readonly RecordState[] = ['IN_PROGRESS', 'COMPLETED', 'RELEASED', 'FAILED'];
 
@@ -62,6 +63,8 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
     .description(
       'Inspect and repair the idempotency records of idempotent-consumer in Redis (standalone or Cluster).',
     )
+    // commander's own: `-V, --version` prints it on stdout and exits 0 (failureStatus).
+    .version(cliVersion(), '-V, --version', 'print the version of idempotent-consumer and exit')
     .option(
       '-u, --url <url>',
       'Redis URL (redis:// or rediss://), any node of a Cluster (default: $REDIS_URL, else redis://127.0.0.1:6379)',

@@ -42,6 +42,34 @@ export interface RecordView {
   readonly errorPreview: string | null;
 }
 
+/**
+ * The markers of a record's state beside it (`true` fields of {@link RecordView}), each with the name the
+ * tables show and what it means: `inspect` shows a row per marker set, `list` their names in one column
+ * ({@link flagsOf}); `--json` has the fields themselves.
+ */
+export const RECORD_FLAGS = [
+  {
+    field: 'reserved',
+    name: 'reserved',
+    meaning: 'claimed by a batch, handler not started (no attempt counted)',
+  },
+  {
+    field: 'deadLettered',
+    name: 'dead-lettered',
+    meaning: 'an adapter has sent the message to its dead-letter destination',
+  },
+  {
+    field: 'abandoned',
+    name: 'abandoned',
+    meaning: 'the last handler may be partial or still running; the next claim is ACQUIRED_STALE',
+  },
+] as const satisfies readonly { field: keyof RecordView; name: string; meaning: string }[];
+
+/** The names of the {@link RECORD_FLAGS} set on `view`, in their order. */
+export function flagsOf(view: RecordView): string[] {
+  return RECORD_FLAGS.filter((flag) => view[flag.field]).map((flag) => flag.name);
+}
+
 /** Builds the view of a record read with the store's `get`, at the server time `serverTimeMs`. */
 export function recordView(
   id: RecordId,

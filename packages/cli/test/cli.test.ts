@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { runCli } from '../src';
 import { viewFields } from '../src/commands/inspect';
@@ -32,6 +34,19 @@ describe('idempotent-consumer CLI (no Redis)', () => {
     expect(status).toBe(0);
     for (const command of ['inspect', 'list', 'stats', 'release', 'purge']) expect(out).toContain(command);
   });
+
+  it.each([['--version'], ['-V']])(
+    '%s prints the package version and exits 0 (was: unknown option, exit 2)',
+    async (flag) => {
+      const { version } = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as {
+        version: string;
+      };
+      const { status, out, err } = await run([flag]);
+      expect(err).toBe('');
+      expect(out).toBe(`${version}\n`);
+      expect(status).toBe(0);
+    },
+  );
 
   it.each([
     [['frobnicate'], /unknown command 'frobnicate'/],

@@ -1,10 +1,22 @@
 import { InvalidKeyError } from './errors';
+import { checkPositiveInteger } from './kit/option-checks';
 
 /** Prefix of every record key when none is configured (`RedisIdempotencyStore`'s `keyPrefix`). */
 export const DEFAULT_KEY_PREFIX = 'idem';
 
 /** Longest idempotency key accepted, in UTF-8 bytes, unless the store is configured otherwise. */
 export const DEFAULT_MAX_KEY_BYTES = 512;
+
+/**
+ * The `maxKeyBytes` option of the stores and the admin (`RedisIdempotencyStore`, `MemoryIdempotencyStore`,
+ * `RedisIdempotencyAdmin`): longest accepted prefix, scope and key, each in UTF-8 bytes; an integer >= 1,
+ * {@link DEFAULT_MAX_KEY_BYTES} when `undefined`. Checked by the kit's `checkPositiveInteger`, so every
+ * store refuses the same values with the same message.
+ * @throws `InvalidOptionError` `maxKeyBytes must be an integer >= 1, got <value>`.
+ */
+export function checkMaxKeyBytes(value: unknown): number {
+  return checkPositiveInteger('maxKeyBytes', value, DEFAULT_MAX_KEY_BYTES);
+}
 
 /**
  * Identifies one record: an idempotency key inside its scope (consumer group + topic, queue, or HTTP

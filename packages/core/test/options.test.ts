@@ -5,6 +5,7 @@ import {
   type IdempotencyStore,
   MemoryIdempotencyStore,
   NonRetryableError,
+  RedisIdempotencyAdmin,
   RedisIdempotencyStore,
 } from '../src';
 
@@ -86,6 +87,53 @@ describe('option validation', () => {
     expect(idempotency.options.isRetryable(new Error('handler failed'))).toBe(true);
     const plain = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
     expect(plain.options.isRetryable(new NonRetryableError('declined'))).toBe(false);
+  });
+
+  it('maxKeyBytes is an integer >= 1 in the memory store as in the Redis store and its admin (the memory store took any)', () => {
+    const fake = { defineCommand: () => {} } as unknown as Redis;
+    const makers = {
+      MemoryIdempotencyStore: (maxKeyBytes: unknown) =>
+        new MemoryIdempotencyStore({ maxKeyBytes: maxKeyBytes as number }),
+      RedisIdempotencyStore: (maxKeyBytes: unknown) =>
+        new RedisIdempotencyStore({ redis: fake }, { maxKeyBytes: maxKeyBytes as number }),
+      RedisIdempotencyAdmin: (maxKeyBytes: unknown) =>
+        new RedisIdempotencyAdmin({ redis: fake }, { maxKeyBytes: maxKeyBytes as number }),
+    };
+    for (const make of Object.values(makers)) {
+      for (const [value, shown] of [
+        [0, '0'],
+        [-1, '-1'],
+        [1.5, '1.5'],
+        [Number.NaN, 'NaN'],
+        [Number.POSITIVE_INFINITY, 'Infinity'],
+        ['512', "'512'"],
+      ] as const) {
+        expect(() => make(value)).toThrow(
+          expect.objectContaining({
+            name: 'InvalidOptionError',
+            code: 'INVALID_OPTION',
+            message: `maxKeyBytes must be an integer >= 1, got ${shown}`,
+          }),
+        );
+      }
+      // 8: the Redis store also bounds its keyPrefix ('idem') by it.
+      for (const value of [undefined, 8, 4096, Number.MAX_SAFE_INTEGER])
+        expect(() => make(value)).not.toThrow();
+    }
+  });
+
+  it('MemoryIdempotencyStore: maxKeyBytes bounds the scope and key, not its own record key prefix', async () => {
+    // The bound applies to what the caller gives (the Redis store's keyPrefix is the caller's too); before,
+    // maxKeyBytes 1 or 2 refused every claim, blaming a 3-byte "prefix" the caller never chose.
+    const tiny = new MemoryIdempotencyStore({ maxKeyBytes: 2 });
+    const options = { leaseMs: 1000, retentionMs: 1000 };
+    await expect(tiny.claim({ scope: 'ab', key: 'cd' }, options)).resolves.toMatchObject({
+      outcome: 'ACQUIRED',
+    });
+    await expect(tiny.claim({ scope: 'ab', key: 'cde' }, options)).rejects.toMatchObject({
+      code: 'INVALID_IDEMPOTENCY_KEY',
+      message: expect.stringContaining('The idempotency key is 3 bytes long; at most 2 are accepted'),
+    });
   });
 
   it('RedisIdempotencyStore checks its options and its client', () => {

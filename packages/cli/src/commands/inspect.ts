@@ -1,6 +1,6 @@
 import { EXIT } from '../io';
 import { fieldTable } from '../output';
-import { type RecordView, recordView } from '../record-view';
+import { RECORD_FLAGS, type RecordView, recordView } from '../record-view';
 import type { CommandContext } from './context';
 
 /**
@@ -36,16 +36,7 @@ export function viewFields(view: RecordView): [string, string | number][] {
     ['fencing token', view.fencingToken],
     ['attempt', view.attempt],
   ];
-  if (view.reserved)
-    rows.push(['reserved', 'yes: claimed by a batch, handler not started (no attempt counted)']);
-  if (view.deadLettered)
-    rows.push(['dead-lettered', 'yes: an adapter has sent the message to its dead-letter destination']);
-  if (view.abandoned) {
-    rows.push([
-      'abandoned',
-      'yes: the last handler may be partial or still running; the next claim is ACQUIRED_STALE',
-    ]);
-  }
+  for (const flag of RECORD_FLAGS) if (view[flag.field]) rows.push([flag.name, `yes: ${flag.meaning}`]);
   if (view.leaseRemainingMs !== null) {
     const lease =
       // Held while its expiry is after the server time (claim.lua); at 0 the next claim takes it over.

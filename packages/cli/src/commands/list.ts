@@ -1,13 +1,15 @@
 import type { RecordState } from '@idempotent-consumer/core';
 import { EXIT } from '../io';
 import { table } from '../output';
-import { type RecordView, recordView } from '../record-view';
+import { flagsOf, type RecordView, recordView } from '../record-view';
 import type { CommandContext } from './context';
 import { scanRecords } from './scan-records';
 
 /**
  * `list SCOPE [--state …] [--limit N]`: the records of a scope (SCAN), optionally only in some states, at
- * most `limit` of them, in the order SCAN finds them.
+ * most `limit` of them, in the order SCAN finds them. Each with the markers `inspect` shows (reserved,
+ * dead-lettered, abandoned: `RECORD_FLAGS` of record-view.ts), in one `flags` column of the table, and as
+ * their fields in `--json`.
  */
 export async function list(
   ctx: CommandContext,
@@ -29,13 +31,14 @@ export async function list(
     const rows = views.map((v) => [
       v.key,
       v.state,
+      flagsOf(v).join(', '),
       v.fencingToken,
       v.attempt,
       v.leaseRemainingMs === null ? '' : v.leaseRemainingMs,
       v.updatedAt,
     ]);
     const more = truncated ? `\n(first ${options.limit}; raise --limit to see more)` : '';
-    return `${table(['key', 'state', 'token', 'attempt', 'lease left (ms)', 'updated'], rows)}${more}`;
+    return `${table(['key', 'state', 'flags', 'token', 'attempt', 'lease left (ms)', 'updated'], rows)}${more}`;
   });
   return EXIT.ok;
 }

@@ -7,7 +7,8 @@ import { viewFields } from './inspect';
 
 /**
  * `release SCOPE KEY`: makes a stuck IN_PROGRESS record, or a FAILED one, claimable again
- * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it and asking. The
+ * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it (on stderr, as `inspect`
+ * shows it; with `--json` only when it asks) and asking (unless `--yes`). The
  * script is given the fencing token and the state shown, so a record claimed or written meanwhile is left
  * alone (`TOKEN_CHANGED`, exit status 3).
  */
@@ -34,7 +35,9 @@ export async function release(
     return EXIT.nothingDone;
   }
   const view = recordView(id, record, serverTimeMs, options.previewChars);
-  if (!ctx.out.json) ctx.out.note(fieldTable(viewFields(view)));
+  // Shown (on stderr) to whoever is asked to confirm, with --json too, before the question; without
+  // --json also under --yes, as part of the report. --json --yes asks nothing and shows nothing.
+  if (!ctx.out.json || !ctx.yes) ctx.out.note(fieldTable(viewFields(view)));
   const held = view.leaseRemainingMs !== null && view.leaseRemainingMs > 0;
   await confirm(
     ctx.io,

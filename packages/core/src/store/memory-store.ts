@@ -1,4 +1,4 @@
-import { buildRecordKey, DEFAULT_MAX_KEY_BYTES, type RecordId } from '../keys';
+import { buildRecordKey, checkMaxKeyBytes, type RecordId } from '../keys';
 import type {
   ClaimOptions,
   ClaimReply,
@@ -25,9 +25,19 @@ export interface MemoryIdempotencyStoreOptions {
    * @defaultValue `Date.now`
    */
   now?: () => number;
-  /** Longest accepted scope or idempotency key, in UTF-8 bytes. @defaultValue 512 */
+  /**
+   * Longest accepted scope or idempotency key, in UTF-8 bytes: an integer >= 1, as in
+   * `RedisIdempotencyStore` (`InvalidOptionError` from the constructor otherwise).
+   * @defaultValue 512
+   */
   maxKeyBytes?: number;
 }
+
+/**
+ * The prefix of the memory store's record keys (its map's keys): one byte, so that any `maxKeyBytes` bounds
+ * only the scope and the key the caller gives (`buildRecordKey` checks the prefix against it too).
+ */
+const KEY_PREFIX = 'm';
 
 interface MutableRecord {
   state: RecordState;
@@ -68,9 +78,10 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   /** Waiters per record key ({@link MemoryIdempotencyStore.waitForOutcome}). */
   readonly #waiters = new Map<string, Set<() => void>>();
 
+  /** @throws `InvalidOptionError` when `maxKeyBytes` is not an integer >= 1. */
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     this.#now = options.now ?? Date.now;
-    this.#maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
+    this.#maxKeyBytes = checkMaxKeyBytes(options.maxKeyBytes);
   }
 
   /** Number of records held (expired ones are dropped first). */
@@ -87,14 +98,14 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]> {
     // Like the Redis store, check every request before claiming any, so a bad one changes nothing.
     for (const r of requests) {
-      buildRecordKey('mem', r.id, this.#maxKeyBytes);
+      buildRecordKey(KEY_PREFIX, r.id, this.#maxKeyBytes);
       scriptArgs.claim(r.options);
     }
     return requests.map((r) => this.#claim(r.id, r.options));
   }
 
   #claim(id: RecordId, options: ClaimOptions): ClaimReply {
-    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
+    const key = buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes);
     const [leaseMs, retentionMs, fingerprint, maxAttempts, reserve] = scriptArgs.claim(options) as [
       number,
       number,
@@ -306,7 +317,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   }
 
   async waitForOutcome(id: RecordId, options: ClaimOptions, wait: OutcomeWaitOptions): Promise<ClaimReply> {
-    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
+    const key = buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes);
     scriptArgs.claim(options);
     return waitForOutcome(
       () => this.claim(id, options),
@@ -324,7 +335,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
 
   async get(id: RecordId): Promise<IdempotencyRecord | null> {
     const now = this.#now();
-    const rec = this.#read(buildRecordKey('mem', id, this.#maxKeyBytes), now);
+    const rec = this.#read(buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes), now);
     if (!rec) return null;
     return {
       state: rec.state,
@@ -364,7 +375,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     now: number,
     allow: { state?: RecordState; lapsedFailure?: boolean },
   ): { ok: true; record: MutableRecord } | LeaseLostReply {
-    const rec = this.#read(buildRecordKey('mem', id, this.#maxKeyBytes), now);
+    const rec = this.#read(buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes), now);
     const held =
       rec?.fencingToken === fencingToken &&
       (rec.state === (allow.state ?? 'IN_PROGRESS') ||
@@ -386,7 +397,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     rec.record.leaseExpiresAtMs = undefined;
     rec.record.reserved = false;
     // Like lua/includes/notify.lua: wake the waiters once this write has returned.
-    const key = buildRecordKey('mem', id, this.#maxKeyBytes);
+    const key = buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes);
     for (const wake of this.#waiters.get(key) ?? []) queueMicrotask(wake);
     return { ok: true, serverTimeMs: now };
   }

@@ -3,8 +3,8 @@ import { InvalidOptionError, UnexpectedReplyError } from '../errors';
 import { adminPurgeScript, adminReleaseScript } from '../generated/scripts';
 import {
   buildScopeScanPattern,
+  checkMaxKeyBytes,
   DEFAULT_KEY_PREFIX,
-  DEFAULT_MAX_KEY_BYTES,
   parseRecordKey,
   type RecordId,
 } from '../keys';
@@ -19,7 +19,7 @@ import { SCRIPT_NUMBER_OF_KEYS } from './scripts';
 export interface RedisIdempotencyAdminOptions {
   /** Prefix of every record key. @defaultValue `'idem'` */
   keyPrefix?: string;
-  /** Longest accepted scope or idempotency key, in UTF-8 bytes. @defaultValue 512 */
+  /** Longest accepted scope or idempotency key, in UTF-8 bytes; an integer >= 1. @defaultValue 512 */
   maxKeyBytes?: number;
   /** The `COUNT` hint of each SCAN call (keys examined per call, per node). @defaultValue 500 */
   scanCount?: number;
@@ -75,7 +75,7 @@ export class RedisIdempotencyAdmin {
     if (!dependencies?.redis) throw new InvalidOptionError('RedisIdempotencyAdmin needs { redis }');
     this.#redis = dependencies.redis;
     this.#prefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
-    this.#maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
+    this.#maxKeyBytes = checkMaxKeyBytes(options.maxKeyBytes);
     this.#scanCount = options.scanCount ?? 500;
     if (!Number.isSafeInteger(this.#scanCount) || this.#scanCount <= 0) {
       throw new InvalidOptionError(`scanCount must be a positive integer, got ${options.scanCount}`);

@@ -4,7 +4,7 @@ import {
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../errors';
-import { DEFAULT_MAX_KEY_BYTES, type RecordId, RecordKeyBuilder } from '../keys';
+import { checkMaxKeyBytes, type RecordId, RecordKeyBuilder } from '../keys';
 import { MAX_TIMER_MS } from '../kit/long-timeout';
 import { masterConnections } from './cluster-node';
 import { CommandDeadlines } from './command-deadlines';
@@ -53,7 +53,8 @@ export interface RedisIdempotencyStoreOptions {
    */
   keyPrefix?: string;
   /**
-   * Longest accepted scope or idempotency key, in UTF-8 bytes.
+   * Longest accepted prefix, scope or idempotency key, in UTF-8 bytes: an integer >= 1
+   * (`InvalidOptionError` otherwise).
    * @defaultValue 512
    */
   maxKeyBytes?: number;
@@ -155,8 +156,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     const timeoutMs = this.#timeoutMs;
     const redis = this.#redis;
     this.#deadlines = new CommandDeadlines(timeoutMs, () => unansweredError(timeoutMs, redis.status));
-    const maxKeyBytes = options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES;
-    if (!(maxKeyBytes > 0)) throw new InvalidOptionError('maxKeyBytes must be > 0');
+    const maxKeyBytes = checkMaxKeyBytes(options.maxKeyBytes);
     this.#keys = new RecordKeyBuilder(options.keyPrefix ?? 'idem', maxKeyBytes); // checks the prefix
     this.#wait = options.waitForReplicas && checkWaitForReplicas(options.waitForReplicas);
     if (this.#wait && this.#wait.timeoutMs >= this.#timeoutMs) {

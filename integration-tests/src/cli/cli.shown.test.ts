@@ -1,0 +1,128 @@
+import { describeWithServices } from '../../support/service';
+import { useRedisStore } from '../core/redis-target';
+import { cli } from './run-cli';
+
+const LEASE_MS = 600_000;
+const RETENTION_MS = 60_000;
+
+// What an operator is shown: the record state markers in `list` as in `inspect`, and the record a
+// `release` changes before it asks, in --json as without it.
+describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is shown', ({ redis: url }) => {
+  const suite = useRedisStore(url, 'cli-shown');
+  const run = (args: string[], answer?: string | (() => Promise<string>)) =>
+    cli(url, ['--prefix', suite.prefix, ...args], answer);
+
+  it('list shows reserved, dead-lettered and abandoned records in a flags column, as inspect does, and in --json', async () => {
+    const scope = 'flags';
+    const claim = (key: string, reserve = false) =>
+      suite.store.claim({ scope, key }, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS, reserve });
+    await claim('reserved', true);
+    const dead = await claim('dead-lettered');
+    await suite.store.fail({ scope, key: 'dead-lettered' }, dead.fencingToken, {
+      retentionMs: RETENTION_MS,
+      error: 'poison',
+    });
+    expect(
+      await suite.store.markDeadLettered({ scope, key: 'dead-lettered' }, dead.fencingToken),
+    ).toMatchObject({
+      ok: true,
+    });
+    const gaveUp = await claim('abandoned');
+    await suite.store.release({ scope, key: 'abandoned' }, gaveUp.fencingToken, {
+      retentionMs: RETENTION_MS,
+      abandoned: true,
+    });
+    const plain = await claim('plain');
+    await suite.store.complete({ scope, key: 'plain' }, plain.fencingToken, { retentionMs: RETENTION_MS });
+
+    // inspect shows each marker (the reference).
+    for (const [key, row] of [
+      ['reserved', /│ reserved\s+│ yes/],
+      ['dead-lettered', /│ dead-lettered\s+│ yes/],
+      ['abandoned', /│ abandoned\s+│ yes/],
+    ] as const) {
+      expect((await run(['inspect', scope, key])).stdout).toMatch(row);
+    }
+
+    const human = await run(['list', scope]);
+    expect(human.status).toBe(0);
+    const lines = human.stdout.split('\n');
+    const cells = (line: string) => line.split('│').map((c) => c.trim());
+    const header = cells(lines.find((l) => l.includes('key'))!);
+    const flagsAt = header.indexOf('flags');
+    // Before: no flags column; a reserved, dead-lettered or abandoned record looked like any other.
+    expect(flagsAt).toBeGreaterThan(0);
+    const flagsOf = (key: string) => cells(lines.find((l) => cells(l)[1] === key)!)[flagsAt];
+    expect(flagsOf('reserved')).toBe('reserved');
+    expect(flagsOf('dead-lettered')).toBe('dead-lettered');
+    expect(flagsOf('abandoned')).toBe('abandoned');
+    expect(flagsOf('plain')).toBe('');
+
+    const json = await run(['--json', 'list', scope]);
+    const records = json.json<{ records: Record<string, unknown>[] }>().records;
+    const byKey = new Map(records.map((r) => [r.key, r]));
+    const marks = (key: string) => {
+      const { reserved, deadLettered, abandoned } = byKey.get(key)!;
+      return { reserved, deadLettered, abandoned };
+    };
+    expect(marks('reserved')).toEqual({ reserved: true, deadLettered: false, abandoned: false });
+    expect(marks('dead-lettered')).toEqual({ reserved: false, deadLettered: true, abandoned: false });
+    expect(marks('abandoned')).toEqual({ reserved: false, deadLettered: false, abandoned: true });
+    expect(marks('plain')).toEqual({ reserved: false, deadLettered: false, abandoned: false });
+  });
+
+  it('release --json shows the record on stderr before it asks, and stdout stays one JSON document', async () => {
+    const scope = 'release-json';
+    const id = { scope, key: 'stuck' };
+    const claim = await suite.store.claim(id, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
+    const released = await run(['--json', 'release', scope, id.key], 'y\n');
+    expect(released.status).toBe(0);
+    expect(released.json()).toMatchObject({ outcome: 'OK', previousState: 'IN_PROGRESS' });
+    const prompt = released.stderr.indexOf('[y/N]');
+    expect(prompt).toBeGreaterThan(0);
+    const beforePrompt = released.stderr.slice(0, prompt);
+    // Before: only the question; the record (token, attempt, lease, times) was never shown with --json.
+    expect(beforePrompt).toMatch(/│ key\s+│ stuck/);
+    expect(beforePrompt).toMatch(/│ state\s+│ IN_PROGRESS/);
+    expect(beforePrompt).toMatch(new RegExp(`│ fencing token\\s+│ ${claim.fencingToken}`));
+    expect(beforePrompt).toMatch(/│ lease\s+│ \d+ ms remaining/);
+
+    // The same record shown without --json (the reference), and nothing of it on stdout with --json.
+    const again = await suite.store.claim(
+      { scope, key: 'other' },
+      { leaseMs: LEASE_MS, retentionMs: RETENTION_MS },
+    );
+    const refused = await run(['release', scope, 'other']);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(new RegExp(`│ fencing token\\s+│ ${again.fencingToken}`));
+    const refusedJson = await run(['--json', 'release', scope, 'other']);
+    expect(refusedJson.status).toBe(2);
+    expect(refusedJson.stdout).toBe('');
+    expect(refusedJson.stderr).toMatch(new RegExp(`│ fencing token\\s+│ ${again.fencingToken}`));
+    expect(refusedJson.stderr).toMatch(/pass --yes/);
+
+    // --json --yes asks nothing: stderr stays empty for scripts, stdout is the report.
+    const scripted = await run(['--json', '--yes', 'release', scope, 'other']);
+    expect(scripted.status).toBe(0);
+    expect(scripted.stderr).toBe('');
+    expect(scripted.json()).toMatchObject({ outcome: 'OK', fencingToken: again.fencingToken });
+  });
+
+  it('purge asks the same question with --json as without (count, states, scope) and keeps stdout JSON', async () => {
+    const scope = 'purge-json';
+    for (const key of ['a', 'b']) {
+      const claim = await suite.store.claim({ scope, key }, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
+      await suite.store.complete({ scope, key }, claim.fencingToken, { retentionMs: RETENTION_MS });
+    }
+    const human = await run(['purge', scope, '--state', 'COMPLETED'], 'n\n');
+    const json = await run(['--json', 'purge', scope, '--state', 'COMPLETED'], 'n\n');
+    expect(human.status).toBe(2);
+    expect(json.status).toBe(2);
+    expect(json.stdout).toBe('');
+    expect(human.stderr).toMatch(/Delete 2 record\(s\) \(COMPLETED\) of scope "purge-json"\?.*\[y\/N\]/);
+    expect(json.stderr).toBe(human.stderr);
+    const done = await run(['--json', 'purge', scope, '--state', 'COMPLETED'], 'y\n');
+    expect(done.status).toBe(0);
+    expect(done.json()).toEqual({ scope, deleted: 2, skipped: {} });
+  });
+});
