@@ -32,11 +32,15 @@ async function setup() {
 
 describe('kit: LeaseKeeperSet', () => {
   it('keeps every claim alive for several leases until it is taken; a rival meets CONFLICT meanwhile', async () => {
+    // On a fake clock (the memory store's and the timers'): a busy machine that stalls the event loop
+    // longer than a lease would lapse the claims between two beats on the real one.
+    jest.useFakeTimers();
     const { idempotency, set } = await setup();
     const rival = new Idempotency({ store: idempotency.store, logger: false }, { leaseMs: 150 });
     set.start();
-    await sleep(400); // more than two leases
+    await jest.advanceTimersByTimeAsync(400); // more than two leases
     for (const id of ids) expect((await rival.claim(id)).outcome).toBe('CONFLICT');
+    jest.useRealTimers();
     const reply = await set.take(2);
     expect(reply).toBeDefined();
     expect(set.has(2)).toBe(false);
