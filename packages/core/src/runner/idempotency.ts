@@ -3,8 +3,10 @@ import { performance } from 'node:perf_hooks';
 import { backOff } from 'exponential-backoff';
 import {
   HandlerTimeoutError,
+  type IdempotencyErrorCode,
   InvalidKeyError,
   InvalidOptionError,
+  isIdempotencyError,
   ResultTooLargeError,
   StoreUnavailableError,
 } from '../errors';
@@ -660,8 +662,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
   }
 
-  /** Emits `storeError` for a failed store call. */
+  /**
+   * Emits `storeError` for a failed store call, but not for a refusal of the caller's own request (see
+   * {@link isCallerError}): the call rejects with it, and that is all.
+   */
   #storeError(operation: string, error: unknown, subject: EventSubject | undefined): void {
+    if (isCallerError(error)) return;
     this.#emit('storeError', {
       operation,
       error,
@@ -795,6 +801,27 @@ function checkHandler(handler: unknown): void {
     );
   }
 }
+
+/**
+ * Whether `error` refuses the caller's own request rather than reports a store that failed: a scope or key
+ * the store does not take (`InvalidKeyError`: empty, too long for its `maxKeyBytes`, a lone surrogate), an
+ * option or a payload (`InvalidOptionError`, `InvalidPayloadError`). A store throws these before it sends
+ * anything; the runner treats them as it treats those it finds itself before the store is touched: the
+ * call rejects with the typed error, which is neither a `storeError` event nor a log line. Logged at
+ * `error`, a key from outside (an HTTP client's `Idempotency-Key`, a message header) let anyone write
+ * error lines at will; whoever made the request decides whether it needs a person (the HTTP package logs
+ * a scope it built and the store refused; the broker adapters dead-letter an invalid key with an
+ * `invalidKey` event and a warning). Recognised by `code`, so also from another installed copy.
+ */
+function isCallerError(error: unknown): boolean {
+  return isIdempotencyError(error) && CALLER_ERROR_CODES.has(error.code);
+}
+
+const CALLER_ERROR_CODES: ReadonlySet<string> = new Set<IdempotencyErrorCode>([
+  'INVALID_IDEMPOTENCY_KEY',
+  'INVALID_OPTION',
+  'INVALID_PAYLOAD',
+]);
 
 /** @throws {@link InvalidKeyError} when the request is not an object (its scope and key are checked by the store). */
 function checkRequest(request: unknown): void {
