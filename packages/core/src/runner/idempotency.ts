@@ -92,6 +92,10 @@ export interface RunOptions extends RunOverrides {
  * 3. handler returned: complete with its result; threw a retryable error before `maxAttempts`: release;
  *    otherwise: fail (terminal).
  *
+ * With `storeFailureMode: 'open'`, a claim the store did not answer runs the handler unprotected
+ * (`UNPROTECTED`, `failOpen`); a claim it had written anyway (`StoreUnavailableError.writtenClaim`) is then
+ * released abandoned, so the next claim is `ACQUIRED_STALE`.
+ *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
  * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
  * whatever `storeFailureMode`, it did not answer the one `extend` of a claim whose lease ran out before
@@ -631,6 +635,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     };
   }
 
+  /**
+   * `storeFailureMode: 'open'`: runs the handler without a claim. A claim the failed call had written
+   * anyway (`storeError.writtenClaim`) is released abandoned once the handler ended, so the next claim is
+   * ACQUIRED_STALE: its handler is told an earlier run may have happened. Left to lapse, a claim made as a
+   * reservation (`waitForReplicas`) was taken as a clean ACQUIRED.
+   */
   async #runUnprotected<T>(
     request: RunRequest,
     handler: Handler<T>,
@@ -645,10 +655,33 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       outcome: 'UNPROTECTED' as const,
       signal: new AbortController().signal,
     };
+    let result: RunResult<T>;
     try {
-      return { outcome: 'UNPROTECTED', status: 'completed', result: await handler(context), storeError };
+      result = { outcome: 'UNPROTECTED', status: 'completed', result: await handler(context), storeError };
     } catch (error) {
-      return { outcome: 'UNPROTECTED', status: 'threw', error, storeError };
+      result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError };
+    }
+    const written = storeError.writtenClaim;
+    if (written) await this.#abandonWrittenClaim(request, written.fencingToken);
+    return result;
+  }
+
+  /**
+   * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
+   * handler ran unprotected, with the runner's `writeAttempts`. Never rejects: a release the store does not
+   * answer is a `storeError` event (the claim then lapses with its lease), one refused because another
+   * claim took the key meanwhile (the unprotected handler outlived the lease) is `leaseLost`.
+   */
+  async #abandonWrittenClaim(request: RecordId, fencingToken: number): Promise<void> {
+    const id: RecordId = { scope: request.scope, key: request.key };
+    const options = { retentionMs: this.options.retentionMs, abandoned: true };
+    try {
+      const write = await this.#write('release', id, fencingToken, () =>
+        this.store.release(id, fencingToken, options),
+      );
+      if (write === 'lost') this.#emit('leaseLost', { ...id, fencingToken, during: 'write' });
+    } catch {
+      // Not an outage (an unexpected reply, replicas that did not acknowledge): already a storeError event.
     }
   }
 
