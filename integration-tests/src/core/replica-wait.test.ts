@@ -144,6 +144,79 @@ describeWithPrograms(
       expect(await replicaClient.hget(store.recordKey(id), 's')).toBe('C');
     });
 
+    it("storeFailureMode 'open': a claim written whose WAIT went unanswered runs the handler unprotected, and the next claim is ACQUIRED_STALE (was ACQUIRED: not told an earlier run may have happened)", async () => {
+      // A connection of the store's own, cut below while its claim's WAIT is pending: the commands in flight
+      // fail at once (maxRetriesPerRequest 0: not resent), then it reconnects.
+      const own = new Redis(primary.url, { maxRetriesPerRequest: 0 });
+      try {
+        const ownId = String(await own.client('ID'));
+        const store = new RedisIdempotencyStore(
+          { redis: own },
+          {
+            keyPrefix: prefix,
+            waitForReplicas: { replicas: 1, timeoutMs: 10_000 },
+            commandTimeoutMs: 15_000,
+          },
+        );
+        const idempotency = new Idempotency(
+          { store, logger: false },
+          { leaseMs: 500, storeFailureMode: 'open', writeAttempts: 3 },
+        );
+        const id = { scope: 's', key: 'fail-open-unanswered-wait' };
+        let entered!: (outcome: string) => void;
+        const handlerEntered = new Promise<string>((resolve) => {
+          entered = resolve;
+        });
+        let finish!: () => void;
+        const finished = new Promise<void>((resolve) => {
+          finish = resolve;
+        });
+        replica.freeze(); // acknowledges nothing: the claim's WAIT blocks (up to 10 s)
+        let run: ReturnType<typeof idempotency.run<string>>;
+        try {
+          run = idempotency.run(id, async ({ outcome }) => {
+            entered(outcome);
+            await finished;
+            return 'ran';
+          });
+          await waitFor(
+            'the claim written on the primary',
+            async () => (await client.hget(store.recordKey(id), 's')) === 'P',
+          );
+          await client.client('KILL', 'ID', ownId); // the WAIT fails: StoreUnavailableError
+          expect(await handlerEntered).toBe('UNPROTECTED');
+        } finally {
+          replica.resume();
+        }
+        finish();
+        expect(await run).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed', result: 'ran' });
+
+        // The next delivery, once the store answers: its handler is told an earlier run may have happened.
+        const next = new Idempotency(
+          {
+            store: new RedisIdempotencyStore(
+              { redis: client },
+              { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 1000 } },
+            ),
+            logger: false,
+          },
+          { leaseMs: 500 },
+        );
+        let result: Awaited<ReturnType<typeof next.run<string>>> | undefined;
+        await waitFor('a run that is not a CONFLICT', async () => {
+          result = await next.run(id, ({ outcome }) => outcome);
+          return result.outcome !== 'CONFLICT';
+        });
+        expect(result).toMatchObject({
+          outcome: 'ACQUIRED_STALE',
+          status: 'completed',
+          result: 'ACQUIRED_STALE',
+        });
+      } finally {
+        own.disconnect();
+      }
+    });
+
     it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
       const store = new RedisIdempotencyStore(
         { redis: client },

@@ -12,10 +12,11 @@ import { FRAMEWORKS, listenExpress } from './servers';
 
 const PROBLEM = 'application/problem+json';
 
-/** A logger that keeps what it is given. */
-function recordingLogger(): IdempotencyLogger & { readonly errors: string[] } {
-  const errors: string[] = [];
-  return { errors, warn: () => undefined, error: (message) => void errors.push(message) };
+/** A logger that keeps what it is given, as `[level, message]`. */
+function recordingLogger(): IdempotencyLogger & { readonly lines: [level: string, message: string][] } {
+  const lines: [string, string][] = [];
+  const keep = (level: string) => (message: string) => void lines.push([level, message]);
+  return { lines, warn: keep('warn'), error: keep('error'), info: keep('info'), debug: keep('debug') };
 }
 
 /** A server whose routes answer 201 with the request's scope and the number of handler runs so far. */
@@ -81,7 +82,7 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key scopes on real Redis', ({ 
   });
   afterAll(() => redis.quit());
 
-  /** A runner on a store of its own (`maxKeyBytes` as given), and a logger that records its errors. */
+  /** A runner on a store of its own (`maxKeyBytes` as given), and a logger that records its lines. */
   function runner(maxKeyBytes?: number) {
     const store = new RedisIdempotencyStore(
       { redis },
@@ -158,9 +159,16 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key scopes on real Redis', ({ 
         expect(r.headers.get('content-type')).toContain(PROBLEM);
         expect(r.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:scope-refused', status: 500 });
         expect(server.calls.get('orders') ?? 0).toBe(0);
-        // The runner logs the store's refusal (a store error), naming the part refused.
-        expect(logger.errors).toEqual([
-          expect.stringMatching(/InvalidKeyError: The scope is \d+ bytes long/),
+        // A server error an operator must see: one `error` line, from the HTTP package (the runner logs no
+        // refusal of its caller's request), naming the route, the answer and the part refused. Before: the
+        // runner's "claim failed: InvalidKeyError: …" only, which a refused client key wrote too.
+        expect(logger.lines).toEqual([
+          [
+            'error',
+            expect.stringMatching(
+              /^idempotent-consumer: the idempotency store refused the scope built for POST \/orders .*answered 500 scope-refused.*The scope is \d+ bytes long/,
+            ),
+          ],
         ]);
         // A key longer than the middleware's maxKeyBytes (255) is the client's: still 400.
         const long = await post(server.url, '/orders', {
@@ -170,20 +178,26 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key scopes on real Redis', ({ 
         });
         expect(long.status).toBe(400);
         expect(long.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:invalid-idempotency-key' });
+        expect(logger.lines).toHaveLength(1);
       } finally {
         await server.close();
         store.close();
       }
     });
 
-    it('a key the store refuses (longer than its maxKeyBytes, within the middleware’s) stays 400', async () => {
-      const { store, idempotency } = runner(64);
+    it('a key the store refuses (longer than its maxKeyBytes, within the middleware’s) stays 400, and logs nothing: the client’s mistake (was an error line per request)', async () => {
+      const { store, logger, idempotency } = runner(64);
       const server = await start(idempotency);
       try {
-        const r = await post(server.url, '/orders', { key: `"${'k'.repeat(100)}"`, body: { a: 1 } });
-        expect(r.status).toBe(400);
-        expect(r.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:invalid-idempotency-key' });
+        for (let i = 0; i < 3; i++) {
+          const r = await post(server.url, '/orders', { key: `"${'k'.repeat(100)}-${i}"`, body: { a: 1 } });
+          expect(r.status).toBe(400);
+          expect(r.json).toMatchObject({ type: 'urn:idempotent-consumer:problem:invalid-idempotency-key' });
+        }
         expect(server.calls.get('orders') ?? 0).toBe(0);
+        // Before: three `error` lines ("claim failed: InvalidKeyError: The idempotency key is 103 bytes
+        // long…"), one per request: any client could write error lines at will.
+        expect(logger.lines).toEqual([]);
       } finally {
         await server.close();
         store.close();

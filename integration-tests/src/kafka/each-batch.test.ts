@@ -91,5 +91,50 @@ describeWithServices(
       expect(header(letter!.headers, 'x-idempotency-error')).toContain('downstream 503');
       expect(header(letter!.headers, 'x-original-offset')).toBe('1');
     }, 60_000);
+
+    it('a header key the store refuses (longer than its maxKeyBytes) is dead-lettered as invalid-key and reported by the wrapper: an invalidKey event each, one warning, no runner error line', async () => {
+      const topic = uniqueName('batch-long-key');
+      const groupId = uniqueName('g');
+      const idempotency = redisRunner(suite.redis, { leaseMs: 3000 });
+      const runs: string[] = [];
+      const invalid: string[] = [];
+      const lines: string[] = [];
+      const keep = (message: string) => void lines.push(message);
+      const tooLong = (i: number) => `${'k'.repeat(600)}-${i}`; // the store takes 512 bytes
+      await suite.producer.send({
+        topic,
+        messages: [tooLong(1), 'fine', tooLong(2)].map((k) => ({
+          partition: 0,
+          value: k.slice(0, 8),
+          headers: { 'idempotency-key': k },
+        })),
+      });
+      await suite.start(groupId, topic, (consumer) => {
+        const wrapper = idempotentEachBatch(
+          { idempotency, consumer, producer: suite.producer, logger: { warn: keep, error: keep } },
+          { groupId },
+          ({ key }) => {
+            runs.push(key!);
+          },
+        );
+        wrapper.events.on('invalidKey', (e) => invalid.push(e.error.name));
+        return { eachBatch: wrapper };
+      });
+      const letters = await readTopic(brokers, `${topic}.dlq`, 2);
+      expect(letters.map((l) => header(l.headers, 'x-idempotency-dead-letter-reason'))).toEqual([
+        'invalid-key',
+        'invalid-key',
+      ]);
+      await waitFor('the fine message to run', () => runs.includes('fine'));
+      expect(runs).toEqual(['fine']);
+      expect(invalid).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+      // The wrapper's one warning says it; the runner no longer adds an error line per message (nor per
+      // batch claim the key made fail).
+      expect(lines).toEqual([
+        expect.stringMatching(
+          /invalid idempotency key or payload \(InvalidKeyError \[INVALID_IDEMPOTENCY_KEY\]: The idempotency key is 602 bytes long.*dead-lettered to .*\.dlq \(reason invalid-key\)/,
+        ),
+      ]);
+    }, 60_000);
   },
 );

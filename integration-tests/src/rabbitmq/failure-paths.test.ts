@@ -1,5 +1,9 @@
 import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import { createIdempotentConsumer, DEAD_LETTER_HEADERS } from '@idempotent-consumer/rabbitmq';
+import {
+  createIdempotentConsumer,
+  DEAD_LETTER_HEADERS,
+  IDEMPOTENCY_KEY_HEADER,
+} from '@idempotent-consumer/rabbitmq';
 import { type ChannelModel, connect } from 'amqplib';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
@@ -70,6 +74,39 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
     expect(consumer.state).toBe('running');
     expect((invalid[0] as Error).name).toBe('InvalidPayloadError');
     expect(logger.lines.filter((l) => l.includes('invalid idempotency key'))).toHaveLength(1);
+  });
+
+  it('a header key the store refuses (longer than its maxKeyBytes) is dead-lettered as invalid-key and reported by the adapter: an invalidKey event each, one warning, no runner error line', async () => {
+    const logger = recordingLogger();
+    const ran: string[] = [];
+    const { consumer } = await fx.consumer(
+      fx.idempotency(),
+      {},
+      ({ key }) => {
+        ran.push(key!);
+      },
+      { connection: fx.connection, logger },
+    );
+    const invalid: unknown[] = [];
+    consumer.on('invalidKey', (e) => invalid.push(e.error));
+    const tooLong = (i: number) => `${'k'.repeat(600)}-${i}`; // the store takes 512 bytes
+    fx.publish({ n: 1 }, { headers: { [IDEMPOTENCY_KEY_HEADER]: tooLong(1) } });
+    fx.publish({ n: 2 }, { headers: { [IDEMPOTENCY_KEY_HEADER]: tooLong(2) } });
+    fx.publish({ n: 3 }, { messageId: 'good' });
+    const dead = await fx.deadLetters(2);
+    expect(dead.map((d) => d.properties.headers![DEAD_LETTER_HEADERS.reason])).toEqual([
+      'invalid-key',
+      'invalid-key',
+    ]);
+    await waitFor('the good message', () => ran.includes('good'));
+    expect(ran).toEqual(['good']);
+    expect(invalid.map((e) => (e as Error).name)).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+    // The adapter's one warning says it; the runner no longer adds an error line per message.
+    expect(logger.lines).toEqual([
+      expect.stringMatching(
+        /invalid idempotency key or payload \(InvalidKeyError: The idempotency key is 602 bytes long.*dead-lettered \(reason invalid-key\)/,
+      ),
+    ]);
   });
 
   it('a FAILED record is dead-lettered once: a redelivery of its key is acked without a second copy', async () => {

@@ -1,5 +1,5 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { NonRetryableError, TopologyMismatchError } from '@idempotent-consumer/core';
+import { type IdempotencyLogger, NonRetryableError, TopologyMismatchError } from '@idempotent-consumer/core';
 import {
   createSqsConsumerWiring,
   DeadLetterRefusedError,
@@ -63,11 +63,13 @@ describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulato
     options: SqsIdempotencyOptions,
     handler: (context: SqsHandlerContext) => Promise<unknown>,
     onDeadLettered: (e: DeadLettered) => void,
+    extra: { logger?: IdempotencyLogger; onInvalidKey?: (e: SqsEvents['invalidKey'][0]) => void } = {},
   ): Promise<void> {
-    const deps = { idempotency: fx.idempotency({ leaseMs: 3000 }), sqs: fx.sqs };
+    const deps = { idempotency: fx.idempotency({ leaseMs: 3000 }), sqs: fx.sqs, logger: extra.logger };
     if (form === 'poller') {
       const p = poller(deps, { ...options, waitTimeSeconds: 1 }, handler);
       p.on('deadLettered', onDeadLettered);
+      if (extra.onInvalidKey) p.on('invalidKey', extra.onInvalidKey);
       await p.start();
       return;
     }
@@ -77,6 +79,7 @@ describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulato
       handler,
     );
     wiring.events.on('deadLettered', onDeadLettered);
+    if (extra.onInvalidKey) wiring.events.on('invalidKey', extra.onInvalidKey);
     await wiring.verifyDeadLetter();
     consumer({ ...wiring, queueUrl: options.queueUrl, batchSize: 10 }).start();
   }
@@ -124,6 +127,37 @@ describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulato
       // The event's error is the text the copy carries, as in every adapter.
       expect(dead[0]!.error).toBe(attribute('x-idempotency-error'));
       expect(dead[0]!.error).toMatch(/^InvalidKeyError \[INVALID_IDEMPOTENCY_KEY\]: /);
+    });
+
+    it('dead-letters a message whose key attribute the store refuses (longer than its maxKeyBytes) as invalid-key, reported by the adapter: an invalidKey event each, one warning, no runner error line', async () => {
+      const dlq = await fx.queue(`long-key-dlq-${form}`);
+      const q = await fx.queue(`long-key-${form}`);
+      const ran: string[] = [];
+      const dead: DeadLettered[] = [];
+      const invalid: string[] = [];
+      const lines: string[] = [];
+      const keep = (message: string) => void lines.push(message);
+      await startForm(
+        form,
+        { queueUrl: q.url, deadLetter: { queueUrl: dlq.url }, retryBackoff: { baseMs: 0 } },
+        async ({ message: m }) => ran.push(m.Body!),
+        (p) => dead.push(p),
+        { logger: { warn: keep, error: keep }, onInvalidKey: (e) => invalid.push(e.error.name) },
+      );
+      // The store takes 512 bytes; a batch with such a key is claimed message by message.
+      await sendMessage(fx.sqs, q.url, 'long-1', { key: `${'k'.repeat(600)}-1` });
+      await sendMessage(fx.sqs, q.url, 'long-2', { key: `${'k'.repeat(600)}-2` });
+      await sendMessage(fx.sqs, q.url, 'fine', { key: 'fine' });
+      await waitFor('both dead-lettered and the fine one run', () => dead.length >= 2 && ran.length >= 1);
+      expect(dead.map((d) => d.reason)).toEqual(['invalid-key', 'invalid-key']);
+      expect(ran).toEqual(['fine']);
+      expect(invalid).toEqual(['InvalidKeyError', 'InvalidKeyError']);
+      // The adapter's one warning says it; the runner no longer adds an error line per message.
+      expect(lines).toEqual([
+        expect.stringMatching(
+          /invalid idempotency key or payload \(InvalidKeyError \[INVALID_IDEMPOTENCY_KEY\]: The idempotency key is 602 bytes long.*dead-lettered \(reason invalid-key\)/,
+        ),
+      ]);
     });
 
     it("refuses to start when deadLetter is 'redrive-policy' and the queue has no RedrivePolicy", async () => {

@@ -112,6 +112,23 @@ export class StoreUnavailableError extends IdempotencyError {
   override readonly name = 'StoreUnavailableError' as const;
   readonly code = 'STORE_UNAVAILABLE' as const;
   readonly retryable = true;
+  /**
+   * A claim the failed call had already written, which may still hold the key: `RedisIdempotencyStore`
+   * with `waitForReplicas` applied the claim, then its `WAIT`, or the `start` that counts it, went
+   * unanswered. Left alone it lapses with its lease, and a claim made as a reservation is then taken as
+   * `ACQUIRED`, as if no handler had run. `Idempotency.run` failing open (`storeFailureMode: 'open'`) runs
+   * the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`.
+   * `undefined` when the call wrote no claim, or cannot know.
+   */
+  readonly writtenClaim: { readonly fencingToken: number } | undefined;
+
+  constructor(
+    message: string,
+    options?: IdempotencyErrorOptions & { writtenClaim?: { readonly fencingToken: number } },
+  ) {
+    super(message, options);
+    this.writtenClaim = options?.writtenClaim;
+  }
 }
 
 /** The store answered with a reply shape this version does not know. Not retryable: a bug or version skew. */

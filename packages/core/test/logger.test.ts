@@ -1,6 +1,8 @@
 import {
   Idempotency,
   type IdempotencyLogger,
+  InvalidKeyError,
+  InvalidOptionError,
   MemoryIdempotencyStore,
   ReplicationTimeoutError,
   StoreUnavailableError,
@@ -104,6 +106,38 @@ describe('Idempotency logger', () => {
         'idempotent-consumer: claim failed: ReplicationTimeoutError: 1 of 1 replicas did not acknowledge the write within 50 ms',
       ],
     ]);
+  });
+
+  it("a scope or key the store refuses is the caller's error (like an InvalidOptionError): rejected with InvalidKeyError, neither logged nor a storeError", async () => {
+    const { idempotency, lines } = setup();
+    const storeErrors: unknown[] = [];
+    idempotency.on('storeError', (e) => storeErrors.push(e));
+    const refused = [
+      { scope: 's', key: '' },
+      { scope: 's', key: 'k'.repeat(600) },
+      { scope: 's', key: `lone ${String.fromCharCode(0xd800)} surrogate` },
+      { scope: 's'.repeat(600), key: 'k' },
+    ];
+    for (const request of refused) {
+      await expect(idempotency.run(request, () => 1)).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(idempotency.claim(request)).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(idempotency.waitForOutcome(request)).rejects.toBeInstanceOf(InvalidKeyError);
+    }
+    await expect(
+      idempotency.claimMany([
+        { scope: 's', key: 'fine' },
+        { scope: 's', key: '' },
+      ]),
+    ).rejects.toBeInstanceOf(InvalidKeyError);
+    // An option out of range, the policy these follow: rejected, not logged.
+    await expect(idempotency.run({ scope: 's', key: 'k' }, () => 1, { leaseMs: -1 })).rejects.toBeInstanceOf(
+      InvalidOptionError,
+    );
+    // Before: one `error` line per refusal ("claim failed: InvalidKeyError: …"): any HTTP client could
+    // write error lines at will with a key the store refuses.
+    // (Levels and messages only: Jest cannot print a failed comparison of the error objects in `fields`.)
+    expect(lines.map(([level, message]) => [level, message])).toEqual([]);
+    expect(storeErrors.map((e) => (e as { operation: string }).operation)).toEqual([]);
   });
 
   it('defaults to console.warn, and logger: false silences it', async () => {

@@ -63,6 +63,103 @@ describe('Idempotency runner: store outages', () => {
     });
   });
 
+  describe('fail-open after a claim was written (waitForReplicas: its WAIT or start went unanswered)', () => {
+    /**
+     * A store whose claims are applied as reservations (as `RedisIdempotencyStore` with `waitForReplicas`
+     * makes them), then, `failing` times, rejected as unanswered naming the claim (`writtenClaim`).
+     */
+    function writtenThenUnanswered(failing: number, clock = { ms: 1_700_000_000_000 }) {
+      const inner = new MemoryIdempotencyStore({ now: () => clock.ms });
+      const store = new FaultyStore(inner);
+      const claim = store.claim.bind(store);
+      let left = failing;
+      store.claim = async (id, options) => {
+        if (left <= 0) return claim(id, options);
+        left--;
+        const reply = await inner.claim(id, { ...options, reserve: true });
+        if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+        throw new StoreUnavailableError('Redis is unavailable: Connection is closed.', {
+          writtenClaim: { fencingToken: reply.fencingToken },
+        });
+      };
+      return { store, clock };
+    }
+
+    it('releases the written claim abandoned after the unprotected handler: the next claim is ACQUIRED_STALE (was ACQUIRED once its lease lapsed)', async () => {
+      const { store, clock } = writtenThenUnanswered(1);
+      const idempotency = new Idempotency(
+        { store, logger: false },
+        { leaseMs: 10_000, retentionMs: 60_000, storeFailureMode: 'open' },
+      );
+      const events = recordEvents(idempotency);
+      const r = await idempotency.run(request, ({ outcome }) => outcome);
+      expect(r).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed', result: 'UNPROTECTED' });
+      expect(await store.inner.get(request)).toMatchObject({ state: 'RELEASED', abandoned: true });
+      clock.ms += 20_000; // past the written claim's lease either way
+      const next = await idempotency.run(request, ({ outcome }) => outcome);
+      expect(next).toMatchObject({ outcome: 'ACQUIRED_STALE', result: 'ACQUIRED_STALE' });
+      expect(events.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'outcome', 'completed']);
+    });
+
+    it('a handler that threw is released abandoned too; fail-closed leaves the claim as it was (nothing ran)', async () => {
+      const open = writtenThenUnanswered(1);
+      const boom = new Error('boom');
+      const r = await new Idempotency(
+        { store: open.store, logger: false },
+        { leaseMs: 10_000, storeFailureMode: 'open' },
+      ).run(request, () => {
+        throw boom;
+      });
+      expect(r).toMatchObject({ outcome: 'UNPROTECTED', status: 'threw', error: boom });
+      expect(await open.store.inner.get(request)).toMatchObject({ state: 'RELEASED', abandoned: true });
+
+      const closed = writtenThenUnanswered(1);
+      const handler = jest.fn();
+      const error = await new Idempotency({ store: closed.store, logger: false }, { leaseMs: 10_000 })
+        .run(request, handler)
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        writtenClaim: { fencingToken: (await closed.store.inner.get(request))!.fencingToken },
+      });
+      expect(handler).not.toHaveBeenCalled();
+      expect(await closed.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', reserved: true });
+    });
+
+    it('a release the store does not answer is a storeError (never a rejection); one refused because another claim took the key is leaseLost', async () => {
+      const down = writtenThenUnanswered(1);
+      down.store.inject('release', { kind: 'throw', error: unavailable }, 2);
+      const idempotency = new Idempotency(
+        { store: down.store, logger: false },
+        { leaseMs: 10_000, storeFailureMode: 'open', writeAttempts: 2 },
+      );
+      const events = recordEvents(idempotency);
+      await expect(idempotency.run(request, () => 1)).resolves.toMatchObject({ outcome: 'UNPROTECTED' });
+      expect(events.map(([n, p]) => (p.operation ? `${n}:${p.operation}` : n))).toEqual([
+        'storeError:claim',
+        'failOpen',
+        'storeError:release',
+        'storeError:release',
+      ]);
+
+      const taken = writtenThenUnanswered(1);
+      const runner = new Idempotency(
+        { store: taken.store, logger: false },
+        { leaseMs: 10_000, storeFailureMode: 'open' },
+      );
+      const seen = recordEvents(runner);
+      await runner.run(request, async () => {
+        // The unprotected handler outlives the written claim's lease, and another worker claims the key.
+        taken.clock.ms += 20_000;
+        await taken.store.inner.claim(request, { leaseMs: 10_000, retentionMs: 60_000 });
+      });
+      expect(seen.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'leaseLost']);
+      const written = (seen[1]![1].error as StoreUnavailableError).writtenClaim!.fencingToken;
+      expect(seen[2]![1]).toMatchObject({ ...request, fencingToken: written, during: 'write' });
+      expect((await taken.store.inner.get(request))!.fencingToken).toBeGreaterThan(written);
+    });
+  });
+
   it('fail-open does not cover a store that answered with nonsense: UnexpectedReplyError still rejects', async () => {
     const { store, idempotency } = setup({ storeFailureMode: 'open' });
     store.inject('claim', { kind: 'throw', error: () => new UnexpectedReplyError('bad reply') });

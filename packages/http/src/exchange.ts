@@ -6,6 +6,7 @@ import {
   type RunResult,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
+import { AdapterLog } from '@idempotent-consumer/core/kit';
 import { parseIdempotencyKey } from './idempotency-key';
 import type { ResolvedHttpOptions } from './options';
 import { type HttpAnswer, type ProblemSlug, problemAnswer } from './problem';
@@ -80,10 +81,15 @@ export function httpScope(method: string, route: string, tenant: string | undefi
  * {@link Idempotency} runner.
  */
 export class HttpIdempotency<Req> {
+  /** The runner's `logger` (none when it is `false`): what needs an operator, such as a refused scope. */
+  readonly #log: AdapterLog;
+
   constructor(
     readonly idempotency: Idempotency,
     readonly options: ResolvedHttpOptions<Req>,
-  ) {}
+  ) {
+    this.#log = AdapterLog.for(idempotency, idempotency.logger, 'the idempotency middleware');
+  }
 
   /**
    * Decides what a request gets: pass, an answer, or a claimed run.
@@ -142,7 +148,7 @@ export class HttpIdempotency<Req> {
     if ('context' in first) {
       return { kind: 'run', exchange: new Exchange(this.options, first.context, response, result) };
     }
-    if ('error' in first) return this.#storeError(first.error, scope, key);
+    if ('error' in first) return this.#storeError(first.error, scope, key, `${method} ${incoming.route}`);
     return this.#settled(first.settled);
   }
 
@@ -178,7 +184,14 @@ export class HttpIdempotency<Req> {
     }
   }
 
-  #storeError(error: unknown, scope: string, key: string): Admission {
+  /**
+   * The answer to a claim the runner rejected: 503 for a store that did not answer; for an
+   * `InvalidKeyError`, 400 when the client's key is refused (the client's mistake: not logged, as the
+   * runner logs no refusal of its caller's request) and 500 when the scope this server built is (logged at
+   * `error` through the runner's `logger`: an operator must shorten the route or tenant, or raise the
+   * store's `maxKeyBytes`). Anything else is rethrown. `route`: `METHOD /route/template`, for the log.
+   */
+  #storeError(error: unknown, scope: string, key: string, route: string): Admission {
     if (error instanceof StoreUnavailableError) {
       return this.#problem(
         'store-unavailable',
@@ -188,6 +201,10 @@ export class HttpIdempotency<Req> {
     }
     if (error instanceof InvalidKeyError) {
       if (keyRefused(scope, key)) return this.#problem('invalid-idempotency-key', error.message);
+      this.#log.error(
+        `the idempotency store refused the scope built for ${route} (its method, route template and tenant), so the request was answered 500 scope-refused and nothing was processed: ${error.message}. Shorten the route or the tenant, or raise the store's maxKeyBytes.`,
+        { route, scope, error },
+      );
       return this.#problem(
         'scope-refused',
         'The idempotency store refused the scope this server built for the request (its method, route and tenant); nothing was processed',

@@ -41,9 +41,9 @@ export const PROBLEMS = {
   'response-too-large': { status: 500, title: 'The response is too large to be stored for replay' },
   /**
    * The store refused the scope this server built for the request (method, route template and tenant, as
-   * JSON) as longer than its `maxKeyBytes`. A server error (the client cannot change the scope), which the
-   * runner logs as a store error (`claim failed: InvalidKeyError`); nothing was processed. A key the store
-   * refuses is the client's: 400 `invalid-idempotency-key`.
+   * JSON) as longer than its `maxKeyBytes`. A server error (the client cannot change the scope), logged at
+   * `error` through the runner's `logger` (naming the route and the store's reason); nothing was processed.
+   * A key the store refuses is the client's: 400 `invalid-idempotency-key`, not logged.
    */
   'scope-refused': { status: 500, title: 'The idempotency scope of this request cannot be stored' },
   /** The idempotency store did not answer (fail closed); see `Retry-After`. */

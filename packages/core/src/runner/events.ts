@@ -33,7 +33,11 @@ export interface IdempotencyEvents {
   leaseLost: [
     EventSubject & { fencingToken: number; during: 'start' | 'heartbeat' | 'write' | 'local-deadline' },
   ];
-  /** A store call failed (it may be retried). */
+  /**
+   * A store call failed (it may be retried). Not emitted when the store refused the caller's own request
+   * (`InvalidKeyError`: a scope or key it does not take; `InvalidOptionError`; `InvalidPayloadError`): the
+   * call rejects with that error, as when the runner finds it before the store is touched.
+   */
   storeError: [{ operation: string; error: unknown; subject?: EventSubject }];
   /** `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer. */
   failOpen: [EventSubject & { error: unknown }];

@@ -3,8 +3,10 @@ import { performance } from 'node:perf_hooks';
 import { backOff } from 'exponential-backoff';
 import {
   HandlerTimeoutError,
+  type IdempotencyErrorCode,
   InvalidKeyError,
   InvalidOptionError,
+  isIdempotencyError,
   ResultTooLargeError,
   StoreUnavailableError,
 } from '../errors';
@@ -89,6 +91,10 @@ export interface RunOptions extends RunOverrides {
  *    when the claim is lost);
  * 3. handler returned: complete with its result; threw a retryable error before `maxAttempts`: release;
  *    otherwise: fail (terminal).
+ *
+ * With `storeFailureMode: 'open'`, a claim the store did not answer runs the handler unprotected
+ * (`UNPROTECTED`, `failOpen`); a claim it had written anyway (`StoreUnavailableError.writtenClaim`) is then
+ * released abandoned, so the next claim is `ACQUIRED_STALE`.
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
  * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
@@ -640,6 +646,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     };
   }
 
+  /**
+   * `storeFailureMode: 'open'`: runs the handler without a claim. A claim the failed call had written
+   * anyway (`storeError.writtenClaim`) is released abandoned once the handler ended, so the next claim is
+   * ACQUIRED_STALE: its handler is told an earlier run may have happened. Left to lapse, a claim made as a
+   * reservation (`waitForReplicas`) was taken as a clean ACQUIRED.
+   */
   async #runUnprotected<T>(
     request: RunRequest,
     handler: Handler<T>,
@@ -654,10 +666,33 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       outcome: 'UNPROTECTED' as const,
       signal: new AbortController().signal,
     };
+    let result: RunResult<T>;
     try {
-      return { outcome: 'UNPROTECTED', status: 'completed', result: await handler(context), storeError };
+      result = { outcome: 'UNPROTECTED', status: 'completed', result: await handler(context), storeError };
     } catch (error) {
-      return { outcome: 'UNPROTECTED', status: 'threw', error, storeError };
+      result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError };
+    }
+    const written = storeError.writtenClaim;
+    if (written) await this.#abandonWrittenClaim(request, written.fencingToken);
+    return result;
+  }
+
+  /**
+   * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
+   * handler ran unprotected, with the runner's `writeAttempts`. Never rejects: a release the store does not
+   * answer is a `storeError` event (the claim then lapses with its lease), one refused because another
+   * claim took the key meanwhile (the unprotected handler outlived the lease) is `leaseLost`.
+   */
+  async #abandonWrittenClaim(request: RecordId, fencingToken: number): Promise<void> {
+    const id: RecordId = { scope: request.scope, key: request.key };
+    const options = { retentionMs: this.options.retentionMs, abandoned: true };
+    try {
+      const write = await this.#write('release', id, fencingToken, () =>
+        this.store.release(id, fencingToken, options),
+      );
+      if (write === 'lost') this.#emit('leaseLost', { ...id, fencingToken, during: 'write' });
+    } catch {
+      // Not an outage (an unexpected reply, replicas that did not acknowledge): already a storeError event.
     }
   }
 
@@ -671,8 +706,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
   }
 
-  /** Emits `storeError` for a failed store call. */
+  /**
+   * Emits `storeError` for a failed store call, but not for a refusal of the caller's own request (see
+   * {@link isCallerError}): the call rejects with it, and that is all.
+   */
   #storeError(operation: string, error: unknown, subject: EventSubject | undefined): void {
+    if (isCallerError(error)) return;
     this.#emit('storeError', {
       operation,
       error,
@@ -806,6 +845,27 @@ function checkHandler(handler: unknown): void {
     );
   }
 }
+
+/**
+ * Whether `error` refuses the caller's own request rather than reports a store that failed: a scope or key
+ * the store does not take (`InvalidKeyError`: empty, too long for its `maxKeyBytes`, a lone surrogate), an
+ * option or a payload (`InvalidOptionError`, `InvalidPayloadError`). A store throws these before it sends
+ * anything; the runner treats them as it treats those it finds itself before the store is touched: the
+ * call rejects with the typed error, which is neither a `storeError` event nor a log line. Logged at
+ * `error`, a key from outside (an HTTP client's `Idempotency-Key`, a message header) let anyone write
+ * error lines at will; whoever made the request decides whether it needs a person (the HTTP package logs
+ * a scope it built and the store refused; the broker adapters dead-letter an invalid key with an
+ * `invalidKey` event and a warning). Recognised by `code`, so also from another installed copy.
+ */
+function isCallerError(error: unknown): boolean {
+  return isIdempotencyError(error) && CALLER_ERROR_CODES.has(error.code);
+}
+
+const CALLER_ERROR_CODES: ReadonlySet<string> = new Set<IdempotencyErrorCode>([
+  'INVALID_IDEMPOTENCY_KEY',
+  'INVALID_OPTION',
+  'INVALID_PAYLOAD',
+]);
 
 /** @throws {@link InvalidKeyError} when the request is not an object (its scope and key are checked by the store). */
 function checkRequest(request: unknown): void {

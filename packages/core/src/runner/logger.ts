@@ -36,6 +36,11 @@ const PREFIX = 'idempotent-consumer:';
  * - `error` any other store error (an unexpected reply: a bug or version skew) and an `onHeartbeat` hook
  *   that threw.
  *
+ * Nothing for a refusal of the caller's own request (a scope or key the store does not take, an option, a
+ * payload): the runner emits no `storeError` for it, the call rejects with the typed error
+ * (`InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`) and the caller decides (runner/idempotency.ts,
+ * `isCallerError`).
+ *
  * @returns a function that unsubscribes.
  */
 export function attachLogger(runner: EventEmitter<IdempotencyEvents>, logger: IdempotencyLogger): () => void {

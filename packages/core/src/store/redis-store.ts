@@ -98,7 +98,9 @@ export interface RedisIdempotencyStoreOptions {
    * itself stands on the primary (see replica-wait.ts). `timeoutMs` must be below `commandTimeoutMs`.
    * A claim that counts its attempt is then made as a reservation and counted (`start`, one more round
    * trip) only once its replicas acknowledged it: a claim that timed out, whose handler therefore did not
-   * run, spends no attempt (during a failover, until the new primary has its replica back).
+   * run, spends no attempt (during a failover, until the new primary has its replica back). A claim
+   * applied whose `WAIT` or `start` goes unanswered rejects with `StoreUnavailableError` whose
+   * `writtenClaim` names it (`Idempotency.run` failing open releases it abandoned after its handler).
    * @defaultValue none: writes resolve once the primary applied them
    */
   waitForReplicas?: WaitForReplicasOptions;
@@ -212,7 +214,9 @@ export class RedisIdempotencyStore implements IdempotencyStore {
    * acknowledge it in time (`ReplicationTimeoutError`, its handler does not run) leaves a reservation,
    * whose lapsed lease the next claim acquires as `ACQUIRED` without an attempt spent. Counted at once,
    * every such claim during a failover spent an attempt of a handler that never ran, until `maxAttempts`
-   * failed the record (ATTEMPTS_EXHAUSTED) unrun.
+   * failed the record (ATTEMPTS_EXHAUSTED) unrun. A claim applied whose `WAIT` or `start` then goes
+   * unanswered rejects with a `StoreUnavailableError` naming it (`writtenClaim`), so that a caller that
+   * runs its handler anyway (`storeFailureMode: 'open'`) can mark it abandoned.
    */
   async #claimReplicated(
     key: string,
@@ -221,9 +225,14 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   ): Promise<ClaimReply> {
     for (let tries = 1; ; tries++) {
       const reply = decodeClaimReply(await this.#call('claim', key, args));
-      await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
-      if (!counted || !isAcquired(reply)) return reply;
-      const started = await this.#startReserved(key, reply, options);
+      let started: AcquiredReply | undefined;
+      try {
+        await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
+        if (!counted || !isAcquired(reply)) return reply;
+        started = await this.#startReserved(key, reply, options);
+      } catch (error) {
+        throw isAcquired(reply) ? withWrittenClaim(error, reply) : error;
+      }
       if (started) return started;
       // The reservation was taken over between its WAIT and its start (a WAIT longer than the lease): the
       // next claim says what the record is now.
@@ -507,6 +516,18 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   #guard<T>(promise: Promise<T>): Promise<T> {
     return this.#deadlines.guard(promise, toStoreError);
   }
+}
+
+/**
+ * `error` naming the claim `reply` that was written before it (`StoreUnavailableError.writtenClaim`) when it
+ * is a `StoreUnavailableError`; any other error as it is.
+ */
+function withWrittenClaim(error: unknown, reply: AcquiredReply): unknown {
+  if (!(error instanceof StoreUnavailableError)) return error;
+  return new StoreUnavailableError(error.message, {
+    cause: error.cause ?? error,
+    writtenClaim: { fencingToken: reply.fencingToken },
+  });
 }
 
 /** Whether a claim reply holds the key (the caller must run or give back its claim). */
