@@ -93,14 +93,15 @@ export class Settler {
         const headers = deadLetterHeaders(delivery.message, delivery.subject, decision);
         const shortestTierMs = this.context.topology.delayTiers[0]!.delayMs;
         if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return false;
-        if (this.context.abandoned()) return false; // confirmed after stop() gave up: nothing more
         const { key } = delivery.subject;
         if (decision.failedFencingToken !== undefined && key !== undefined) {
-          // The copy is confirmed: a redelivery of this FAILED record is acked without another copy.
+          // The copy is confirmed: a redelivery of this FAILED record is acked without another copy. Also
+          // when stop() gave up on the delivery meanwhile (a store write, not a broker action): unmarked,
+          // the redelivery would send a second copy.
           await this.context.markDeadLettered(key, decision.failedFencingToken).catch(() => {});
-          // stop() gave up meanwhile: no event after it; the redelivery is acked without another copy.
-          if (this.context.abandoned()) return false;
         }
+        // Confirmed after stop() gave up: nothing more reaches the broker, and no event is emitted.
+        if (this.context.abandoned()) return false;
         // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there, and
         // a FAILED record's redelivery is acked without another one.
         this.context.emit('deadLettered', {

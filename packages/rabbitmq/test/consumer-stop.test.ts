@@ -107,14 +107,14 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
   });
 
   it.each([
-    ['a delay tier (retryable error)', () => new Error('boom'), 'work.delay.10ms'],
-    ['the dead-letter exchange (non-retryable error)', () => new NonRetryableError('declined'), 'work'],
+    ['a delay tier (retryable error)', () => new Error('boom'), 'work.delay.10ms', false],
+    ['the dead-letter exchange (non-retryable error)', () => new NonRetryableError('declined'), 'work', true],
   ])(
     'gives up on a copy to %s whose publisher confirm never comes: no ack after its late confirm',
-    async (_what, error, routingKey) => {
+    async (_what, error, routingKey, marksDeadLettered) => {
       const fake = fakeConnection();
       fake.confirm.autoConfirm = false;
-      const { consumer, stopped, settled, brokerErrors } = build(
+      const { idempotency, consumer, stopped, settled, brokerErrors } = build(
         () => {
           throw error();
         },
@@ -136,6 +136,10 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
       expect(fake.confirm.published).toHaveLength(1);
       expect(settled).toEqual([]);
       expect(brokerErrors).toEqual([]);
+      // A dead-letter copy confirmed late is still recorded on the FAILED record (a store write, not a
+      // broker action): its redelivery is acked without a second copy.
+      const record = await idempotency.store.get({ scope: 'work', key: 'k' });
+      expect(record?.deadLettered ?? false).toBe(marksDeadLettered);
     },
   );
 

@@ -679,18 +679,18 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
-   * handler ran unprotected, with the runner's `writeAttempts`. Never rejects: a release the store does not
-   * answer is a `storeError` event (the claim then lapses with its lease), one refused because another
-   * claim took the key meanwhile (the unprotected handler outlived the lease) is `leaseLost`.
+   * handler ran unprotected: one try, not the `writeAttempts` of a write after a claimed run (the store has
+   * just failed, and a fail-open run is there to answer without waiting for it). Never rejects: a release
+   * the store does not answer is a `storeError` event (the claim then lapses with its lease, and the next
+   * claim is ACQUIRED_STALE unless it was a reservation), one refused because another claim took the key
+   * meanwhile (the unprotected handler outlived the lease) is `leaseLost`.
    */
   async #abandonWrittenClaim(request: RecordId, fencingToken: number): Promise<void> {
     const id: RecordId = { scope: request.scope, key: request.key };
     const options = { retentionMs: this.options.retentionMs, abandoned: true };
     try {
-      const write = await this.#write('release', id, fencingToken, () =>
-        this.store.release(id, fencingToken, options),
-      );
-      if (write === 'lost') this.#emit('leaseLost', { ...id, fencingToken, during: 'write' });
+      const reply = await this.#store('release', id, () => this.store.release(id, fencingToken, options));
+      if (!reply.ok) this.#emit('leaseLost', { ...id, fencingToken, during: 'write' });
     } catch {
       // Not an outage (an unexpected reply, replicas that did not acknowledge): already a storeError event.
     }
