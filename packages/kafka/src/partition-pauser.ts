@@ -18,6 +18,12 @@ import type { ConsumerLike } from './types';
  */
 export class PartitionPauser {
   readonly #timers = new Map<string, { timer: NodeJS.Timeout; topic: string; partition: number }>();
+  /**
+   * Partitions (`partition:topic`) this wrapper paused whose resume at the end of their backoff the consumer
+   * refused (a `brokerError`): still this wrapper's pause, never taken for one the application made; the
+   * next setting of the topic's pauses ({@link PartitionPauser.resumeStoreTopics}) resumes them.
+   */
+  readonly #unresumed = new Set<string>();
   readonly #storeWaitTopics = new Set<string>();
   readonly #application: ApplicationPauses;
   #closed = false;
@@ -40,11 +46,12 @@ export class PartitionPauser {
   pauseFor(topic: string, partition: number, delayMs: number): void {
     const id = `${partition}:${topic}`;
     clearTimeout(this.#timers.get(id)?.timer);
+    this.#unresumed.delete(id); // this timer owns it now
     const timer = setTimeout(() => {
       this.#timers.delete(id);
       if (this.#storeWaitTopics.has(topic)) return; // the store watcher resumes the whole topic
       if (this.#application.isPaused(topic, partition)) return;
-      this.#call('resume', [{ topic, partitions: [partition] }]);
+      if (!this.#call('resume', [{ topic, partitions: [partition] }])) this.#unresumed.add(id);
     }, delayMs);
     timer.unref();
     const storeWait = this.#storeWaitTopics.has(topic);
@@ -88,6 +95,7 @@ export class PartitionPauser {
     this.#closed = true;
     for (const { timer } of this.#timers.values()) clearTimeout(timer);
     this.#timers.clear();
+    this.#unresumed.clear();
     this.#storeWaitTopics.clear();
     this.#application.uninstall();
   }
@@ -105,6 +113,8 @@ export class PartitionPauser {
     const mine = [...this.#timers.values()].filter((t) => t.topic === topic).map((t) => t.partition);
     if (this.#storeWaitTopics.has(topic)) return this.#call('pause', [{ topic }]);
     if (!this.#call('resume', [{ topic }])) return false;
+    // resumed with the topic
+    for (const id of this.#unresumed) if (id.slice(id.indexOf(':') + 1) === topic) this.#unresumed.delete(id);
     const application = this.#application.of(topic);
     if (application.all) {
       this.#call('pause', [{ topic }]);
@@ -134,7 +144,8 @@ export class PartitionPauser {
     for (const { topic: name, partitions = [] } of observed) {
       if (name !== topic) continue;
       for (const partition of partitions) {
-        if (this.#timers.has(`${partition}:${topic}`)) continue; // paused by this wrapper
+        const id = `${partition}:${topic}`;
+        if (this.#timers.has(id) || this.#unresumed.has(id)) continue; // paused by this wrapper
         if (!this.#application.isPaused(topic, partition)) this.#application.adopt(topic, partition);
       }
     }

@@ -41,6 +41,37 @@ function setup() {
 describe('PartitionPauser and the application’s own pauses (KafkaJS semantics)', () => {
   afterEach(() => jest.useRealTimers());
 
+  it('a partition whose resume at the end of its backoff failed is still the wrapper’s: the store wait’s end resumes it', () => {
+    jest.useFakeTimers();
+    const state = new KafkaJsSubscriptionState();
+    state.assign([{ topic: 'pay', partitions: [0, 1, 2, 3] }]);
+    let failResume = false;
+    const consumer = {
+      pause: (topics: TopicPartitionsLike[]) => state.pause(topics),
+      resume: (topics: TopicPartitionsLike[]) => {
+        if (failResume) throw new Error('the consumer is rejoining');
+        state.resume(topics);
+      },
+      paused: () => state.paused(),
+    };
+    const events = new KafkaEventEmitter();
+    const brokerErrors: unknown[] = [];
+    events.on('brokerError', (e) => brokerErrors.push(e));
+    const pauser = new PartitionPauser(consumer, events);
+    const paused = () => state.paused().find((t) => t.topic === 'pay')?.partitions ?? [];
+    pauser.pauseFor('pay', 2, 100);
+    failResume = true;
+    jest.advanceTimersByTime(100);
+    failResume = false;
+    expect(brokerErrors).toHaveLength(1);
+    expect(paused()).toEqual([2]); // the resume failed
+    pauser.pauseUntilStoreAnswers('pay', () => false);
+    expect(pauser.resumeStoreTopics()).toEqual(['pay']);
+    // Before: taken for a pause of the application's, partition 2 stayed paused for good.
+    expect(paused()).toEqual([]);
+    pauser.close();
+  });
+
   it('the store wait pauses the whole topic; once the store answers, the partitions the application paused before or during it stay paused, one it resumed meanwhile does not', () => {
     const { consumer, pauser, paused } = setup();
     consumer.pause([{ topic: 'pay', partitions: [1, 3] }]);
