@@ -81,12 +81,17 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: stop() within sto
 
     expect(settled).toEqual({ status: 'fulfilled', value: { abandoned: 1 } });
     expect(events.stopped).toEqual([{ queue: fx.queue, abandoned: 1 }]);
+    // Reported as the SQS poller reports its abandoned messages: one `settled`, `leave`/`abandoned`.
+    expect(events.settled).toEqual([
+      expect.objectContaining({ key, decision: { action: 'leave', reason: 'abandoned' } }),
+    ]);
     expect(held.aborted).toBe(true);
     // The handler finishes after stop(): the runner records COMPLETED; the consumer acks nothing.
     const completed = completedOn(idempotency);
     held.release();
     await completed;
     expect(acks(events)).toEqual([]);
+    expect(events.settled).toHaveLength(1); // nothing more once the handler returned
     return elapsedMs;
   }
 

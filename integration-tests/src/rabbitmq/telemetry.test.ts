@@ -96,4 +96,33 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: OpenTelemetry', (
         .sort(),
     ).toEqual(['claim', 'write']);
   });
+
+  it('a delivery stop() abandons counts once as broker action leave, as the settled event says, and nothing after its handler returns', async () => {
+    const { tracerProvider, meterProvider } = sdk;
+    const idempotency = fx.idempotency();
+    let started = false;
+    let release = () => {};
+    const { consumer, events } = await fx.consumer(
+      idempotency,
+      { stopTimeoutMs: 200, telemetry: { tracerProvider, meterProvider } },
+      async () => {
+        started = true;
+        await new Promise<void>((resolve) => (release = resolve));
+        return 'late';
+      },
+    );
+    fx.publish({ n: 1 }, { messageId: 'tel-abandoned' });
+    await waitFor('the handler to run', () => started);
+
+    expect(await consumer.stop()).toEqual({ abandoned: 1 });
+
+    expect(events.settled.map((e) => e.decision)).toEqual([{ action: 'leave', reason: 'abandoned' }]);
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ leave: 1 });
+    const completed = new Promise((resolve) => idempotency.once('completed', resolve));
+    release();
+    await completed;
+    await waitFor('its span to end', () => sdk.spans(`process ${fx.queue}`).length === 1);
+    expect(sdk.spans(`process ${fx.queue}`)[0]!.attributes['idempotency.broker_action']).toBe('leave');
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ leave: 1 });
+  });
 });

@@ -313,7 +313,9 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * - nothing more is sent for them: no ack, no nack, no copy to a delay tier or the dead-letter exchange;
    *   a copy whose confirm arrives later is not acked (it and the redelivery may both exist: the record
    *   turns the second into a `DUPLICATE`, a `CONFLICT`, or a FAILED record acked without another copy);
-   *   no `settled` (nor any other) event is emitted for them;
+   * - each is reported once, before `stopped`, by a `settled` event with `{ action: 'leave', reason:
+   *   'abandoned' }` (the SQS poller's shape; `outcome` `undefined`, `attempt` 0) and counted as the
+   *   `leave` broker action in telemetry; no event follows for it, even when its handler returns later;
    * - they stay unacked, so the broker requeues them when their channel closes, below, and redelivers
    *   them (`redelivered`); their idempotency record makes that safe: COMPLETED (the handler finished
    *   meanwhile) is a `DUPLICATE`, acked without running; a claim still held is a `CONFLICT` until the
@@ -390,14 +392,13 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Gives up on the deliveries in flight: their handlers' signal aborts, and the settler sends nothing
-   * more for any delivery. @returns how many were not settled yet (acked or nacked).
+   * Gives up on the deliveries in flight: their handlers' signal aborts, the settler sends nothing more
+   * for any delivery, and each one not settled yet (acked or nacked) is reported `settled` with
+   * `leave`/`abandoned`. @returns how many.
    */
   #abandon(): number {
     this.#abandoning.abort();
-    let abandoned = 0;
-    for (const message of this.#inFlight.values()) if (!this.#settler.settled(message)) abandoned += 1;
-    return abandoned;
+    return this.#processor.abandon();
   }
 
   /** Closes the channels, then the connection from `connect`; never rejects. */

@@ -28,7 +28,11 @@ export type RequeueReason =
  * - `ack`: the handler completed, the message is a duplicate, or it ran unprotected;
  * - `retry`: a copy goes to the delay tier `delayMs` (publisher-confirmed), then the original is acked;
  * - `dead-letter`: a copy goes to the dead-letter exchange (confirmed), then the original is acked;
- * - `requeue`: `nack` with requeue; the broker delivers the message again.
+ * - `requeue`: `nack` with requeue; the broker delivers the message again;
+ * - `leave`: nothing is sent for it, it stays unacked: `stop()` gave up on it when `stopTimeoutMs` ran out
+ *   (`abandoned`), and the broker redelivers it once its channel closes. Never a decision of
+ *   the run's result: only the `settled` event of an abandoned delivery carries it, as the SQS poller's
+ *   `leave`/`abandoned`.
  */
 export type Decision =
   | { readonly action: 'ack'; readonly reason: AckReason }
@@ -47,7 +51,8 @@ export type Decision =
       readonly error: unknown;
     }
   | DeadLetterDecision
-  | { readonly action: 'requeue'; readonly reason: RequeueReason };
+  | { readonly action: 'requeue'; readonly reason: RequeueReason }
+  | { readonly action: 'leave'; readonly reason: 'abandoned' };
 
 /** What {@link decide} needs besides the result: the consumer's retry settings. */
 export interface DecisionPolicy {

@@ -66,6 +66,8 @@ type HeldDecision = Extract<Decision, { action: 'ack' | 'dead-letter' }>;
 export class DeliveryProcessor<T> {
   /** Unprotected runs whose decision could not be carried out, by message digest (see `#unprotectedId`). */
   readonly #unprotectedRuns = new UnprotectedRuns<HeldDecision>();
+  /** The deliveries being processed, with what is known of them (the key once read), for {@link abandon}. */
+  readonly #current = new Map<ConsumeMessage, Delivery>();
 
   constructor(private readonly context: DeliveryProcessorContext<T>) {}
 
@@ -76,6 +78,7 @@ export class DeliveryProcessor<T> {
   async process(message: ConsumeMessage, channel: ConsumeChannel): Promise<void> {
     const span = this.context.telemetry.start(message, this.context.options.scope);
     const delivery = { message, channel, subject: this.#subject(message, undefined), span };
+    this.#current.set(message, delivery);
     try {
       await span.run(() => this.#process(delivery));
       span.end();
@@ -84,7 +87,25 @@ export class DeliveryProcessor<T> {
       // after the shortest delay tier (a deterministic bug must not become a hot redelivery loop).
       await this.context.settler.requeueLater(delivery, 'internal-error');
       span.end(error);
+    } finally {
+      this.#current.delete(message);
     }
+  }
+
+  /**
+   * `stop()` gave up on the deliveries in flight (`stopTimeoutMs` ran out): each one not settled yet is
+   * reported `settled` with `leave`/`abandoned` ({@link Settler.abandon}; `key` as read, `outcome`
+   * `undefined`, `attempt` 0, as the SQS poller reports its abandoned messages). Call it once the
+   * settler's `abandoned()` is true, so nothing else is settled or reported for them afterwards.
+   * @returns how many were abandoned.
+   */
+  abandon(): number {
+    let abandoned = 0;
+    for (const delivery of this.#current.values()) {
+      const subject = { ...delivery.subject, outcome: undefined, attempt: 0 };
+      if (this.context.settler.abandon({ ...delivery, subject })) abandoned += 1;
+    }
+    return abandoned;
   }
 
   async #process(delivery: Delivery): Promise<void> {
@@ -110,6 +131,7 @@ export class DeliveryProcessor<T> {
       return;
     }
     const keyed = { ...delivery, subject: this.#subject(delivery.message, reading.key) };
+    this.#current.set(delivery.message, keyed);
     if (await this.#settleHeld(keyed)) return;
     const result = await this.#run(keyed, reading.key);
     if (!result) return;

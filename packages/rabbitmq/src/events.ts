@@ -44,10 +44,12 @@ export interface IdempotentConsumerEvents {
   delivery: [RabbitMqSource];
   /**
    * A delivery was settled with the decision taken: `ack`, `retry` (a confirmed copy in a delay tier,
-   * then `ack`), `dead-letter` (a confirmed copy in the dead-letter exchange, then `ack`) or `requeue`
-   * (`nack` with requeue). Every delivery ends in exactly one `settled`, or in a `brokerError` of its
-   * `ack`/`nack` (the channel closed: the broker redelivers it), or is abandoned by `stop()` (counted in
-   * `stopped`'s `abandoned`: the broker redelivers it).
+   * then `ack`), `dead-letter` (a confirmed copy in the dead-letter exchange, then `ack`), `requeue`
+   * (`nack` with requeue) or `leave` (`reason: 'abandoned'`: `stop()` gave up on it when `stopTimeoutMs`
+   * ran out; nothing is sent, the broker redelivers it once its channel closes). Every delivery ends in
+   * exactly one `settled`, or in a `brokerError` of its `ack`/`nack` (the channel closed: the broker
+   * redelivers it). An abandoned delivery is reported as the SQS poller reports its abandoned messages:
+   * once, before `stopped`, with `outcome` `undefined` and `attempt` 0; nothing later is reported for it.
    */
   settled: [MessageSubject & { decision: Decision }];
   /**
@@ -116,8 +118,8 @@ export interface IdempotentConsumerEvents {
   started: [{ queue: string; consumerTag: string }];
   /**
    * `stop()` finished: the consumer's channels are closed (or, unanswered, left to the connection you
-   * gave). `abandoned` deliveries were still in flight when `stopTimeoutMs` ran out: unacked, no
-   * `settled` for them, the broker redelivers them.
+   * gave). `abandoned` deliveries were still in flight when `stopTimeoutMs` ran out: unacked, each
+   * reported `settled` with `leave`/`abandoned` before this, the broker redelivers them.
    */
   stopped: [{ queue: string; abandoned: number }];
   /**

@@ -31,7 +31,8 @@ export interface SettlerContext {
   readonly signal: AbortSignal;
   /**
    * Whether `stop()` abandoned the deliveries still in flight (`stopTimeoutMs` ran out): nothing more is
-   * published, acked or nacked for them, nor reported; the broker requeues them when the channel closes.
+   * published, acked or nacked for them, nor reported (beyond {@link Settler.abandon}'s `settled`); the
+   * broker requeues them when the channel closes.
    */
   readonly abandoned: () => boolean;
   readonly emit: Emit;
@@ -47,9 +48,9 @@ export interface SettlerContext {
  * `ack`; `retry` and `dead-letter` as a copy published on the confirm channel (mandatory, so an
  * unroutable copy is refused), the original acked only once the broker confirmed the copy; `requeue` as
  * `nack` with requeue. Each delivery is settled at most once, on the channel it came on. Once `stop()`
- * abandoned the deliveries in flight, it carries out nothing more: no copy, no ack or nack, no event, not
- * even for a copy whose confirm arrives then (the original stays unacked and comes back; its record
- * decides).
+ * abandoned the deliveries in flight, it carries out nothing more: no copy, no ack or nack, no event (each
+ * was reported once by {@link Settler.abandon}), not even for a copy whose confirm arrives then (the
+ * original stays unacked and comes back; its record decides).
  */
 export class Settler {
   readonly #settled = new WeakSet<ConsumeMessage>();
@@ -70,6 +71,8 @@ export class Settler {
       case 'requeue':
         this.requeue(delivery, decision.reason);
         return false;
+      case 'leave':
+        return false; // nothing to send: only `abandon` reports it
       case 'retry': {
         const tier = this.context.topology.delayTiers.find((t) => t.delayMs === decision.delayMs)!;
         const headers = retryHeaders(delivery.message, delivery.subject, decision);
@@ -127,9 +130,18 @@ export class Settler {
     this.requeue(delivery, reason);
   }
 
-  /** Whether the delivery of `message` was acked or nacked (or its channel was found closed). */
-  settled(message: ConsumeMessage): boolean {
-    return this.#settled.has(message);
+  /**
+   * Reports a delivery `stop()` abandoned (`stopTimeoutMs` ran out) unless it was settled already: one
+   * `settled` event with `{ action: 'leave', reason: 'abandoned' }` (as the SQS poller's) and the `leave`
+   * broker action to its telemetry. Nothing is sent to the broker (it stays unacked and is redelivered once
+   * its channel closes), and nothing more is settled or reported for it afterwards.
+   * @returns whether it was abandoned now (false: it was settled, or abandoned, before).
+   */
+  abandon(delivery: Delivery): boolean {
+    if (this.#settled.has(delivery.message)) return false;
+    this.#settled.add(delivery.message);
+    this.#report(delivery, { action: 'leave', reason: 'abandoned' });
+    return true;
   }
 
   /** `nack` with requeue; the broker delivers the message again. */

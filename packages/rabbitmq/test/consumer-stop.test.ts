@@ -45,12 +45,17 @@ function build(
   const stopped: unknown[] = [];
   consumer.on('stopped', (e) => stopped.push(e));
   const settled: string[] = [];
-  consumer.on('settled', (e) => settled.push(`${e.decision.action}:${e.source.deliveryTag}`));
+  const order: string[] = [];
+  consumer.on('settled', (e) => {
+    settled.push(`${e.decision.action}:${e.decision.reason}:${e.source.deliveryTag}:${e.key}`);
+    order.push('settled');
+  });
+  consumer.on('stopped', () => order.push('stopped'));
   const brokerErrors: string[] = [];
   consumer.on('brokerError', (e) => brokerErrors.push(e.operation));
   const deliveries: number[] = [];
   consumer.on('delivery', (e) => deliveries.push(e.deliveryTag));
-  return { idempotency, consumer, stopped, settled, brokerErrors, deliveries };
+  return { idempotency, consumer, stopped, settled, order, brokerErrors, deliveries };
 }
 
 /** `stop()`, or `'still pending'` when it has not resolved within {@link HANG_MS}. */
@@ -81,10 +86,12 @@ function heldHandler() {
 }
 
 describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () => {
-  it('gives up on a handler that never returns: resolves { abandoned: 1 }, aborts its signal, and acks nothing for it, not even once it returns', async () => {
+  it('gives up on a handler that never returns: resolves { abandoned: 1 }, reports it settled leave/abandoned once before stopped, aborts its signal, and acks nothing for it, not even once it returns', async () => {
     const fake = fakeConnection();
     const { held, handler } = heldHandler();
-    const { idempotency, consumer, stopped, settled } = build(handler, { connection: fake.connection });
+    const { idempotency, consumer, stopped, settled, order } = build(handler, {
+      connection: fake.connection,
+    });
     await consumer.start();
     fake.channel.deliver('{}', { messageId: 'stuck' });
     await until('the handler to run', () => held.started === 1);
@@ -93,6 +100,9 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
 
     expect(result).toEqual({ abandoned: 1 });
     expect(stopped).toEqual([{ queue: 'work', abandoned: 1 }]);
+    // As the SQS poller's: one `settled` with `leave`/`abandoned` (the key read), before `stopped`.
+    expect(settled).toEqual(['leave:abandoned:1:stuck']);
+    expect(order).toEqual(['settled', 'stopped']);
     expect(consumer.state).toBe('stopped');
     expect(held.aborted).toBeDefined();
     // The handler returns after stop(): the runner records its outcome (its redelivery is then a
@@ -103,7 +113,7 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
     await sleep(20);
     expect(fake.channel.acked).toEqual([]);
     expect(fake.channel.nacked).toEqual([]);
-    expect(settled).toEqual([]);
+    expect(settled).toEqual(['leave:abandoned:1:stuck']); // nothing more once it returns
   });
 
   it.each([
@@ -129,12 +139,13 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
 
       expect(result).toEqual({ abandoned: 1 });
       expect(stopped).toEqual([{ queue: 'work', abandoned: 1 }]);
+      expect(settled).toEqual(['leave:abandoned:1:k']);
       fake.confirm.published[0]!.confirm(); // the broker confirms after all
       await sleep(30);
       expect(fake.channel.acked).toEqual([]);
       expect(fake.channel.nacked).toEqual([]);
       expect(fake.confirm.published).toHaveLength(1);
-      expect(settled).toEqual([]);
+      expect(settled).toEqual(['leave:abandoned:1:k']); // nothing more after the late confirm
       expect(brokerErrors).toEqual([]);
       // A dead-letter copy confirmed late is still recorded on the FAILED record (a store write, not a
       // broker action): its redelivery is acked without a second copy.
@@ -161,7 +172,7 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
     expect(elapsedMs).toBeGreaterThanOrEqual(STOP_TIMEOUT_MS - 5);
     expect(stopped).toEqual([{ queue: 'work', abandoned: 1 }]);
     // The broker, cancel unanswered, delivers again before it reads the channel's close: nothing runs,
-    // nothing is settled, no error is reported (the broker requeues it with the channel).
+    // nothing is settled but the abandoned one, no error is reported (the broker requeues it with the channel).
     fake.channel.deliver('{}', { messageId: 'after-stop' });
     held.release('late');
     await sleep(30);
@@ -169,7 +180,7 @@ describe('IdempotentConsumer.stop() within stopTimeoutMs (fake channels)', () =>
     expect(deliveries).toEqual([1]);
     expect(fake.channel.acked).toEqual([]);
     expect(fake.channel.nacked).toEqual([]);
-    expect(settled).toEqual([]);
+    expect(settled).toEqual(['leave:abandoned:1:stuck']);
     expect(brokerErrors).toEqual([]);
   });
 
