@@ -103,6 +103,25 @@ async function bulkInsertSession(db: SqlDatabase, databaseUrl: string, name: str
 }
 
 /**
+ * `transaction` with every statement the inbox and the effect send through `tx` recorded in `sent`: what
+ * the watch costs on a failure path, counted.
+ */
+function countingTransaction(transaction: RunInTransaction, sent: string[]): RunInTransaction {
+  return (body) =>
+    transaction((tx) =>
+      body({
+        query: (sql, params) => {
+          sent.push(sql);
+          return tx.query(sql, params);
+        },
+      }),
+    );
+}
+
+/** The statements of `sent` that are the inbox's reads of session or server settings (`SELECT @@…`). */
+const settingReads = (sent: readonly string[]) => sent.filter((sql) => sql.includes('@@'));
+
+/**
  * Runs `key` with token 1 through `inbox`: a ledger write, then `carryOn`, whose statement fails and whose
  * error it catches (returned as `caught`); `outcome` is the run's value or error.
  */
@@ -356,7 +375,9 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         await other.beginTransaction();
         await other.query(`UPDATE ${schema}.waits SET v = v + 1 WHERE id = 1`);
         let caught: unknown;
-        const run = db.inbox().run({ scope, key, fencingToken: 1 }, async (tx) => {
+        const sent: string[] = [];
+        const inbox = db.inbox({ transaction: countingTransaction(db.transaction, sent) });
+        const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
           await db.writeLedger(tx, key, 1);
           await tx.query('SET SESSION innodb_lock_wait_timeout = 1', []);
           try {
@@ -371,10 +392,33 @@ describeInbox('an effect that catches an error and carries on', (fx, dialect) =>
         await expect(run).resolves.toEqual({ status: 'committed', result: 'carried on' });
         expect(caught).toMatchObject({ errno: 1205 });
         expect(await db.ledgerTokens(key)).toEqual([1]);
+        // One read of the settings for the lock wait timeout (before: two, rollback setting then checks).
+        expect(settingReads(sent)).toHaveLength(1);
       } finally {
         await other.rollback();
         await other.end();
       }
+    });
+  }
+
+  if (dialect === 'mysql') {
+    it('MySQL: a failed statement the effect does not catch costs no read of the settings: only the statements of the effect are sent', async () => {
+      const { db, scope } = fx();
+      await db.client.query(`CREATE TABLE ${db.schema}.seen_uncaught (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
+      await db.client.query(`INSERT INTO ${db.schema}.seen_uncaught VALUES (7)`, []);
+      const sent: string[] = [];
+      const inbox = db.inbox({ transaction: countingTransaction(db.transaction, sent) });
+      const key = 'duplicate-uncaught';
+      const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
+        await db.writeLedger(tx, key, 1);
+        await tx.query(`INSERT INTO ${db.schema}.seen_uncaught VALUES (7)`, []);
+      });
+      await expect(run).rejects.toMatchObject({ errno: 1062 });
+      // Before: 3, the failed INSERT followed by a SELECT of unique_checks/foreign_key_checks whose answer
+      // nothing used (the transaction rolls back with the effect's error).
+      expect(sent).toHaveLength(2);
+      expect(settingReads(sent)).toEqual([]);
+      expect(await db.ledger()).not.toHaveProperty(key);
     });
   }
 

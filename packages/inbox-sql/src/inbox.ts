@@ -321,6 +321,12 @@ export class TransactionalInbox {
 class TransactionWatch {
   /** Set when a statement through {@link TransactionWatch.client} failed and took the transaction with it. */
   #lost: TransactionLostError | undefined;
+  /**
+   * The error of the last statement, not judged yet: judged ({@link transactionLossOf}) only when another
+   * statement is to be sent, or the commit prepared. A failure the effect lets propagate rolls the
+   * transaction back anyway, so it costs no read of the settings.
+   */
+  #unjudged: { readonly error: unknown } | undefined;
   /** Settles when the last statement sent through {@link TransactionWatch.client} has settled and been judged. */
   #last: Promise<unknown> = Promise.resolve();
   readonly client: SqlClient;
@@ -332,11 +338,12 @@ class TransactionWatch {
     this.client = {
       query: (sql, params) => {
         const sent = this.#last.then(async () => {
+          await this.#judge();
           if (this.#lost) throw this.#lost;
           try {
             return await tx.query(sql, params);
           } catch (error) {
-            await this.#noteFailure(error);
+            this.#unjudged = { error };
             throw error;
           }
         });
@@ -346,9 +353,14 @@ class TransactionWatch {
     };
   }
 
-  /** Resolves once every statement sent through {@link TransactionWatch.client} so far has settled. */
+  /**
+   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled, and a
+   * failure among them was judged (so {@link TransactionWatch.assertAlive} knows whether it lost the
+   * transaction).
+   */
   async settled(): Promise<void> {
     await this.#last;
+    await this.#judge();
   }
 
   /** Throws `TransactionLostError` when the transaction was rolled back under the effect (before the commit statement). */
@@ -357,11 +369,16 @@ class TransactionWatch {
   }
 
   /**
-   * Marks the transaction lost when InnoDB rolled it back whole, or may have ({@link transactionLossOf}:
-   * by default a failed statement is rolled back alone and the transaction stays whole).
+   * Judges the failure not judged yet, if any, before anything else is sent on the session: marks the
+   * transaction lost when InnoDB rolled it back whole, or may have ({@link transactionLossOf}: by default
+   * a failed statement is rolled back alone and the transaction stays whole).
    */
-  async #noteFailure(error: unknown): Promise<void> {
+  async #judge(): Promise<void> {
+    const unjudged = this.#unjudged;
+    if (!unjudged) return;
+    this.#unjudged = undefined;
     if (this.#lost) return;
+    const { error } = unjudged;
     const loss = await transactionLossOf(error, this.tx);
     if (!loss) return;
     const { scope, key } = this.context;

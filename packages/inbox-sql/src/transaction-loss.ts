@@ -46,45 +46,45 @@ export interface TransactionLoss {
  * Whether InnoDB rolled back the whole transaction when a statement on `tx` failed with `error`; `undefined`
  * when only the statement was rolled back. Unknown counts as rolled back (`certain: false`): refusing the
  * commit costs a retry of the whole effect, committing after a lost transaction records the key without
- * the writes before the error. Asks the server (a read through `tx` that changes nothing) when the answer
- * depends on a setting:
+ * the writes before the error. Asks the server, with one read through `tx` that changes nothing, when the
+ * answer depends on a setting:
  * - the error numbers of {@link ALWAYS_LOST} (also as mysql2's `code` name, also as an ORM's `cause`):
- *   rolled back;
- * - a lock wait timeout, 1205: rolled back with `innodb_rollback_on_timeout` on, or when it cannot be read;
+ *   rolled back, the server not asked;
+ * - a lock wait timeout, 1205: rolled back with `innodb_rollback_on_timeout` on, or when it cannot be read
+ *   (read together with the checks below, in the same `SELECT`);
  * - any other failure, on MariaDB (10.6+) with `unique_checks` and `foreign_key_checks` both off in the
  *   session: an INSERT into an empty table is then a bulk insert, after which InnoDB answers any error of
  *   the transaction (a duplicate key, a lock wait timeout) by rolling it back whole, under the statement's
  *   own error number; the inbox cannot see whether such an INSERT ran, so it counts the transaction lost.
  *   With either check on (the default), or on MySQL, nothing is lost.
+ * The read must run before any other statement of the session (the settings are the session's at the
+ * failure); the caller runs it only when a statement is to follow in the transaction.
  */
 export async function transactionLossOf(error: unknown, tx: SqlClient): Promise<TransactionLoss | undefined> {
   const errno = errnoOf(error);
   const always = errno === undefined ? undefined : ALWAYS_LOST.get(errno);
   if (always) return { reason: always.reason, certain: always.certain };
-  if (errno === ER_LOCK_WAIT_TIMEOUT) {
-    const rollsBack = await readFlag(
-      tx,
-      'SELECT @@innodb_rollback_on_timeout AS rollback_on_timeout',
-      (row) => Number(row.rollback_on_timeout) === 1,
-    );
-    if (rollsBack !== false) {
-      return {
-        reason: `lock wait timeout${rollsBack ? '' : '; innodb_rollback_on_timeout could not be read'}`,
-        certain: rollsBack === true,
-      };
-    }
-  }
-  const bulk = await readFlag(
+  const lockWait = errno === ER_LOCK_WAIT_TIMEOUT;
+  const row = await readRow(
     tx,
-    "SELECT @@unique_checks AS unique_checks, @@foreign_key_checks AS foreign_key_checks, VERSION() LIKE '%MariaDB%' AS mariadb",
-    (row) =>
-      Number(row.unique_checks) === 0 && Number(row.foreign_key_checks) === 0 && Number(row.mariadb) === 1,
+    `SELECT ${lockWait ? '@@innodb_rollback_on_timeout AS rollback_on_timeout, ' : ''}@@unique_checks AS unique_checks, @@foreign_key_checks AS foreign_key_checks, VERSION() LIKE '%MariaDB%' AS mariadb`,
   );
-  if (bulk === false) return undefined;
+  if (row === undefined) {
+    return {
+      reason: lockWait
+        ? 'lock wait timeout; innodb_rollback_on_timeout could not be read'
+        : 'an error, and unique_checks and foreign_key_checks could not be read',
+      certain: false,
+    };
+  }
+  if (lockWait && Number(row.rollback_on_timeout) === 1)
+    return { reason: 'lock wait timeout', certain: true };
+  const bulk =
+    Number(row.unique_checks) === 0 && Number(row.foreign_key_checks) === 0 && Number(row.mariadb) === 1;
+  if (!bulk) return undefined;
   return {
-    reason: bulk
-      ? "an error with unique_checks and foreign_key_checks off, where MariaDB's bulk insert into an empty table rolls back the whole transaction"
-      : 'an error, and unique_checks and foreign_key_checks could not be read',
+    reason:
+      "an error with unique_checks and foreign_key_checks off, where MariaDB's bulk insert into an empty table rolls back the whole transaction",
     certain: false,
   };
 }
@@ -103,15 +103,11 @@ function errnoOf(error: unknown): number | undefined {
   return undefined;
 }
 
-/** `judge` applied to the first row of `sql` on `tx`; `undefined` when the read fails or returns no row. */
-async function readFlag(
-  tx: SqlClient,
-  sql: string,
-  judge: (row: Record<string, unknown>) => boolean,
-): Promise<boolean | undefined> {
+/** The first row of `sql` on `tx`; `undefined` when the read fails or returns no row. */
+async function readRow(tx: SqlClient, sql: string): Promise<Record<string, unknown> | undefined> {
   try {
     const { rows } = await tx.query(sql, []);
-    return rows[0] ? judge(rows[0]) : undefined;
+    return rows[0];
   } catch {
     return undefined;
   }

@@ -25,6 +25,7 @@ function scripted(
     row: InboxRow | undefined;
     rollbackOnTimeout: number;
     failUpdate?: Error;
+    failCommit?: Error;
     failRollbackOnTimeoutRead?: Error;
     /** The session's answer to the bulk-insert read: both checks on (the default), on MariaDB. */
     checks: { unique_checks: number; foreign_key_checks: number; mariadb: number };
@@ -56,10 +57,16 @@ function scripted(
         };
       } else if (sql === s.commit) {
         log.push('commit');
+        if (state.failCommit) throw state.failCommit;
         return { rows: [], rowCount: commitRows };
       } else if (sql === 'UPDATE locks' && state.failUpdate) {
         log.push(sql);
         throw state.failUpdate;
+      } else if (sql.includes('@@innodb_rollback_on_timeout') && sql.includes('@@unique_checks')) {
+        log.push('rollback_on_timeout and checks?');
+        if (state.failRollbackOnTimeoutRead) throw state.failRollbackOnTimeoutRead;
+        if (state.failChecksRead) throw state.failChecksRead;
+        return { rows: [{ rollback_on_timeout: state.rollbackOnTimeout, ...state.checks }], rowCount: 1 };
       } else if (sql.includes('@@innodb_rollback_on_timeout')) {
         log.push('rollback_on_timeout?');
         if (state.failRollbackOnTimeoutRead) throw state.failRollbackOnTimeoutRead;
@@ -235,10 +242,11 @@ describe('TransactionalInbox.run on MySQL: an effect that catches a lock error a
       const run = inbox.run(ctx, carryingOn);
       if (rollbackOnTimeout) await expect(run).rejects.toMatchObject({ code: 'TRANSACTION_LOST' });
       else await expect(run).resolves.toEqual({ status: 'committed', result: 'carried on' });
+      // One read for both questions (before: two when the setting was off, one SELECT each).
       expect(log.slice(4)).toEqual(
         rollbackOnTimeout
-          ? ['UPDATE locks', 'rollback_on_timeout?', 'rollback']
-          : ['UPDATE locks', 'rollback_on_timeout?', 'checks?', 'commit', 'commit-transaction'],
+          ? ['UPDATE locks', 'rollback_on_timeout and checks?', 'rollback']
+          : ['UPDATE locks', 'rollback_on_timeout and checks?', 'commit', 'commit-transaction'],
       );
     }
   });
@@ -263,7 +271,7 @@ describe('TransactionalInbox.run on MySQL: an effect that catches a lock error a
       message: expect.stringContaining('may have been rolled back'),
     });
     expect(seen).toBe(lockWait);
-    expect(log.slice(4)).toEqual(['UPDATE locks', 'rollback_on_timeout?', 'rollback']);
+    expect(log.slice(4)).toEqual(['UPDATE locks', 'rollback_on_timeout and checks?', 'rollback']);
   });
 });
 
@@ -347,6 +355,50 @@ describe('TransactionalInbox.run on MySQL: the other errors after which InnoDB r
       });
       expect(log.slice(4)).toEqual(['UPDATE locks', 'checks?', 'commit', 'commit-transaction']);
     }
+  });
+
+  it('a failed statement the effect does not carry on after (it rethrows) costs no read: nothing follows it in the transaction', async () => {
+    for (const checks of [
+      { unique_checks: 1, foreign_key_checks: 1, mariadb: 1 },
+      { unique_checks: 0, foreign_key_checks: 0, mariadb: 1 },
+    ]) {
+      const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+      const duplicate = Object.assign(new Error('Duplicate entry'), { errno: 1062 });
+      state.failUpdate = duplicate;
+      state.checks = checks;
+      const run = inbox.run(ctx, async (tx) => {
+        await tx.query('INSERT ledger', []);
+        await tx.query('UPDATE locks', []);
+      });
+      await expect(run).rejects.toBe(duplicate);
+      // Before: ['UPDATE locks', 'checks?', 'rollback'], one SELECT whose answer nothing used.
+      expect(log.slice(4)).toEqual(['UPDATE locks', 'rollback']);
+    }
+  });
+
+  it('a failed statement is judged once, before the next statement the effect sends, also a caught one followed by nothing but the commit', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failUpdate = Object.assign(new Error('Duplicate entry'), { errno: 1062 });
+    await expect(
+      inbox.run(ctx, async (tx) => {
+        await tx.query('UPDATE locks', []).catch(() => undefined);
+        await tx.query('INSERT audit', []);
+        return 'carried on';
+      }),
+    ).resolves.toEqual({ status: 'committed', result: 'carried on' });
+    expect(log.slice(3)).toEqual(['UPDATE locks', 'checks?', 'INSERT audit', 'commit', 'commit-transaction']);
+  });
+
+  it('a failed commit statement of the inbox costs no read: the run rejects with its error', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failCommit = Object.assign(new Error('Lock wait timeout exceeded'), { errno: 1205 });
+    const run = inbox.run(ctx, async (tx) => {
+      await tx.query('INSERT ledger', []);
+      return 'x';
+    });
+    await expect(run).rejects.toBe(state.failCommit);
+    // Before: ['INSERT ledger', 'commit', 'rollback_on_timeout?', 'checks?', 'rollback'].
+    expect(log.slice(3)).toEqual(['INSERT ledger', 'commit', 'rollback']);
   });
 
   it('a caught error whose checks cannot be read: TransactionLostError (may have been rolled back)', async () => {
