@@ -12,7 +12,7 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
   const run = (args: string[], answer?: string | (() => Promise<string>)) =>
     cli(url, ['--prefix', suite.prefix, ...args], answer);
 
-  it('list shows reserved, dead-lettered and abandoned records in a flags column, as inspect does, and in --json', async () => {
+  it('list shows reserved, dead-lettered, abandoned and lapsed records in a flags column, as inspect does, and in --json', async () => {
     const scope = 'flags';
     const claim = (key: string, reserve = false) =>
       suite.store.claim({ scope, key }, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS, reserve });
@@ -32,6 +32,14 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
       retentionMs: RETENTION_MS,
       abandoned: true,
     });
+    // FAILED only because its last lease lapsed (l): a short lease at maxAttempts 1, claimed again once lapsed.
+    const lapsedId = { scope, key: 'lapsed' };
+    const lapsing = { leaseMs: 1, retentionMs: RETENTION_MS, maxAttempts: 1 };
+    await suite.store.claim(lapsedId, lapsing);
+    let again = await suite.store.claim(lapsedId, lapsing);
+    while (again.outcome === 'CONFLICT') again = await suite.store.claim(lapsedId, lapsing);
+    expect(again).toMatchObject({ outcome: 'FAILED' });
+    expect(await suite.store.get(lapsedId)).toMatchObject({ state: 'FAILED', lapsed: true });
     const plain = await claim('plain');
     await suite.store.complete({ scope, key: 'plain' }, plain.fencingToken, { retentionMs: RETENTION_MS });
 
@@ -40,6 +48,7 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
       ['reserved', /│ reserved\s+│ yes/],
       ['dead-lettered', /│ dead-lettered\s+│ yes/],
       ['abandoned', /│ abandoned\s+│ yes/],
+      ['lapsed', /│ lapsed\s+│ yes/],
     ] as const) {
       expect((await run(['inspect', scope, key])).stdout).toMatch(row);
     }
@@ -56,19 +65,23 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
     expect(flagsOf('reserved')).toBe('reserved');
     expect(flagsOf('dead-lettered')).toBe('dead-lettered');
     expect(flagsOf('abandoned')).toBe('abandoned');
+    // Before: nothing, the record's `l` was not read.
+    expect(flagsOf('lapsed')).toBe('lapsed');
     expect(flagsOf('plain')).toBe('');
 
     const json = await run(['--json', 'list', scope]);
     const records = json.json<{ records: Record<string, unknown>[] }>().records;
     const byKey = new Map(records.map((r) => [r.key, r]));
     const marks = (key: string) => {
-      const { reserved, deadLettered, abandoned } = byKey.get(key)!;
-      return { reserved, deadLettered, abandoned };
+      const { reserved, deadLettered, abandoned, lapsed } = byKey.get(key)!;
+      return { reserved, deadLettered, abandoned, lapsed };
     };
-    expect(marks('reserved')).toEqual({ reserved: true, deadLettered: false, abandoned: false });
-    expect(marks('dead-lettered')).toEqual({ reserved: false, deadLettered: true, abandoned: false });
-    expect(marks('abandoned')).toEqual({ reserved: false, deadLettered: false, abandoned: true });
-    expect(marks('plain')).toEqual({ reserved: false, deadLettered: false, abandoned: false });
+    const none = { reserved: false, deadLettered: false, abandoned: false, lapsed: false };
+    expect(marks('reserved')).toEqual({ ...none, reserved: true });
+    expect(marks('dead-lettered')).toEqual({ ...none, deadLettered: true });
+    expect(marks('abandoned')).toEqual({ ...none, abandoned: true });
+    expect(marks('lapsed')).toEqual({ ...none, lapsed: true });
+    expect(marks('plain')).toEqual(none);
   });
 
   it('release --json shows the record on stderr before it asks, and stdout stays one JSON document', async () => {

@@ -13,6 +13,11 @@ export interface RecordView {
   /** FAILED only: an adapter has dead-lettered the message already. */
   readonly deadLettered: boolean;
   /**
+   * FAILED only: FAILED because the last attempt's lease lapsed (the store record's `lapsed`, `l`): its
+   * holder may still be running, and may still complete the record.
+   */
+  readonly lapsed: boolean;
+  /**
    * RELEASED (or IN_PROGRESS under a reservation) after a handler that may be partial or still running: it
    * was released abandoned (a handler timeout, or the CLI's `release` of a started IN_PROGRESS record), or
    * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`.
@@ -63,6 +68,11 @@ export const RECORD_FLAGS = [
     name: 'abandoned',
     meaning: 'the last handler may be partial or still running; the next claim is ACQUIRED_STALE',
   },
+  {
+    field: 'lapsed',
+    name: 'lapsed',
+    meaning: "FAILED because the last attempt's lease lapsed; its handler may still run and complete it",
+  },
 ] as const satisfies readonly { field: keyof RecordView; name: string; meaning: string }[];
 
 /** The names of the {@link RECORD_FLAGS} set on `view`, in their order. */
@@ -87,6 +97,7 @@ export function recordView(
     reserved: record.reserved,
     deadLettered: record.deadLettered,
     abandoned: record.abandoned,
+    lapsed: record.lapsed,
     leaseRemainingMs: lease === undefined ? null : lease - serverTimeMs,
     leaseExpiresAt: lease === undefined ? null : iso(lease),
     createdAt: record.createdAtMs > 0 ? iso(record.createdAtMs) : null,

@@ -3,8 +3,9 @@ import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { runCli } from '../src';
 import { viewFields } from '../src/commands/inspect';
-import { cut, recordView } from '../src/record-view';
+import { cut, flagsOf, recordView } from '../src/record-view';
 import { trackWrites } from '../src/tracked-stream';
+import { versionFrom } from '../src/version';
 
 /** Runs the CLI in-process with no Redis behind it: only what fails or prints before connecting. */
 async function run(args: string[]) {
@@ -47,6 +48,24 @@ describe('idempotent-consumer CLI (no Redis)', () => {
       expect(status).toBe(0);
     },
   );
+
+  it.each([
+    [
+      'the read throws (a bundle without package.json)',
+      () => {
+        throw Object.assign(new Error('ENOENT: no such file or directory'), { code: 'ENOENT' });
+      },
+    ],
+    ['it is not JSON', () => '<html>'],
+    ['it has no version', () => '{"name":"@idempotent-consumer/cli"}'],
+    ['its version is not a string', () => '{"version":3}'],
+  ])("the version falls back to 'unknown' when package.json cannot be read: %s", (_what, read) => {
+    expect(versionFrom(read)).toBe('unknown');
+  });
+
+  it('the version is the one of the package.json read', () => {
+    expect(versionFrom(() => '{"name":"x","version":"1.2.3"}')).toBe('1.2.3');
+  });
 
   it.each([
     [['frobnicate'], /unknown command 'frobnicate'/],
@@ -170,7 +189,26 @@ describe('recordView', () => {
     reserved: false,
     deadLettered: false,
     abandoned: false,
+    lapsed: false,
   };
+
+  it('shows a record FAILED only because its last lease lapsed (l): a flag in list, a row in inspect, the field in --json', () => {
+    const failed = {
+      ...base,
+      state: 'FAILED' as const,
+      leaseExpiresAtMs: undefined,
+      error: 'ATTEMPTS_EXHAUSTED',
+    };
+    const lapsed = recordView({ scope: 's', key: 'k' }, { ...failed, lapsed: true }, 0, 50);
+    // Before: the store's record had no `lapsed`, so nothing told this FAILED record from any other.
+    expect(lapsed.lapsed).toBe(true);
+    expect(flagsOf(lapsed)).toEqual(['lapsed']);
+    expect(Object.fromEntries(viewFields(lapsed)).lapsed).toMatch(/^yes: /);
+    const other = recordView({ scope: 's', key: 'k' }, failed, 0, 50);
+    expect(other.lapsed).toBe(false);
+    expect(flagsOf(other)).toEqual([]);
+    expect(Object.fromEntries(viewFields(other)).lapsed).toBeUndefined();
+  });
 
   it('measures the lease on the server clock: remaining, or lapsed (negative)', () => {
     const held = recordView(

@@ -8,7 +8,7 @@ import { scanRecords } from './scan-records';
 /**
  * `list SCOPE [--state …] [--limit N]`: the records of a scope (SCAN), optionally only in some states, at
  * most `limit` of them, in the order SCAN finds them. Each with the markers `inspect` shows (reserved,
- * dead-lettered, abandoned: `RECORD_FLAGS` of record-view.ts), in one `flags` column of the table, and as
+ * dead-lettered, abandoned, lapsed: `RECORD_FLAGS` of record-view.ts), in one `flags` column of the table, and as
  * their fields in `--json`.
  */
 export async function list(

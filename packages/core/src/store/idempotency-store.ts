@@ -208,6 +208,13 @@ export interface IdempotencyRecord {
   /** FAILED and marked dead-lettered ({@link IdempotencyStore.markDeadLettered}). */
   readonly deadLettered: boolean;
   /**
+   * FAILED only because the last attempt's lease lapsed (`l` of lua/claim.lua): a claim at `maxAttempts`
+   * found the handler's lease expired, so the holder of that lease may still be running, and its
+   * `complete` still turns the record COMPLETED (its other writes are refused). False in every other
+   * state, and for a record FAILED any other way.
+   */
+  readonly lapsed: boolean;
+  /**
    * The next claim is `ACQUIRED_STALE`, as no handler started since the last one that ran recorded no
    * outcome: RELEASED (or reserved since) by a holder that abandoned a handler that may still run
    * (`release` with `abandoned: true`, also a claim given back unrun after `ACQUIRED_STALE`), or reserved

@@ -347,6 +347,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       error: rec.state === 'FAILED' ? rec.error : undefined,
       reserved: rec.state === 'IN_PROGRESS' && rec.reserved,
       deadLettered: rec.state === 'FAILED' && rec.deadLettered,
+      lapsed: rec.state === 'FAILED' && rec.lapsed,
       abandoned: rec.abandoned,
       createdAtMs: rec.createdAtMs,
       updatedAtMs: rec.updatedAtMs,

@@ -459,6 +459,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       error: fields.s === 'F' ? fields.x : undefined,
       reserved: fields.s === 'P' && fields.v === '1',
       deadLettered: fields.s === 'F' && fields.d === '1',
+      lapsed: fields.s === 'F' && fields.l === '1',
       abandoned: fields.b === '1',
       createdAtMs: num(fields.c) ?? 0,
       // Completed since 0.2: w, ms after the token's time (lua/complete.lua); before: u.

@@ -263,7 +263,15 @@ const exhaustedOnStale = (
     attempt: 1,
     error: `ATTEMPTS_EXHAUSTED: 1 of 1 attempts used, ${NO_OUTCOME}`,
   },
-  record: { state: 'FAILED', attempt: 1, abandoned: false, reserved: false, leaseExpiresAtMs: undefined },
+  // Not lapsed: the stale record's last handler was abandoned or given back, its holder cannot complete.
+  record: {
+    state: 'FAILED',
+    attempt: 1,
+    abandoned: false,
+    reserved: false,
+    lapsed: false,
+    leaseExpiresAtMs: undefined,
+  },
   ttl: 'retention',
 });
 
@@ -394,7 +402,8 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         expect(r).toMatchObject(k.resolve({ outcome: 'FAILED', fencingToken: T(1), attempt: 1 }));
         expect((r as { error: string }).error).toMatch(/^ATTEMPTS_EXHAUSTED: 1 of 1 .*lost its lease/);
       },
-      record: { state: 'FAILED', fencingToken: T(1), attempt: 1, leaseExpiresAtMs: undefined },
+      // lapsed: FAILED only because the last lease lapsed (l), the holder may still complete.
+      record: { state: 'FAILED', fencingToken: T(1), attempt: 1, leaseExpiresAtMs: undefined, lapsed: true },
       ttl: 'retention',
     },
     // ── complete ───────────────────────────────────────────────────────────────────────────────────────
@@ -512,6 +521,7 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
         fencingToken: T(2),
         attempt: 2,
         error: 'ATTEMPTS_EXHAUSTED: 2 of 2 attempts used',
+        lapsed: false, // exhausted by releases, no lease lapsed
       },
       ttl: 'retention',
     },
@@ -901,7 +911,14 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       },
       when: (k) => k.complete(k.tokens[0]),
       reply: { ok: true },
-      record: { state: 'COMPLETED', fencingToken: T(1), attempt: 1, result: 'j"result"', error: undefined },
+      record: {
+        state: 'COMPLETED',
+        fencingToken: T(1),
+        attempt: 1,
+        result: 'j"result"',
+        error: undefined,
+        lapsed: false,
+      },
       ttl: 'retention',
     },
     {
