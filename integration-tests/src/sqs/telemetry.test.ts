@@ -101,4 +101,45 @@ describeWithServices(['redis', 'sqs'], 'sqs poller: OpenTelemetry', ({ redis, sq
     expect(durations.map((p) => (p.value as { count: number }).count)).toEqual([1]);
     expect((await sdk.metric('idempotency.in_flight')).map((p) => p.value)).toEqual([0]);
   });
+
+  it('a message stop() abandons counts once as broker action leave, as its settled event says, and nothing after its handler returns', async () => {
+    const q = await fx.queue('tel-abandoned');
+    const idempotency = fx.idempotency({ leaseMs: 3000 });
+    const settled: string[] = [];
+    let started = false;
+    let release = () => {};
+    poller = new IdempotentSqsPoller(
+      { idempotency, sqs: fx.sqs },
+      {
+        queueUrl: q.url,
+        concurrency: 1,
+        waitTimeSeconds: 1,
+        stopTimeoutMs: 200,
+        telemetry: { tracerProvider: sdk.tracerProvider, meterProvider: sdk.meterProvider },
+      },
+      async () => {
+        started = true;
+        await new Promise<void>((resolve) => (release = resolve));
+        return 'late';
+      },
+    );
+    poller.on('settled', (e) => settled.push(`${e.decision.action}:${e.decision.reason}`));
+    poller.start();
+    await send(q.url, 'tel-abandoned', producedTrace());
+    await waitFor('the handler to run', () => started);
+
+    expect(await poller.stop()).toEqual({ abandoned: 1 });
+    poller = undefined;
+
+    expect(settled).toEqual(['leave:abandoned']);
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ leave: 1 });
+    const completed = new Promise((resolve) => idempotency.once('completed', resolve));
+    release();
+    await completed;
+    const name = `process ${q.url.slice(q.url.lastIndexOf('/') + 1)}`;
+    await waitFor('its span to end', () => sdk.spans(name).length === 1);
+    expect(sdk.spans(name)[0]!.attributes['idempotency.broker_action']).toBe('leave');
+    expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ leave: 1 });
+    expect(settled).toEqual(['leave:abandoned']);
+  });
 });

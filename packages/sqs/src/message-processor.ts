@@ -109,6 +109,10 @@ export class SqsMessageProcessor<T> {
    * visibility, the redrive policy's 0) is sent after them and cannot be overtaken by one on the way to SQS.
    */
   readonly #heartbeatChanges = new WeakMap<Message, Promise<unknown>>();
+  /** The spans of the messages being processed (until their decision), for {@link SqsMessageProcessor.abandon}. */
+  readonly #spans = new Map<Message, MessageSpan>();
+  /** Messages whose broker action was counted: their decision, or `leave` when `stop()` abandoned them first. */
+  readonly #counted = new WeakSet<Message>();
   #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
@@ -214,7 +218,7 @@ export class SqsMessageProcessor<T> {
   /** Processes one message (see the class description). `claimed`: the reply of a batch claim. */
   async process(keyed: KeyedMessage, claimed?: ClaimReply): Promise<ProcessedMessage<T>> {
     const { message } = keyed;
-    const span = this.#telemetry.start(message, this.#options.scope);
+    const span = this.#startSpan(message);
     return span.run(async () => {
       const held = this.#heldDecision(message);
       if (held) {
@@ -278,7 +282,7 @@ export class SqsMessageProcessor<T> {
   /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
   notRun(keyed: KeyedMessage, storeError?: unknown): Promise<ProcessedMessage<T>> {
     const rc = receiveCount(keyed.message);
-    const span = this.#telemetry.start(keyed.message, this.#options.scope);
+    const span = this.#startSpan(keyed.message);
     return span.run(() =>
       this.#finishTraced(
         keyed,
@@ -291,8 +295,34 @@ export class SqsMessageProcessor<T> {
   }
 
   /**
-   * `#finish`, then reports the decision to the message's telemetry and ends its span (status ERROR for
-   * an unexpected error of this adapter).
+   * `stop()` gave up on `message` (the poller reports it `settled` with `leave`/`abandoned`): counts the
+   * `leave` broker action on its span (a span started and ended here for a message whose processing never
+   * started), unless its decision was counted already (its delete or visibility change was sent before).
+   * Its decision, when it comes later, is then not counted: one broker action per message, as the event.
+   */
+  abandon(message: Message): void {
+    if (this.#counted.has(message)) return;
+    this.#counted.add(message);
+    const span = this.#spans.get(message);
+    if (span) {
+      span.brokerAction('leave');
+      return;
+    }
+    const unstarted = this.#telemetry.start(message, this.#options.scope);
+    unstarted.brokerAction('leave');
+    unstarted.end();
+  }
+
+  #startSpan(message: Message): MessageSpan {
+    const span = this.#telemetry.start(message, this.#options.scope);
+    this.#spans.set(message, span);
+    return span;
+  }
+
+  /**
+   * `#finish`, then reports the decision to the message's telemetry (unless `stop()` abandoned the message
+   * first: {@link SqsMessageProcessor.abandon} counted `leave`) and ends its span (status ERROR for an
+   * unexpected error of this adapter).
    */
   async #finishTraced(
     keyed: KeyedMessage,
@@ -300,10 +330,18 @@ export class SqsMessageProcessor<T> {
     span: MessageSpan,
     held?: Extract<Decision, { action: 'dead-letter' }>,
   ): Promise<ProcessedMessage<T>> {
-    const processed = await this.#finish(keyed, input, held);
-    span.brokerAction(processed.decision.action);
-    span.end(input.kind === 'error' ? input.error : undefined);
-    return processed;
+    const { message } = keyed;
+    try {
+      const processed = await this.#finish(keyed, input, held);
+      if (!this.#counted.has(message)) {
+        this.#counted.add(message);
+        span.brokerAction(processed.decision.action);
+      }
+      span.end(input.kind === 'error' ? input.error : undefined);
+      return processed;
+    } finally {
+      this.#spans.delete(message);
+    }
   }
 
   async #run(

@@ -287,12 +287,17 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     return { abandoned };
   }
 
-  /** Marks `messages` abandoned and reports each settled with `leave`/`abandoned`; returns how many. */
+  /**
+   * Marks `messages` abandoned and reports each settled with `leave`/`abandoned`, counted as the `leave`
+   * broker action in telemetry unless its decision was counted before ({@link SqsMessageProcessor.abandon});
+   * returns how many.
+   */
   #abandon(messages: readonly Message[]): number {
     for (const message of messages) {
       this.#abandoned.add(message);
       this.#inFlight.delete(message);
       this.#settling.delete(message);
+      this.#processor.abandon(message);
       if (!this.hasListeners('settled')) continue;
       const key = this.#processor.keyed(message).request?.key;
       const subject = subjectOf(this.#options.queueUrl, this.#options.scope, message, {
