@@ -171,6 +171,18 @@ describeWithServices(
           ['b-1', 'b-2'].map((key) => `${prefix}:${scope.length}:${scope}:${key}`),
         );
       });
+
+      it('an account refused INFO still runs with --no-cluster (the operator says it is standalone)', async () => {
+        await own.call('ACL', 'SETUSER', 'no-info', 'on', '>pw', '+@all', '-info', '~*');
+        const url = `redis://no-info:pw@127.0.0.1:${server.port}`;
+        const asked = await cli(url, ['--prefix', prefix, '--json', 'stats', scope]);
+        expect(asked.status).toBe(1);
+        expect(asked.stderr).toMatch(/NOPERM/);
+        const told = await cli(url, ['--prefix', prefix, '--json', '--no-cluster', 'stats', scope]);
+        expect(told.stderr).toBe('');
+        expect(told.status).toBe(0);
+        expect(told.json()).toMatchObject({ scope, total: 2 });
+      });
     });
   },
 );

@@ -45,6 +45,19 @@ describeWithRedisCluster('idempotent-consumer CLI on a local Redis Cluster', () 
     expect(stats.json()).toMatchObject({ total: 61, states: { COMPLETED: 60, FAILED: 1 } });
   });
 
+  it('--no-cluster on a Cluster node is refused (exit 2): one node holds a third of the records', async () => {
+    for (const args of [
+      ['stats', scope],
+      ['--yes', 'purge', scope],
+    ]) {
+      const refused = await cli(url, ['--prefix', prefix, '--no-cluster', ...args]);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toMatch(/Cluster node/);
+    }
+    // Nothing was purged: every record is still there.
+    expect((await run(['stats', scope])).json()).toMatchObject({ total: 61 });
+  });
+
   it('inspect, release and purge run on the node that owns the key', async () => {
     const inspected = await run(['inspect', scope, 'k-7']);
     expect(inspected.json()).toMatchObject({ found: true, state: 'COMPLETED', resultPreview: '7' });

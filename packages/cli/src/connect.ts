@@ -11,10 +11,21 @@ export interface ConnectOptions {
 }
 
 /**
+ * Thrown by {@link connect} when `--no-cluster` was given for a server that is a Cluster node: a standalone
+ * client there sees one node's records, so `stats` and `list` would count a part of the scope and `purge`
+ * would delete a part of it. The CLI exits with status 2 (bad usage).
+ */
+export class NotStandaloneError extends Error {
+  override readonly name = 'NotStandaloneError';
+}
+
+/**
  * Connects to Redis standalone or Cluster (ioredis). Without `cluster`, connects standalone first and
  * switches to a `Cluster` client when `INFO cluster` reports `cluster_enabled:1`. The client does not
  * retry a refused connection: an operator's command fails fast with the error. A database in the URL
  * (`/db`, `?db=`) that the server refuses (out of range, or any but 0 on a Cluster) is an error too.
+ * @throws {@link NotStandaloneError} when `cluster` is `false` and the server is a Cluster node.
+ * @throws Error (`Cannot reach Redis at …`) when the connection, the database selection or `INFO` fails.
  */
 export async function connect(options: ConnectOptions): Promise<Redis | Cluster> {
   const common = { commandTimeout: options.commandTimeoutMs, maxRetriesPerRequest: 1, lazyConnect: true };
@@ -30,9 +41,22 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
     // here makes the refusal this command's error.
     const db = standalone.options.db;
     if (db !== undefined && String(db) !== '0') await standalone.select(db);
-    const isCluster = options.cluster ?? /^cluster_enabled:1/m.test(await standalone.info('cluster'));
-    if (!isCluster) return standalone;
+    // Asked even with `cluster: false` (one node of a Cluster holds only a part of each scope), where a
+    // server that refuses INFO (an ACL) is taken at the operator's word, as before.
+    const info = standalone.info('cluster');
+    const clusterEnabled = /^cluster_enabled:1/m.test(
+      options.cluster === false ? await info.catch(() => '') : await info,
+    );
+    if (options.cluster === false && clusterEnabled) {
+      standalone.disconnect();
+      throw new NotStandaloneError(
+        `${redactUrl(options.url)} is a Redis Cluster node (cluster_enabled:1): --no-cluster would read or ` +
+          'change the records of that one node only; leave --no-cluster out',
+      );
+    }
+    if (!(options.cluster ?? clusterEnabled)) return standalone;
   } catch (error) {
+    if (error instanceof NotStandaloneError) throw error;
     // A refused connection has already ended the client (no retries): disconnect() would then wait up to
     // 2 s (a ref'd timer in ioredis) for a `close` event that came before it, and the CLI would not exit.
     if (standalone.status !== 'end') standalone.disconnect();

@@ -7,7 +7,7 @@ import { purge } from './commands/purge';
 import { release } from './commands/release';
 import { stats } from './commands/stats';
 import { NotConfirmedError } from './confirm';
-import { connect } from './connect';
+import { connect, NotStandaloneError } from './connect';
 import { type CliIo, EXIT } from './io';
 import { output } from './output';
 import { type TrackedStream, trackWrites, type WritesOutcome } from './tracked-stream';
@@ -70,7 +70,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
       'Redis URL (redis:// or rediss://), any node of a Cluster (default: $REDIS_URL, else redis://127.0.0.1:6379)',
     )
     .option('--cluster', 'the URL is a Redis Cluster node (default: ask the server with INFO cluster)')
-    .option('--no-cluster', 'the URL is a standalone Redis')
+    .option('--no-cluster', 'the URL is a standalone Redis (refused, exit 2, when it is a Cluster node)')
     .option('-p, --prefix <prefix>', "the stores' keyPrefix", 'idem')
     .option('--json', 'print JSON for scripts instead of tables', false)
     .option('-y, --yes', 'do not ask for confirmation before a change', false)
@@ -212,6 +212,10 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
   }
   if (error instanceof NotConfirmedError) {
     stderr.write(`${error.message}\n`);
+    return EXIT.usage;
+  }
+  if (error instanceof NotStandaloneError) {
+    stderr.write(`idempotent-consumer: ${error.message}\n`);
     return EXIT.usage;
   }
   const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
