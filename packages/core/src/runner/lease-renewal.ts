@@ -33,7 +33,9 @@ export function renewalOf(
 }
 
 /**
- * Checks a {@link LeaseRenewal} a caller passed (`ExecuteOptions.renewedLease`).
+ * Checks a {@link LeaseRenewal} a caller passed (`ExecuteOptions.renewedLease`) and returns it.
+ * @param name - the option's name, for the error message.
+ * @param renewal - what the caller passed.
  * @throws {@link InvalidOptionError} when it is not an object, `sentAt` is not a finite number or lies in
  *   the future (after `performance.now()`), or `leaseMs` is not a finite number >= 0.
  */
