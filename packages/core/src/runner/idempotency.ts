@@ -406,9 +406,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * counts now, its lease renews from now). Any other claim's lease counts from when the claim was
    * requested (by the local monotonic clock; from now for a reply this runner did not receive), whatever
    * extended it since, unless `options.renewedLease` says when the caller's last extension renewed it (a
-   * `LeaseKeeperSet`'s `take` hands that over): the lease then counts from the later of the two. When less
-   * than one heartbeat interval of it is left, or none, one `extend` renews it before the handler starts, so the lease
-   * keeper's first beat has at least half an interval to be answered. When the claim was lost before the
+   * `LeaseKeeperSet`'s `take` hands that over): the lease then counts from the later of the two. When
+   * less than one heartbeat interval of it is left, or none, one `extend` renews it before the handler
+   * starts, so the lease keeper's first beat has at least half an interval to be answered. When the claim was lost before the
    * handler (the start or the extension refused: another worker claimed the key), nothing runs and the
    * result is `lease-lost` with `handlerStarted: false`.
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
