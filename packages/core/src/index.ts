@@ -29,11 +29,13 @@ export type { EventSubject, IdempotencyEvents } from './runner/events';
 export type { HandlerContext } from './runner/handler-context';
 export {
   describeError,
+  type ExecuteOptions,
   type Handler,
   Idempotency,
   type RunOptions,
   type RunRequest,
 } from './runner/idempotency';
+export type { LeaseRenewal } from './runner/lease-renewal';
 export { consoleLogger, type IdempotencyLogger } from './runner/logger';
 export {
   defaultIsRetryable,

@@ -3,6 +3,7 @@ import {
   type AcquiredReply,
   type ClaimReply,
   Idempotency,
+  InvalidOptionError,
   LeaseLostError,
   MemoryIdempotencyStore,
   StoreUnavailableError,
@@ -11,8 +12,9 @@ import { LeaseKeeperSet } from '../src/kit';
 import { FaultyStore, recordEvents } from './support/faulty-store';
 
 // A counted claim handed to `execute` close to the end of its lease (by the local clock, counted from when
-// it was requested): one held in a LeaseKeeperSet while the set extended it in the store (`take` hands over
-// the claim's own reply), or any claim that waited. The runner's lease keeper gives its first beat half of
+// it was requested): any claim that waited, or one held in a LeaseKeeperSet while the set extended it in
+// the store (`take` hands over the claim's own reply and the set's last confirmed extension, which
+// `execute` counts from when it was sent). The runner's lease keeper gives its first beat half of
 // what is left; when the store's answer takes longer than that, the local deadline passed first and the
 // handler was aborted although the store still held the lease.
 //
@@ -72,34 +74,91 @@ describe('a claim handed to execute close to the end of its local lease', () => 
     return { memory, store, idempotency, events: recordEvents(idempotency) };
   }
 
-  it('a counted claim a LeaseKeeperSet kept alive, taken 50 ms before its own lease end: runs and completes, not lost', async () => {
+  it('a counted claim a LeaseKeeperSet kept alive, taken 50 ms before its own lease end: no extension before the handler, completes', async () => {
     const { memory, store, idempotency, events } = setup();
+    const t0 = performance.now();
     const [reply] = await idempotency.claimMany([request], { reserve: false });
     const claim = acquired(reply);
     expect(claim.started).toBe(true);
-    // The set extends on the inner store (its extensions are not the subject here).
-    const set = new LeaseKeeperSet<number>(memory, {
-      leaseMs: LEASE_MS,
-      retentionMs: 60_000,
-      heartbeatIntervalMs: 1_000,
-    });
+    const set = new LeaseKeeperSet<number>(idempotency, { leaseMs: LEASE_MS, heartbeatIntervalMs: 1_000 });
     set.add(0, request, claim);
     set.start();
-    await jest.advanceTimersByTimeAsync(LEASE_MS - 50); // extended at 1000 and 2000 ms
+    // Extensions sent at 1000 and 2200 ms (each answered 200 ms later, the next beat 1000 ms after that).
+    await jest.advanceTimersByTimeAsync(LEASE_MS - 50);
     // The store holds the lease: a rival meets CONFLICT.
     expect((await memory.claim(request, { leaseMs: 1, retentionMs: 1 })).outcome).toBe('CONFLICT');
     const taken = await set.take(0);
-    expect(taken).toBe(claim); // the claim's own reply: its lease counts from the claim
+    expect(taken?.claim).toBe(claim); // the claim's own reply: the runner knows when it was requested
+    // The last extension, counted from when it was sent (2200 ms), not from its reply (2400 ms).
+    expect(taken?.renewedLease).toEqual({ sentAt: t0 + 2_200, leaseMs: LEASE_MS });
+    const extendsAtTake = store.calls.extend;
+    let extendsBeforeHandler = -1;
     const { handler, seen } = working(1_500);
-    const running = idempotency.execute(request, taken!, handler);
+    const running = idempotency.execute(
+      request,
+      taken!.claim,
+      (context) => {
+        extendsBeforeHandler = store.calls.extend - extendsAtTake;
+        return handler(context);
+      },
+      { renewedLease: taken!.renewedLease },
+    );
     await jest.advanceTimersByTimeAsync(5_000);
     const result = await running;
+    // Before the fix (the lease counted from the claim, 50 ms left): 1.
+    expect(extendsBeforeHandler).toBe(0);
     expect(seen.aborted).toBeUndefined();
     expect(result).toMatchObject({ status: 'completed', result: 'done', recorded: true });
     expect(events.filter(([name]) => name === 'leaseLost')).toEqual([]);
-    // One extension before the handler (the lease is renewed from now), then the keeper's own.
-    expect(store.calls.extend).toBeGreaterThanOrEqual(1);
     await set.releaseAll();
+  });
+
+  it("a set's last extension counts from when it was sent, not from its late reply: renewed once more when that leaves less than an interval", async () => {
+    const { store, idempotency } = setup();
+    const t0 = performance.now();
+    const [reply] = await idempotency.claimMany([request], { reserve: false });
+    // One extension, sent at 2500 ms and answered at 2700 ms; the next beat would come at 5200 ms.
+    const set = new LeaseKeeperSet<number>(idempotency, { leaseMs: LEASE_MS, heartbeatIntervalMs: 2_500 });
+    set.add(0, request, acquired(reply));
+    set.start();
+    await jest.advanceTimersByTimeAsync(4_600);
+    const taken = await set.take(0);
+    expect(taken?.renewedLease).toEqual({ sentAt: t0 + 2_500, leaseMs: LEASE_MS });
+    // 900 ms left from the send (less than the 1000 ms interval); from the reply it would be 1100 ms.
+    const extendsAtTake = store.calls.extend;
+    let extendsBeforeHandler = -1;
+    const running = idempotency.execute(
+      request,
+      taken!.claim,
+      () => {
+        extendsBeforeHandler = store.calls.extend - extendsAtTake;
+        return 'done';
+      },
+      { renewedLease: taken!.renewedLease },
+    );
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(await running).toMatchObject({ status: 'completed', result: 'done' });
+    expect(extendsBeforeHandler).toBe(1);
+  });
+
+  it('a renewedLease that is not a past send time and a lease >= 0 is refused before the store is touched', async () => {
+    const { store, idempotency } = setup();
+    const claim = acquired(await idempotency.claim(request));
+    const handler = jest.fn();
+    const now = performance.now();
+    for (const renewedLease of [
+      { sentAt: now + 1, leaseMs: LEASE_MS },
+      { sentAt: Number.NaN, leaseMs: LEASE_MS },
+      { sentAt: now, leaseMs: -1 },
+      { sentAt: now, leaseMs: Number.POSITIVE_INFINITY },
+      null,
+    ]) {
+      await expect(
+        idempotency.execute(request, claim, handler, { renewedLease: renewedLease as never }),
+      ).rejects.toBeInstanceOf(InvalidOptionError);
+    }
+    expect(handler).not.toHaveBeenCalled();
+    expect(store.calls.extend).toBe(0);
   });
 
   it('a claim with less than one heartbeat interval left (any counted claim): extended once before the handler starts', async () => {

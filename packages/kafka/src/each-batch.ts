@@ -150,17 +150,18 @@ export function idempotentEachBatch<T>(
       }
 
       // The claims of the messages waiting their turn: their leases are extended together until each runs.
+      // Those a stop leaves unrun are given back (no attempt spent), again once the store answers.
       const pending = new LeaseKeeperSet<number>(
-        idempotency.store,
+        idempotency,
         {
           leaseMs,
-          retentionMs: idempotency.options.retentionMs,
           heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, idempotency.options.heartbeatIntervalMs),
         },
         {
           onStoreError: ({ operation, error }) =>
             events.emit('storeError', { operation, error, source: undefined }),
         },
+        { gate, signal: stopping },
       );
       replies.forEach((reply, i) => {
         if (reply?.outcome === 'ACQUIRED' || reply?.outcome === 'ACQUIRED_STALE') {
@@ -205,13 +206,18 @@ export function idempotentEachBatch<T>(
             await settleTail();
             return;
           }
-          const reply = pending.has(i) ? await pending.take(i) : replies[i];
+          // A claim the set held comes with its last extension: execute counts the lease from there.
+          const held = pending.has(i);
+          const taken = held ? await pending.take(i) : undefined;
+          const reply = held ? taken?.claim : replies[i];
           let returned!: () => void;
           const handlerReturned = new Promise<'returned'>((resolve) => {
             returned = () => resolve('returned');
           });
           // A store error ends as a pause (process()); a broker heartbeat failure passes through guard.
-          const ending = guard(() => processor.process(deliveryOf(message), prepared, reply, returned));
+          const ending = guard(() =>
+            processor.process(deliveryOf(message), prepared, reply, returned, taken?.renewedLease),
+          );
           current = ending;
           // On until this message's handler returned (its completion may still be in flight) or its
           // processing ended (a duplicate, a failure, a pause: those are never overlapped).

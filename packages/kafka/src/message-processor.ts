@@ -7,6 +7,7 @@ import {
   InvalidKeyError,
   InvalidOptionError,
   isIdempotencyError,
+  type LeaseRenewal,
   type RunOptions,
   type RunOutcome,
   type RunRequest,
@@ -262,7 +263,9 @@ export class MessageProcessor<T> {
    * Handles one message to the end or to a pause. `firstReply` is the message's claim when the caller
    * already made it (a batch claim); otherwise it claims. `onHandlerReturned` is called when a run of the
    * handler returned (before its outcome is written): a batch may start the next message's handler then,
-   * while this one's completion is being written (each-batch.ts). A claim whose start the store does not
+   * while this one's completion is being written (each-batch.ts). `renewedLease` is the last confirmed
+   * extension of `firstReply`'s lease by whoever kept it alive (a batch's `LeaseKeeperSet`): its first run
+   * counts the lease from there (`ExecuteOptions.renewedLease`). A claim whose start the store does not
    * answer runs nothing and ends like an unanswered claim: the topic paused until the store answers. Any
    * other error of the processing (a store error the runner threw, or the `scope` function's of an
    * `unscoped` message) ends as a `pause` of one backoff step,
@@ -276,11 +279,14 @@ export class MessageProcessor<T> {
     prepared: PreparedMessage,
     firstReply?: ClaimReply,
     onHandlerReturned?: () => void,
+    renewedLease?: LeaseRenewal,
   ): Promise<ProcessEnd> {
     const span = this.span(delivery, prepared);
     const traced = span === NOOP_MESSAGE_SPAN ? delivery : { ...delivery, span };
     try {
-      const end = await span.run(() => this.#process(traced, prepared, firstReply, onHandlerReturned));
+      const end = await span.run(() =>
+        this.#process(traced, prepared, firstReply, onHandlerReturned, renewedLease),
+      );
       if (end.action === 'stop') {
         span.end();
         return end;
@@ -313,6 +319,7 @@ export class MessageProcessor<T> {
     prepared: PreparedMessage,
     firstReply?: ClaimReply,
     onHandlerReturned?: () => void,
+    renewedLease?: LeaseRenewal,
   ): Promise<Ending> {
     const span = delivery.span ?? NOOP_MESSAGE_SPAN;
     // The scope function threw: ended by process() as a store error (a `storeError` event, a pause).
@@ -401,6 +408,8 @@ export class MessageProcessor<T> {
       }
       let result: Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>;
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
+        // The renewal handed over belongs to the first claim (the same claim when its start is retried).
+        const renewed = current === firstReply ? renewedLease : undefined;
         try {
           result = await this.idempotency.execute(
             request,
@@ -410,7 +419,9 @@ export class MessageProcessor<T> {
                 this.handler(extendHandlerContext(context, this.#brokerFields(delivery))),
               ),
             // The runner says when the handler returned in time (not a late return after a timeout).
-            onHandlerReturned ? { ...runOptions, onHandlerReturned } : runOptions,
+            onHandlerReturned || renewed
+              ? { ...runOptions, onHandlerReturned, renewedLease: renewed }
+              : runOptions,
           );
         } catch (error) {
           if (!isStoreUnavailable(error)) throw error;

@@ -119,6 +119,45 @@ describe('idempotentEachBatch', () => {
     t.eachBatch.close();
   });
 
+  it('the claims a batch stopped during an outage leaves unrun are given back once the store answers: RELEASED, no attempt spent', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const t = setup({ maxInlineDelayMs: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });
+    let down = true;
+    const unanswered = () => Promise.reject(new StoreUnavailableError('down'));
+    const start = t.store.start.bind(t.store);
+    const release = t.store.release.bind(t.store);
+    jest.spyOn(t.store, 'start').mockImplementation((...a) => (down ? unanswered() : start(...a)));
+    jest.spyOn(t.store, 'ping').mockImplementation(async () => {
+      if (down) throw new StoreUnavailableError('down');
+    });
+    const givenBack = new Set<string>();
+    let bothGivenBack!: () => void;
+    const both = new Promise<void>((resolve) => {
+      bothGivenBack = resolve;
+    });
+    jest.spyOn(t.store, 'release').mockImplementation(async (...a) => {
+      if (down) return unanswered();
+      const reply = await release(...a);
+      givenBack.add(a[0].key);
+      if (givenBack.size === 2) bothGivenBack();
+      return reply;
+    });
+    // a's start meets the store down: the batch stops there, and b's reservation, never run, is given back
+    // once the store gate (closed by a's start) opens.
+    const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
+    await t.eachBatch(payload);
+    expect(t.runs).toEqual([]);
+    expect(await t.store.get({ scope: 'g/pay', key: 'b' })).toMatchObject({ state: 'IN_PROGRESS' });
+    down = false;
+    // Before the fix b's release was tried once, unanswered: it stayed IN_PROGRESS until its lease lapsed.
+    // Bounded, then asserted.
+    await Promise.race([both, new Promise((r) => setTimeout(r, 3_000))]);
+    for (const key of ['a', 'b']) {
+      expect(await t.store.get({ scope: 'g/pay', key })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    }
+    t.eachBatch.close();
+  });
+
   it("a reservation's start the store answers within maxInlineDelayMs runs the handler once, as attempt 1, without a pause", async () => {
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');
     const t = setup({ maxInlineDelayMs: 5000, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } });

@@ -53,7 +53,9 @@ export { heartbeatIntervalFor } from './heartbeat';
 export {
   LeaseKeeperSet,
   type LeaseKeeperSetCallbacks,
+  type LeaseKeeperSetGiveBack,
   type LeaseKeeperSetTimings,
+  type TakenClaim,
 } from './lease-keeper-set';
 export type { MessageSubjectOf } from './message-subject';
 export {

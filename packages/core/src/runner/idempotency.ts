@@ -28,6 +28,7 @@ import { completeClaim } from './complete-claim';
 import type { EventSubject, IdempotencyEvents } from './events';
 import { type HandlerContext, LazySignalContext } from './handler-context';
 import { LeaseKeeper, type LeaseKeeperCallbacks } from './lease-keeper';
+import { checkLeaseRenewal, type LeaseRenewal, renewalOf } from './lease-renewal';
 import { attachLogger, consoleLogger, type IdempotencyLogger } from './logger';
 import {
   checkRunOptions,
@@ -77,6 +78,20 @@ export interface RunOptions extends RunOverrides {
    * or timed out. Errors it throws are ignored.
    */
   readonly onHandlerReturned?: () => void;
+}
+
+/** Options of {@link Idempotency.execute}: a run's options, and what the caller knows of the claim's lease. */
+export interface ExecuteOptions extends RunOptions {
+  /**
+   * The last renewal of the claim's lease that the store confirmed since the claim, made by whoever kept
+   * the claim alive while it waited: `LeaseKeeperSet.take` hands over its last successful extension. The
+   * lease then counts to the later of the claim's own end and `sentAt + leaseMs` (from when that extension
+   * was sent, never from its reply), so a claim the set renewed a moment ago is not renewed again before
+   * its handler. Only a renewal the store answered `ok` for this claim's fencing token may be passed: a
+   * later end than the store holds delays the first heartbeat past what the lease allows. Ignored for a
+   * reservation (its `start` renews the lease from now). @defaultValue none: the lease counts from the claim
+   */
+  readonly renewedLease?: LeaseRenewal;
 }
 
 /**
@@ -390,9 +405,10 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * A reservation (`started: false`, from {@link Idempotency.claimMany}) is started first (its attempt
    * counts now, its lease renews from now). Any other claim's lease counts from when the claim was
    * requested (by the local monotonic clock; from now for a reply this runner did not receive), whatever
-   * extended it since (a `LeaseKeeperSet` hands over the claim's own reply); when less than one heartbeat
-   * interval of it is left, or none, one `extend` renews it before the handler starts, so the lease
-   * keeper's first beat has at least half an interval to be answered. When the claim was lost before the
+   * extended it since, unless `options.renewedLease` says when the caller's last extension renewed it (a
+   * `LeaseKeeperSet`'s `take` hands that over): the lease then counts from the later of the two. When
+   * less than one heartbeat interval of it is left, or none, one `extend` renews it before the handler
+   * starts, so the lease keeper's first beat has at least half an interval to be answered. When the claim was lost before the
    * handler (the start or the extension refused: another worker claimed the key), nothing runs and the
    * result is `lease-lost` with `handlerStarted: false`.
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
@@ -400,29 +416,42 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * unanswered `start` costs no attempt unless Redis applied it and only its reply was lost; the lease
    * then lapses and the next claim is ACQUIRED_STALE.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
-   * `AbortSignal`).
+   * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now or whose
+   * `leaseMs` is not a finite number >= 0).
    */
   execute<T>(
     request: RecordId,
     claim: AcquiredReply,
     handler: Handler<T>,
-    options: RunOptions = NO_OPTIONS,
+    options: ExecuteOptions = NO_OPTIONS,
   ): Promise<ExecutionResult<T>> {
-    return this.#execute(request, claim, handler, options, this.#requestedAt.get(claim));
+    return this.#execute(
+      request,
+      claim,
+      handler,
+      options,
+      this.#requestedAt.get(claim),
+      options?.renewedLease,
+    );
   }
 
-  /** {@link Idempotency.execute}, given when the claim was requested (`undefined`: unknown, now). */
+  /**
+   * {@link Idempotency.execute}, given when the claim was requested (`undefined`: unknown, now) and the
+   * caller's last confirmed renewal of its lease (`undefined`: none).
+   */
   async #execute<T>(
     request: RecordId,
     claim: AcquiredReply,
     handler: Handler<T>,
     options: RunOptions,
     requestedAt: number | undefined,
+    renewedLease?: LeaseRenewal,
   ): Promise<ExecutionResult<T>> {
     checkHandler(handler);
     checkRequest(request);
     options = options ?? NO_OPTIONS;
     if (options !== NO_OPTIONS) checkRunOptions(options);
+    if (renewedLease !== undefined) checkLeaseRenewal('renewedLease', renewedLease);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
     const { fencingToken, outcome } = claim;
@@ -430,8 +459,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
     const heartbeatIntervalMs = heartbeatIntervalFor(leaseMs, this.options.heartbeatIntervalMs);
     // The lease counts from when the claim was requested (the store's lease started no earlier), not
-    // from now: a claim that waited in a batch has less left.
+    // from now: a claim that waited in a batch has less left. Or from when the caller's last confirmed
+    // extension was sent (a LeaseKeeperSet's), when that ends later: never from a reply's arrival.
     let leaseEndsAt = (requestedAt ?? performance.now()) + (claim.leaseExpiresAtMs - claim.serverTimeMs);
+    if (renewedLease !== undefined) {
+      leaseEndsAt = Math.max(leaseEndsAt, renewedLease.sentAt + renewedLease.leaseMs);
+    }
     if (claim.started === false) {
       // A reservation (claimMany): its attempt counts now, and its lease is renewed from now.
       const sentAt = performance.now();
@@ -440,10 +473,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       );
       if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       attempt = started.attempt;
-      leaseEndsAt = sentAt + (started.leaseExpiresAtMs - started.serverTimeMs);
+      const renewal = renewalOf(sentAt, started);
+      leaseEndsAt = renewal.sentAt + renewal.leaseMs;
     } else if (leaseEndsAt - performance.now() < heartbeatIntervalMs) {
-      // Less than one heartbeat interval of the claim's lease is left, or none (a claim that waited in a
-      // batch: a LeaseKeeperSet hands over the claim's own reply, not its extensions). The keeper's first
+      // Less than one heartbeat interval of the claim's lease is left, or none (a claim that waited, and
+      // no renewal since was handed over, or that one is old too). The keeper's first
       // beat would come at half of what is left, and a reply slower than the other half would pass the
       // local deadline and abort the handler although the store still held the lease. One extension first
       // renews the lease from now, or takes it back if it ran out and nobody has claimed the key since
@@ -453,7 +487,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
       );
       if (!extended.ok) return this.#notRun(id, outcome, fencingToken, attempt);
-      leaseEndsAt = sentAt + (extended.leaseExpiresAtMs - extended.serverTimeMs);
+      const renewal = renewalOf(sentAt, extended);
+      leaseEndsAt = renewal.sentAt + renewal.leaseMs;
     }
     const keeper = new LeaseKeeper(
       this.store,

@@ -7,7 +7,7 @@ import {
   type RecordId,
   StoreUnavailableError,
 } from '../../src';
-import { LeaseKeeperSet } from '../../src/kit';
+import { LeaseKeeperSet, StoreGate } from '../../src/kit';
 import { FaultyStore } from '../support/faulty-store';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -25,7 +25,7 @@ async function setup() {
   const store = new FaultyStore(new MemoryIdempotencyStore());
   const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
   const replies = await idempotency.claimMany(ids.map((id) => ({ ...id })));
-  const set = new LeaseKeeperSet<number>(store, timings);
+  const set = new LeaseKeeperSet<number>(idempotency, timings);
   for (const [i, reply] of replies.entries()) set.add(i, ids[i]!, acquired(reply));
   return { store, idempotency, set, replies };
 }
@@ -41,18 +41,20 @@ describe('kit: LeaseKeeperSet', () => {
     await jest.advanceTimersByTimeAsync(400); // more than two leases
     for (const id of ids) expect((await rival.claim(id)).outcome).toBe('CONFLICT');
     jest.useRealTimers();
-    const reply = await set.take(2);
-    expect(reply).toBeDefined();
+    const taken = await set.take(2);
+    expect(taken).toBeDefined();
     expect(set.has(2)).toBe(false);
-    const result = await idempotency.execute(ids[2]!, reply!, () => 'ran');
+    const result = await idempotency.execute(ids[2]!, taken!.claim, () => 'ran', {
+      renewedLease: taken!.renewedLease,
+    });
     expect(result).toMatchObject({ status: 'completed', attempt: 1 });
     await set.releaseAll();
   });
 
   it('a heartbeat interval longer than a Node timer holds (2^31 ms) does not extend every millisecond', async () => {
-    const { store, set } = await setup();
-    const long = new LeaseKeeperSet<number>(store, { ...timings, heartbeatIntervalMs: 2 ** 31 });
-    long.add(0, ids[0]!, acquired(await set.take(0)));
+    const { store, idempotency, set } = await setup();
+    const long = new LeaseKeeperSet<number>(idempotency, { ...timings, heartbeatIntervalMs: 2 ** 31 });
+    long.add(0, ids[0]!, (await set.take(0))!.claim);
     long.start();
     await sleep(30); // 1 ms timers created before this one fire first
     expect(store.calls.extend).toBe(0);
@@ -76,7 +78,7 @@ describe('kit: LeaseKeeperSet', () => {
     const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
     const [reply] = await idempotency.claimMany([ids[0]!]);
     const lost: unknown[] = [];
-    const set = new LeaseKeeperSet<string>(store, timings, { onLost: (e) => lost.push(e) });
+    const set = new LeaseKeeperSet<string>(idempotency, timings, { onLost: (e) => lost.push(e) });
     set.add('a', ids[0]!, acquired(reply));
     // Another worker takes the key over after the lease lapses (the set has not started yet).
     await sleep(200);
@@ -90,18 +92,19 @@ describe('kit: LeaseKeeperSet', () => {
   });
 
   it('reports an extension the store does not answer and keeps the claim, trying again at the next beat', async () => {
-    const { store, set } = await setup();
+    const { store, idempotency, set } = await setup();
     const errors: string[] = [];
-    const reporting = new LeaseKeeperSet<number>(store, timings, {
+    const reporting = new LeaseKeeperSet<number>(idempotency, timings, {
       onStoreError: (e) => errors.push(`${e.operation} ${e.id.key}`),
     });
-    const reply = await set.take(0);
-    reporting.add(0, ids[0]!, reply!);
+    const reply = (await set.take(0))!.claim;
+    reporting.add(0, ids[0]!, reply);
     store.inject('extend', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 1);
     reporting.start();
     while (store.calls.extend < 2) await sleep(10);
     expect(errors).toEqual(['extend m0']);
-    await expect(reporting.take(0)).resolves.toBe(reply);
+    const taken = await reporting.take(0);
+    expect(taken?.claim).toBe(reply);
     await set.releaseAll();
     await reporting.releaseAll();
   });
@@ -127,26 +130,74 @@ describe('kit: LeaseKeeperSet', () => {
   });
 
   it('a release the store does not answer is reported, never thrown', async () => {
-    const { store, set } = await setup();
+    const { store, idempotency, set } = await setup();
     const errors: string[] = [];
-    const reporting = new LeaseKeeperSet<number>(store, timings, {
+    const reporting = new LeaseKeeperSet<number>(idempotency, timings, {
       onStoreError: (e) => errors.push(`${e.operation} ${e.id.key}`),
     });
-    for (const i of [0, 1, 2]) reporting.add(i, ids[i]!, (await set.take(i))!);
+    for (const i of [0, 1, 2]) reporting.add(i, ids[i]!, (await set.take(i))!.claim);
     store.inject('release', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 3);
     await expect(reporting.releaseAll()).resolves.toBeUndefined();
     expect(errors.sort()).toEqual(['release m0', 'release m1', 'release m2']);
   });
 
+  it('a give-back the store does not answer is made again once the gate opens: RELEASED, no attempt spent', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 60_000, retentionMs: 60_000 });
+    const gate = new StoreGate(store, { storeProbeBackoff: { baseMs: 2, maxMs: 10, jitter: 'none' } });
+    const stopping = new AbortController();
+    const errors: string[] = [];
+    const set = new LeaseKeeperSet<number>(
+      idempotency,
+      timings,
+      { onStoreError: (e) => errors.push(`${e.operation} ${e.id.key}`) },
+      { gate, signal: stopping.signal },
+    );
+    const [reservation] = await idempotency.claimMany([ids[0]!]);
+    set.add(0, ids[0]!, acquired(reservation));
+    set.add(1, ids[1]!, acquired(await idempotency.claim(ids[1]!))); // a counted claim
+    // Neither store call of the first tries is answered; the store answers again after them.
+    store.inject('release', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 2);
+    await set.releaseAll();
+    expect(errors.sort()).toEqual(['release m0', 'release m1']);
+    expect(gate.closed).toBe(true); // storeFailureMode 'closed': the unanswered give-back closed it
+    try {
+      await gate.waitUntilOpen();
+      while (store.calls.release < 4) await sleep(2);
+      for (const id of [ids[0]!, ids[1]!]) {
+        expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: false });
+        expect(await idempotency.claim(id)).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+      }
+    } finally {
+      stopping.abort();
+      gate.dispose();
+    }
+  });
+
+  it('without a gate a give-back is tried once; the retention of the extensions defaults to the runner', async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 60_000, retentionMs: 5_000 });
+    const extend = jest.spyOn(store, 'extend');
+    const set = new LeaseKeeperSet<number>(idempotency, { leaseMs: 150, heartbeatIntervalMs: 5 });
+    set.add(0, ids[0]!, acquired(await idempotency.claim(ids[0]!)));
+    set.start();
+    while (store.calls.extend === 0) await sleep(2);
+    expect(extend.mock.calls[0]![2]).toEqual({ leaseMs: 150, retentionMs: 5_000 });
+    store.inject('release', { kind: 'throw', error: () => new StoreUnavailableError('down') }, 1);
+    await set.releaseAll(); // no gate: nothing is left to try later
+    expect(store.calls.release).toBe(1);
+    expect(await store.get(ids[0]!)).toMatchObject({ state: 'IN_PROGRESS' });
+  });
+
   it('checks its timings when it is built', () => {
-    const store = new MemoryIdempotencyStore();
-    expect(() => new LeaseKeeperSet(store, { ...timings, heartbeatIntervalMs: 0 })).toThrow(
+    const idempotency = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
+    expect(() => new LeaseKeeperSet(idempotency, { ...timings, heartbeatIntervalMs: 0 })).toThrow(
       InvalidOptionError,
     );
-    expect(() => new LeaseKeeperSet(store, { ...timings, leaseMs: 1.5 })).toThrow(
+    expect(() => new LeaseKeeperSet(idempotency, { ...timings, leaseMs: 1.5 })).toThrow(
       /^leaseMs must be an integer >= 1/,
     );
-    expect(() => new LeaseKeeperSet(store, { ...timings, leaseMs: 2 ** 52 + 1 })).toThrow(
+    expect(() => new LeaseKeeperSet(idempotency, { ...timings, leaseMs: 2 ** 52 + 1 })).toThrow(
       /^leaseMs must be at most 2\^52/,
     );
   });

@@ -1,0 +1,58 @@
+import { performance } from 'node:perf_hooks';
+import { InvalidOptionError } from '../errors';
+
+/**
+ * A renewal of a claim's lease that the store confirmed: an `extend` (or `start`) it answered `ok`, made
+ * after the claim by whoever kept the claim alive while it waited (a `LeaseKeeperSet`, whose
+ * `take` hands over its last one). The store renewed the lease no earlier than the request was sent, so the
+ * lease counts from the send time, never from when the reply came back: it ends, on the store, no earlier
+ * than `sentAt + leaseMs` (both clocks run at the same rate; the runner assumes that for every lease).
+ */
+export interface LeaseRenewal {
+  /**
+   * When the renewal's request was sent, in milliseconds of this process's `performance.now()` (taken just
+   * before the store call, not after its reply).
+   */
+  readonly sentAt: number;
+  /**
+   * The lease the store granted from when it applied the renewal, in milliseconds: its reply's
+   * `leaseExpiresAtMs - serverTimeMs` (both on the store's clock).
+   */
+  readonly leaseMs: number;
+}
+
+/**
+ * The renewal a store reply confirms, for a request sent at `sentAt` (`performance.now()`, ms).
+ * @param reply - an `ok` reply of `extend` or `start` (`leaseExpiresAtMs`, `serverTimeMs`: the store's clock).
+ */
+export function renewalOf(
+  sentAt: number,
+  reply: { readonly leaseExpiresAtMs: number; readonly serverTimeMs: number },
+): LeaseRenewal {
+  return { sentAt, leaseMs: reply.leaseExpiresAtMs - reply.serverTimeMs };
+}
+
+/**
+ * Checks a {@link LeaseRenewal} a caller passed (`ExecuteOptions.renewedLease`) and returns it.
+ * @param name - the option's name, for the error message.
+ * @param renewal - what the caller passed.
+ * @throws {@link InvalidOptionError} when it is not an object, `sentAt` is not a finite number or lies in
+ *   the future (after `performance.now()`), or `leaseMs` is not a finite number >= 0.
+ */
+export function checkLeaseRenewal(name: string, renewal: unknown): LeaseRenewal {
+  const r = renewal as Partial<LeaseRenewal> | null;
+  if (typeof r !== 'object' || r === null) {
+    throw new InvalidOptionError(
+      `${name} must be an object { sentAt, leaseMs }, got ${r === null ? 'null' : typeof r}`,
+    );
+  }
+  if (typeof r.sentAt !== 'number' || !Number.isFinite(r.sentAt) || r.sentAt > performance.now()) {
+    throw new InvalidOptionError(
+      `${name}.sentAt must be a performance.now() time no later than now, got ${String(r.sentAt)}`,
+    );
+  }
+  if (typeof r.leaseMs !== 'number' || !Number.isFinite(r.leaseMs) || r.leaseMs < 0) {
+    throw new InvalidOptionError(`${name}.leaseMs must be a finite number >= 0, got ${String(r.leaseMs)}`);
+  }
+  return r as LeaseRenewal;
+}
