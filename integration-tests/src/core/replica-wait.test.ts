@@ -1,4 +1,9 @@
-import { Idempotency, RedisIdempotencyStore, ReplicationTimeoutError } from '@idempotent-consumer/core';
+import {
+  Idempotency,
+  RedisIdempotencyStore,
+  ReplicationTimeoutError,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
 import Redis, { Cluster } from 'ioredis';
 import { waitFor } from '../../support/net';
 import { describeWithPrograms } from '../../support/programs';
@@ -217,6 +222,110 @@ describeWithPrograms(
       }
     });
 
+    /**
+     * Runs `call` on a store of its own connection with `waitForReplicas` (10 s), and cuts that connection
+     * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary and the replica is frozen:
+     * the `WAIT` pending then fails at once (maxRetriesPerRequest 0: not resent), as an unanswered one does,
+     * and the connection reconnects. Resolves with what `call` rejected with.
+     */
+    async function cutWhileWaiting(
+      written: (store: RedisIdempotencyStore) => string,
+      call: (store: RedisIdempotencyStore) => Promise<unknown>,
+    ): Promise<unknown> {
+      const own = new Redis(primary.url, { maxRetriesPerRequest: 0 });
+      try {
+        const ownId = String(await own.client('ID'));
+        const store = new RedisIdempotencyStore(
+          { redis: own },
+          { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 10_000 }, commandTimeoutMs: 15_000 },
+        );
+        replica.freeze(); // acknowledges nothing: the WAIT blocks (up to 10 s)
+        let settled: Promise<unknown>;
+        try {
+          settled = call(store).then(
+            (value) => ({ resolved: value }),
+            (error: unknown) => error,
+          );
+          await waitFor(
+            'the claim written on the primary',
+            async () => (await client.hget(written(store), 's')) === 'P',
+          );
+          await client.client('KILL', 'ID', ownId);
+        } finally {
+          replica.resume();
+        }
+        return await settled;
+      } finally {
+        own.disconnect();
+      }
+    }
+
+    it('claimMany whose WAIT its replica does not acknowledge: rejects with REPLICATION_TIMEOUT and gives back every claim it wrote, unrun (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const unacknowledged = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 200 } },
+      );
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 5000 }, commandTimeoutMs: 10_000 },
+      );
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      for (const reserve of [false, true]) {
+        const ids = [0, 1, 2].map((i) => ({ scope: 's', key: `many-unacknowledged-${reserve}-${i}` }));
+        replica.freeze();
+        let error: unknown;
+        try {
+          error = await unacknowledged
+            .claimMany(ids.map((id) => ({ id, options: { ...options, reserve } })))
+            .catch((e: unknown) => e);
+        } finally {
+          replica.resume();
+        }
+        expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 0 });
+        for (const id of ids) {
+          expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: false });
+        }
+        // The redelivered batch claims every key at once, none with an attempt spent.
+        const again = await store.claimMany(ids.map((id) => ({ id, options })));
+        expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+      }
+    });
+
+    it('claimMany whose WAIT goes unanswered: rejects with STORE_UNAVAILABLE naming no written claim, and gives back every claim it wrote, unrun', async () => {
+      const ids = [0, 1, 2].map((i) => ({ scope: 's', key: `many-unanswered-${i}` }));
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      const error = await cutWhileWaiting(
+        (store) => store.recordKey(ids[2]!),
+        (store) => store.claimMany(ids.map((id) => ({ id, options }))),
+      );
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+      const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: prefix });
+      for (const id of ids) expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      const again = await store.claimMany(ids.map((id) => ({ id, options })));
+      expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+    });
+
+    it("storeFailureMode 'closed': a claim written whose WAIT went unanswered is given back unrun before run rejects (it was left IN_PROGRESS: CONFLICT until its lease lapsed)", async () => {
+      const id = { scope: 's', key: 'closed-unanswered-wait' };
+      let ran = false;
+      const error = await cutWhileWaiting(
+        (store) => store.recordKey(id),
+        (store) =>
+          new Idempotency({ store, logger: false }, { leaseMs: 60_000, maxAttempts: 2 }).run(id, () => {
+            ran = true;
+          }),
+      );
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(ran).toBe(false);
+      const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: prefix });
+      expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      expect(await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 })).toMatchObject({
+        outcome: 'ACQUIRED',
+        attempt: 1,
+      });
+    });
+
     it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
       const store = new RedisIdempotencyStore(
         { redis: client },
@@ -293,6 +402,38 @@ describeWithRedisCluster(
         code: 'REPLICATION_TIMEOUT',
         acknowledgedReplicas: 1,
       });
+    });
+
+    it('claimMany while one master’s replica acknowledges nothing: rejects with REPLICATION_TIMEOUT and gives back every claim it wrote, the failed keys’ own too (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const keyPrefix = `replica-wait-cluster-many-${process.pid}`;
+      const unacknowledged = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix, waitForReplicas: { replicas: 1, timeoutMs: 300 } },
+      );
+      const store = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix, waitForReplicas: { replicas: 1, timeoutMs: 5000 }, commandTimeoutMs: 10_000 },
+      );
+      const master = redis.nodes('master')[0]!;
+      const replicaPort = Number(/slave0:ip=[^,]+,port=(\d+)/.exec(await master.info('replication'))?.[1]);
+      expect(cluster.ports).toContain(replicaPort);
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      for (const reserve of [false, true]) {
+        const ids = Array.from({ length: 30 }, (_, i) => ({ scope: 's', key: `${reserve}-${i}` }));
+        cluster.freeze(replicaPort);
+        let error: unknown;
+        try {
+          error = await unacknowledged
+            .claimMany(ids.map((id) => ({ id, options: { ...options, reserve } })))
+            .catch((e: unknown) => e);
+        } finally {
+          cluster.resume(replicaPort);
+        }
+        expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 0 });
+        // The redelivered batch claims every key at once, none with an attempt spent.
+        const again = await store.claimMany(ids.map((id) => ({ id, options })));
+        expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+      }
     });
   },
 );
