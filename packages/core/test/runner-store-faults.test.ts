@@ -154,7 +154,11 @@ describe('Idempotency runner: store outages', () => {
         clock.ms += 20_000;
         const runner = new Idempotency({ store, logger: false }, { leaseMs: 10_000 });
         await expect(runner.run(request, jest.fn())).rejects.toBeInstanceOf(StoreUnavailableError);
-        expect(await store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 1, abandoned: true });
+        expect(await store.inner.get(request)).toMatchObject({
+          state: 'RELEASED',
+          attempt: 1,
+          abandoned: true,
+        });
         const next = await runner.run(request, ({ outcome, attempt }) => ({ outcome, attempt }));
         expect(next).toMatchObject({ result: { outcome: 'ACQUIRED_STALE', attempt: 2 } });
       }
