@@ -164,6 +164,42 @@ describe('Idempotency runner: store outages', () => {
       }
     });
 
+    it('a claim written by a conflict wait that then failed is given back unrun: run resolves the CONFLICT it had, waitForOutcome rejects naming none, the record stays stale (it was left IN_PROGRESS until its lease lapsed)', async () => {
+      for (const call of ['run', 'waitForOutcome'] as const) {
+        const clock = { ms: 1_700_000_000_000 };
+        const { store } = writtenThenUnanswered(0, clock);
+        // Another worker's handler holds the key; the wait ends with a claim of the key once its lease
+        // lapsed, written, and then not answered.
+        await store.inner.claim(request, { leaseMs: 10_000, retentionMs: 60_000 });
+        store.waitForOutcome = async (id, options) => {
+          clock.ms += 20_000;
+          const reply = await store.inner.claim(id, options);
+          expect(reply.outcome).toBe('ACQUIRED_STALE');
+          throw new StoreUnavailableError('Redis is unavailable: Connection is closed.', {
+            writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome as 'ACQUIRED_STALE' },
+          });
+        };
+        const idempotency = new Idempotency(
+          { store, logger: false },
+          { leaseMs: 10_000, retentionMs: 60_000, conflictWaitMs: 1000 },
+        );
+        const handler = jest.fn();
+        if (call === 'run') {
+          expect(await idempotency.run(request, handler)).toMatchObject({ outcome: 'CONFLICT' });
+        } else {
+          const error = await idempotency.waitForOutcome(request, { reserve: true }).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(StoreUnavailableError);
+          expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+        }
+        expect(handler).not.toHaveBeenCalled();
+        expect(await store.inner.get(request)).toMatchObject({
+          state: 'RELEASED',
+          attempt: 1,
+          abandoned: true,
+        });
+      }
+    });
+
     it('a release the store does not answer is a storeError (never a rejection); one refused because another claim took the key is leaseLost', async () => {
       const down = writtenThenUnanswered(1);
       down.store.inject('release', { kind: 'throw', error: unavailable }, 2);
