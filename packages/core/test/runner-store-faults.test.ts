@@ -2,6 +2,7 @@ import {
   Idempotency,
   type IdempotencyOptions,
   MemoryIdempotencyStore,
+  ReplicationTimeoutError,
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
@@ -198,6 +199,29 @@ describe('Idempotency runner: store outages', () => {
           abandoned: true,
         });
       }
+    });
+
+    it('fail-closed: a give-back the store does not answer leaves the error naming the claim; one its replicas did not acknowledge was applied, and the error names none', async () => {
+      const down = writtenThenUnanswered(1);
+      down.store.inject('release', { kind: 'throw', error: unavailable });
+      const runner = new Idempotency({ store: down.store, logger: false }, { leaseMs: 10_000 });
+      const kept = await runner.claim(request).catch((e: unknown) => e);
+      expect(kept).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        writtenClaim: { fencingToken: (await down.store.inner.get(request))!.fencingToken },
+      });
+      expect(await down.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS' });
+
+      const unacknowledged = writtenThenUnanswered(1);
+      unacknowledged.store.inject('release', {
+        kind: 'applyThenThrow',
+        error: () => new ReplicationTimeoutError('not acknowledged', { requiredReplicas: 1 }),
+      });
+      const other = new Idempotency({ store: unacknowledged.store, logger: false }, { leaseMs: 10_000 });
+      const error = await other.claim(request).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+      expect(await unacknowledged.store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
     });
 
     it('a release the store does not answer is a storeError (never a rejection); one refused because another claim took the key is leaseLost', async () => {

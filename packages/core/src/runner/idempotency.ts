@@ -7,6 +7,7 @@ import {
   InvalidKeyError,
   InvalidOptionError,
   isIdempotencyError,
+  ReplicationTimeoutError,
   ResultTooLargeError,
   StoreUnavailableError,
 } from '../errors';
@@ -700,7 +701,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * stale) a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
    * one try, and returns the error to reject with: a copy without `writtenClaim` once the store answered
    * the give-back (also when another claim had taken the key: not ours to give back any more), else
-   * `error` itself. Nothing runs on such a claim: left alone it held the key until its lease lapsed
+   * `error` itself (a release its replicas did not acknowledge counts as answered: the primary applied it).
+   * Nothing runs on such a claim: left alone it held the key until its lease lapsed
    * (CONFLICT for the redelivery), and a claim whose `start` Redis applied made the next claim
    * ACQUIRED_STALE with an attempt spent although no handler ran. A failed give-back is a `storeError` event.
    */
@@ -711,8 +713,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const options = unrunReleaseOptions(written, this.options.retentionMs);
     try {
       await this.#store('release', id, () => this.store.release(id, written.fencingToken, options));
-    } catch {
-      return error;
+    } catch (releaseError) {
+      // Replicas that did not acknowledge the release: it was applied on the primary all the same.
+      if (!(releaseError instanceof ReplicationTimeoutError)) return error;
     }
     const failed = error as StoreUnavailableError;
     return new StoreUnavailableError(failed.message, { cause: failed.cause ?? failed });
