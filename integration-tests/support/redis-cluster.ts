@@ -125,6 +125,20 @@ export class RedisCluster {
     return (await this.cli(port, 'ROLE')).split('\n')[0]!.trim();
   }
 
+  /**
+   * Freezes one node (SIGSTOP): it answers nothing, a replica acknowledges no write (its master's `WAIT`
+   * times out), until {@link RedisCluster.resume}. Longer than `cluster-node-timeout`, the others mark it
+   * failing.
+   */
+  freeze(port: number): void {
+    this.#children.get(port)?.kill('SIGSTOP');
+  }
+
+  /** Lets a node frozen by {@link RedisCluster.freeze} run again (SIGCONT). */
+  resume(port: number): void {
+    this.#children.get(port)?.kill('SIGCONT');
+  }
+
   /** Stops every node (SIGKILL) and removes the temporary directory. */
   async stop(): Promise<void> {
     const exits = [...this.#children.values()].map(

@@ -26,6 +26,7 @@ const OPERATIONS = [
   'release',
   'release-abandoned',
   'release-never-started',
+  'release-unrun-stale',
   'fail',
   'extend',
   'start',
@@ -109,6 +110,14 @@ describeWithServices(['redis'], 'the memory store answers as the Lua scripts do'
               return store.release(id, token, { retentionMs: RETENTION_MS, abandoned: true });
             case 'release-never-started':
               return store.release(id, token, { retentionMs: RETENTION_MS, neverStarted: true });
+            case 'release-unrun-stale':
+              // The give-back of a stale claim nobody ran (unrunReleaseOptions: a failed claimMany, a claim
+              // written by a call that failed).
+              return store.release(id, token, {
+                retentionMs: RETENTION_MS,
+                abandoned: true,
+                neverStarted: true,
+              });
             case 'fail':
               return store.fail(id, token, { retentionMs: RETENTION_MS, error: 'E' });
             case 'extend':

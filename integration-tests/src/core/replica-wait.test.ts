@@ -1,4 +1,9 @@
-import { Idempotency, RedisIdempotencyStore, ReplicationTimeoutError } from '@idempotent-consumer/core';
+import {
+  Idempotency,
+  RedisIdempotencyStore,
+  ReplicationTimeoutError,
+  StoreUnavailableError,
+} from '@idempotent-consumer/core';
 import Redis, { Cluster } from 'ioredis';
 import { waitFor } from '../../support/net';
 import { describeWithPrograms } from '../../support/programs';
@@ -61,7 +66,7 @@ describeWithPrograms(
       expect(await onReplica('held')).toBe('F');
     });
 
-    it('more replicas than acknowledge: REPLICATION_TIMEOUT, with the write applied on the primary only', async () => {
+    it('more replicas than acknowledge: REPLICATION_TIMEOUT, the claim written on the primary given back unrun (it was left IN_PROGRESS: CONFLICT until its lease lapsed)', async () => {
       const store = new RedisIdempotencyStore(
         { redis: client },
         { keyPrefix: prefix, waitForReplicas: { replicas: 2, timeoutMs: 200 } },
@@ -76,7 +81,10 @@ describeWithPrograms(
         acknowledgedReplicas: 1,
         requiredReplicas: 2,
       });
-      expect(await store.get({ scope: 's', key: 'two-replicas' })).toMatchObject({ state: 'IN_PROGRESS' });
+      expect(await store.get({ scope: 's', key: 'two-replicas' })).toMatchObject({
+        state: 'RELEASED',
+        attempt: 0,
+      });
       // A duplicate's claim writes nothing, so it does not wait.
       await client.hset(store.recordKey({ scope: 's', key: 'done' }), {
         s: 'C',
@@ -104,7 +112,8 @@ describeWithPrograms(
       const id = { scope: 's', key: 'unacknowledged-claims' };
       const options = { leaseMs: 150, retentionMs: 60_000, maxAttempts: 2 };
       for (let i = 0; i < 4; i++) {
-        // Once the lease of the previous claim lapsed (until then: CONFLICT), the claim takes the record again.
+        // The previous claim was given back: the claim takes the record again (CONFLICT only if its
+        // give-back failed, until its lease lapsed).
         let error: unknown;
         await waitFor(
           'a claim that takes the record',
@@ -118,11 +127,8 @@ describeWithPrograms(
           20,
         );
         expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 1 });
-        expect(await unacknowledged.get(id)).toMatchObject({
-          state: 'IN_PROGRESS',
-          attempt: 0,
-          reserved: true,
-        });
+        // Given back unrun: the next claim may take the key at once.
+        expect(await unacknowledged.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
       }
       // With its replica's acknowledgement the handler runs, as the first attempt of a clean claim.
       const store = new RedisIdempotencyStore(
@@ -217,6 +223,114 @@ describeWithPrograms(
       }
     });
 
+    /**
+     * Runs `call` on a store of its own connection with `waitForReplicas` (10 s), and cuts that connection
+     * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary and the replica is frozen:
+     * the `WAIT` pending then fails at once (maxRetriesPerRequest 0: not resent), as an unanswered one does,
+     * and the connection reconnects. Resolves with what `call` rejected with.
+     */
+    async function cutWhileWaiting(
+      written: (store: RedisIdempotencyStore) => string,
+      call: (store: RedisIdempotencyStore) => Promise<unknown>,
+    ): Promise<unknown> {
+      const own = new Redis(primary.url, { maxRetriesPerRequest: 0 });
+      try {
+        const ownId = String(await own.client('ID'));
+        const store = new RedisIdempotencyStore(
+          { redis: own },
+          {
+            keyPrefix: prefix,
+            waitForReplicas: { replicas: 1, timeoutMs: 10_000 },
+            commandTimeoutMs: 15_000,
+          },
+        );
+        replica.freeze(); // acknowledges nothing: the WAIT blocks (up to 10 s)
+        let settled: Promise<unknown>;
+        try {
+          settled = call(store).then(
+            (value) => ({ resolved: value }),
+            (error: unknown) => error,
+          );
+          await waitFor(
+            'the claim written on the primary',
+            async () => (await client.hget(written(store), 's')) === 'P',
+          );
+          await client.client('KILL', 'ID', ownId);
+        } finally {
+          replica.resume();
+        }
+        return await settled;
+      } finally {
+        own.disconnect();
+      }
+    }
+
+    it('claimMany whose WAIT its replica does not acknowledge: rejects with REPLICATION_TIMEOUT and gives back every claim it wrote, unrun (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const unacknowledged = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 200 } },
+      );
+      const store = new RedisIdempotencyStore(
+        { redis: client },
+        { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 5000 }, commandTimeoutMs: 10_000 },
+      );
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      for (const reserve of [false, true]) {
+        const ids = [0, 1, 2].map((i) => ({ scope: 's', key: `many-unacknowledged-${reserve}-${i}` }));
+        replica.freeze();
+        let error: unknown;
+        try {
+          error = await unacknowledged
+            .claimMany(ids.map((id) => ({ id, options: { ...options, reserve } })))
+            .catch((e: unknown) => e);
+        } finally {
+          replica.resume();
+        }
+        expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 0 });
+        for (const id of ids) {
+          expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: false });
+        }
+        // The redelivered batch claims every key at once, none with an attempt spent.
+        const again = await store.claimMany(ids.map((id) => ({ id, options })));
+        expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+      }
+    });
+
+    it('claimMany whose WAIT goes unanswered: rejects with STORE_UNAVAILABLE naming no written claim, and gives back every claim it wrote, unrun', async () => {
+      const ids = [0, 1, 2].map((i) => ({ scope: 's', key: `many-unanswered-${i}` }));
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      const error = await cutWhileWaiting(
+        (store) => store.recordKey(ids[2]!),
+        (store) => store.claimMany(ids.map((id) => ({ id, options }))),
+      );
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+      const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: prefix });
+      for (const id of ids) expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      const again = await store.claimMany(ids.map((id) => ({ id, options })));
+      expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+    });
+
+    it("storeFailureMode 'closed': a claim written whose WAIT went unanswered is given back unrun before run rejects (it was left IN_PROGRESS: CONFLICT until its lease lapsed)", async () => {
+      const id = { scope: 's', key: 'closed-unanswered-wait' };
+      let ran = false;
+      const error = await cutWhileWaiting(
+        (store) => store.recordKey(id),
+        (store) =>
+          new Idempotency({ store, logger: false }, { leaseMs: 60_000, maxAttempts: 2 }).run(id, () => {
+            ran = true;
+          }),
+      );
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(ran).toBe(false);
+      const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: prefix });
+      expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      expect(await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 })).toMatchObject({
+        outcome: 'ACQUIRED',
+        attempt: 1,
+      });
+    });
+
     it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
       const store = new RedisIdempotencyStore(
         { redis: client },
@@ -293,6 +407,91 @@ describeWithRedisCluster(
         code: 'REPLICATION_TIMEOUT',
         acknowledgedReplicas: 1,
       });
+    });
+
+    it('claimMany while one master’s replica acknowledges nothing: rejects with REPLICATION_TIMEOUT and gives back every claim it wrote, the failed keys’ own too (they were left IN_PROGRESS: CONFLICT until their lease lapsed)', async () => {
+      const keyPrefix = `replica-wait-cluster-many-${process.pid}`;
+      const unacknowledged = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix, waitForReplicas: { replicas: 1, timeoutMs: 300 } },
+      );
+      const store = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix, waitForReplicas: { replicas: 1, timeoutMs: 5000 }, commandTimeoutMs: 10_000 },
+      );
+      const master = redis.nodes('master')[0]!;
+      const replicaPort = Number(/slave0:ip=[^,]+,port=(\d+)/.exec(await master.info('replication'))?.[1]);
+      expect(cluster.ports).toContain(replicaPort);
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      const masterKey = `${master.options.host}:${master.options.port}`;
+      for (const reserve of [false, true]) {
+        const ids = Array.from({ length: 30 }, (_, i) => ({ scope: 's', key: `${reserve}-${i}` }));
+        // Some keys live on the master whose replica is frozen (about a third), the others elsewhere.
+        const slots = await Promise.all(
+          ids.map(async (id) => Number(await master.cluster('KEYSLOT', store.recordKey(id)))),
+        );
+        const onFrozen = slots.filter((slot) => redis.slots[slot]?.[0] === masterKey).length;
+        expect(onFrozen).toBeGreaterThan(0);
+        expect(onFrozen).toBeLessThan(ids.length);
+        cluster.freeze(replicaPort);
+        let error: unknown;
+        try {
+          error = await unacknowledged
+            .claimMany(ids.map((id) => ({ id, options: { ...options, reserve } })))
+            .catch((e: unknown) => e);
+        } finally {
+          cluster.resume(replicaPort);
+        }
+        expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledgedReplicas: 0 });
+        // The redelivered batch claims every key at once, none with an attempt spent.
+        const again = await store.claimMany(ids.map((id) => ({ id, options })));
+        expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+      }
+    });
+
+    it('claimMany whose start of one key Redis applied but whose reply was lost: rejects with STORE_UNAVAILABLE naming no written claim and gives back that key’s counted claim too (it was left IN_PROGRESS with its attempt counted: CONFLICT, then ACQUIRED_STALE as attempt 2 although no handler ran)', async () => {
+      // A client of its own without auto-pipelining, whose script commands are called as they are defined.
+      const own = new Cluster(cluster.nodes, { clusterRetryStrategy: () => 100 });
+      await waitFor('ioredis Cluster ready', () => own.status === 'ready', 10_000);
+      const store = new RedisIdempotencyStore(
+        { redis: own },
+        {
+          keyPrefix: `replica-wait-cluster-start-${process.pid}`,
+          waitForReplicas: { replicas: 1, timeoutMs: 1500 },
+        },
+      );
+      const ids = Array.from({ length: 6 }, (_, i) => ({ scope: 's', key: `k-${i}` }));
+      const lost = store.recordKey(ids[0]!);
+      // The store counts each reservation with the start script, a command it defined on the client
+      // (scripts.ts, defineScripts): the start of one key is applied, then its reply lost.
+      const client = own as unknown as Record<string, (key: string, ...args: unknown[]) => Promise<unknown>>;
+      const command = Object.keys(client).find((name) => /^idem_start_[0-9a-f]{8}$/.test(name))!;
+      const start = client[command]!;
+      let dropped = 0;
+      client[command] = async (key, ...args) => {
+        const reply = await start.call(own, key, ...args);
+        if (key !== lost) return reply;
+        dropped++;
+        throw new Error('Connection is closed.');
+      };
+      const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 2 };
+      let error: unknown;
+      try {
+        error = await store.claimMany(ids.map((id) => ({ id, options }))).catch((e: unknown) => e);
+      } finally {
+        client[command] = start;
+      }
+      try {
+        expect(dropped).toBe(1);
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+        expect(await store.get(ids[0]!)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+        // The redelivered batch claims every key at once, none with an attempt spent.
+        const again = await store.claimMany(ids.map((id) => ({ id, options })));
+        expect(again.map((r) => [r.outcome, r.attempt])).toEqual(ids.map(() => ['ACQUIRED', 1]));
+      } finally {
+        await own.quit().catch(() => undefined);
+      }
     });
   },
 );

@@ -103,6 +103,21 @@ export class InvalidPayloadError extends IdempotencyError {
 }
 
 /**
+ * A claim a failed store call had written ({@link StoreUnavailableError.writtenClaim}): what giving it back
+ * needs.
+ */
+export interface WrittenClaim {
+  /** The claim's fencing token (`release` is fenced by it). */
+  readonly fencingToken: number;
+  /**
+   * How the claim took the key. `ACQUIRED_STALE`: a handler before it may have left partial effects, so a
+   * give-back keeps the record stale (`abandoned`). `undefined` (a store that does not say) is taken as
+   * `ACQUIRED_STALE`, the side that never hides an earlier run.
+   */
+  readonly outcome?: 'ACQUIRED' | 'ACQUIRED_STALE';
+}
+
+/**
  * The idempotency store did not answer (connection refused or closed, command timed out, cluster down), or
  * refused to write for now (Redis full: `OOM` under `noeviction`; a read-only replica: `READONLY`; unable to
  * persist: `MISCONF`; loading). Retryable. The default policy is to fail closed: nothing is acked, committed or deleted while the store
@@ -114,18 +129,19 @@ export class StoreUnavailableError extends IdempotencyError {
   readonly retryable = true;
   /**
    * A claim the failed call had already written, which may still hold the key: `RedisIdempotencyStore`
-   * with `waitForReplicas` applied the claim, then its `WAIT`, or the `start` that counts it, went
-   * unanswered. Left alone it lapses with its lease, and a claim made as a reservation is then taken as
-   * `ACQUIRED`, as if no handler had run. `Idempotency.run` failing open (`storeFailureMode: 'open'`) runs
-   * the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`.
-   * `undefined` when the call wrote no claim, or cannot know.
+   * with `waitForReplicas` applied the claim of `claim` (or `waitForOutcome`), then its `WAIT`, or the
+   * `start` that counts it, went unanswered. Left alone it holds the key until its lease lapses (CONFLICT
+   * meanwhile); a claim whose `start` Redis applied has counted an attempt, and the next claim is then
+   * `ACQUIRED_STALE` although no handler ran. `Idempotency.run` failing open (`storeFailureMode: 'open'`)
+   * runs the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`;
+   * otherwise `run`, `claim` and `waitForOutcome` give it back unrun (`unrunReleaseOptions`: no attempt
+   * spent) before they reject, with this field cleared once the give-back was answered.
+   * `claimMany` never sets it: a failed batch gives back every claim it wrote itself (its error names no
+   * key). `undefined` when the call wrote no claim, cannot know, or gave it back.
    */
-  readonly writtenClaim: { readonly fencingToken: number } | undefined;
+  readonly writtenClaim: WrittenClaim | undefined;
 
-  constructor(
-    message: string,
-    options?: IdempotencyErrorOptions & { writtenClaim?: { readonly fencingToken: number } },
-  ) {
+  constructor(message: string, options?: IdempotencyErrorOptions & { writtenClaim?: WrittenClaim }) {
     super(message, options);
     this.writtenClaim = options?.writtenClaim;
   }

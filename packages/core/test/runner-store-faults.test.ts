@@ -2,6 +2,7 @@ import {
   Idempotency,
   type IdempotencyOptions,
   MemoryIdempotencyStore,
+  ReplicationTimeoutError,
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
@@ -68,7 +69,11 @@ describe('Idempotency runner: store outages', () => {
      * A store whose claims are applied as reservations (as `RedisIdempotencyStore` with `waitForReplicas`
      * makes them), then, `failing` times, rejected as unanswered naming the claim (`writtenClaim`).
      */
-    function writtenThenUnanswered(failing: number, clock = { ms: 1_700_000_000_000 }) {
+    function writtenThenUnanswered(
+      failing: number,
+      clock = { ms: 1_700_000_000_000 },
+      { counted = false }: { counted?: boolean } = {},
+    ) {
       const inner = new MemoryIdempotencyStore({ now: () => clock.ms });
       const store = new FaultyStore(inner);
       const claim = store.claim.bind(store);
@@ -76,10 +81,11 @@ describe('Idempotency runner: store outages', () => {
       store.claim = async (id, options) => {
         if (left <= 0) return claim(id, options);
         left--;
-        const reply = await inner.claim(id, { ...options, reserve: true });
+        // counted: the claim was started (its attempt counted) and only the start's reply was lost.
+        const reply = await inner.claim(id, { ...options, reserve: !counted });
         if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
         throw new StoreUnavailableError('Redis is unavailable: Connection is closed.', {
-          writtenClaim: { fencingToken: reply.fencingToken },
+          writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
         });
       };
       return { store, clock };
@@ -101,7 +107,7 @@ describe('Idempotency runner: store outages', () => {
       expect(events.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'outcome', 'completed']);
     });
 
-    it('a handler that threw is released abandoned too; fail-closed leaves the claim as it was (nothing ran)', async () => {
+    it('a handler that threw is released abandoned too', async () => {
       const open = writtenThenUnanswered(1);
       const boom = new Error('boom');
       const r = await new Idempotency(
@@ -112,18 +118,110 @@ describe('Idempotency runner: store outages', () => {
       });
       expect(r).toMatchObject({ outcome: 'UNPROTECTED', status: 'threw', error: boom });
       expect(await open.store.inner.get(request)).toMatchObject({ state: 'RELEASED', abandoned: true });
+    });
 
-      const closed = writtenThenUnanswered(1);
-      const handler = jest.fn();
-      const error = await new Idempotency({ store: closed.store, logger: false }, { leaseMs: 10_000 })
-        .run(request, handler)
-        .catch((e: unknown) => e);
-      expect(error).toMatchObject({
+    it.each([
+      ['a reservation (its WAIT unanswered)', false],
+      ['a counted claim (its start applied, the reply lost)', true],
+    ])(
+      "fail-closed gives back %s unrun before run and claim reject, naming no written claim: the next claim is ACQUIRED at once, attempt 1 (it was left IN_PROGRESS until its lease lapsed, then a counted claim's next was ACQUIRED_STALE, attempt 2)",
+      async (_what, counted) => {
+        for (const call of ['run', 'claim'] as const) {
+          const closed = writtenThenUnanswered(1, undefined, { counted });
+          const idempotency = new Idempotency({ store: closed.store, logger: false }, { leaseMs: 10_000 });
+          const handler = jest.fn();
+          const error = await (call === 'run'
+            ? idempotency.run(request, handler)
+            : idempotency.claim(request)
+          ).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(StoreUnavailableError);
+          expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+          expect(handler).not.toHaveBeenCalled();
+          expect(await closed.store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+          closed.clock.ms += 1;
+          const next = await idempotency.run(request, ({ outcome, attempt }) => ({ outcome, attempt }));
+          expect(next).toMatchObject({ status: 'completed', result: { outcome: 'ACQUIRED', attempt: 1 } });
+        }
+      },
+    );
+
+    it('fail-closed gives back a written claim that was ACQUIRED_STALE abandoned: the next claim is ACQUIRED_STALE again, as the attempt after the lapsed one', async () => {
+      for (const counted of [false, true]) {
+        const clock = { ms: 1_700_000_000_000 };
+        // A handler started (attempt 1) and its lease lapsed; then a claim took the key (ACQUIRED_STALE) and
+        // its reply was lost.
+        const { store } = writtenThenUnanswered(1, clock, { counted });
+        await store.inner.claim(request, { leaseMs: 10_000, retentionMs: 60_000 });
+        clock.ms += 20_000;
+        const runner = new Idempotency({ store, logger: false }, { leaseMs: 10_000 });
+        await expect(runner.run(request, jest.fn())).rejects.toBeInstanceOf(StoreUnavailableError);
+        expect(await store.inner.get(request)).toMatchObject({
+          state: 'RELEASED',
+          attempt: 1,
+          abandoned: true,
+        });
+        const next = await runner.run(request, ({ outcome, attempt }) => ({ outcome, attempt }));
+        expect(next).toMatchObject({ result: { outcome: 'ACQUIRED_STALE', attempt: 2 } });
+      }
+    });
+
+    it('a claim written by a conflict wait that then failed is given back unrun: run resolves the CONFLICT it had, waitForOutcome rejects naming none, the record stays stale (it was left IN_PROGRESS until its lease lapsed)', async () => {
+      for (const call of ['run', 'waitForOutcome'] as const) {
+        const clock = { ms: 1_700_000_000_000 };
+        const { store } = writtenThenUnanswered(0, clock);
+        // Another worker's handler holds the key; the wait ends with a claim of the key once its lease
+        // lapsed, written, and then not answered.
+        await store.inner.claim(request, { leaseMs: 10_000, retentionMs: 60_000 });
+        store.waitForOutcome = async (id, options) => {
+          clock.ms += 20_000;
+          const reply = await store.inner.claim(id, options);
+          expect(reply.outcome).toBe('ACQUIRED_STALE');
+          throw new StoreUnavailableError('Redis is unavailable: Connection is closed.', {
+            writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome as 'ACQUIRED_STALE' },
+          });
+        };
+        const idempotency = new Idempotency(
+          { store, logger: false },
+          { leaseMs: 10_000, retentionMs: 60_000, conflictWaitMs: 1000 },
+        );
+        const handler = jest.fn();
+        if (call === 'run') {
+          expect(await idempotency.run(request, handler)).toMatchObject({ outcome: 'CONFLICT' });
+        } else {
+          const error = await idempotency.waitForOutcome(request, { reserve: true }).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(StoreUnavailableError);
+          expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+        }
+        expect(handler).not.toHaveBeenCalled();
+        expect(await store.inner.get(request)).toMatchObject({
+          state: 'RELEASED',
+          attempt: 1,
+          abandoned: true,
+        });
+      }
+    });
+
+    it('fail-closed: a give-back the store does not answer leaves the error naming the claim; one its replicas did not acknowledge was applied, and the error names none', async () => {
+      const down = writtenThenUnanswered(1);
+      down.store.inject('release', { kind: 'throw', error: unavailable });
+      const runner = new Idempotency({ store: down.store, logger: false }, { leaseMs: 10_000 });
+      const kept = await runner.claim(request).catch((e: unknown) => e);
+      expect(kept).toMatchObject({
         code: 'STORE_UNAVAILABLE',
-        writtenClaim: { fencingToken: (await closed.store.inner.get(request))!.fencingToken },
+        writtenClaim: { fencingToken: (await down.store.inner.get(request))!.fencingToken },
       });
-      expect(handler).not.toHaveBeenCalled();
-      expect(await closed.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', reserved: true });
+      expect(await down.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS' });
+
+      const unacknowledged = writtenThenUnanswered(1);
+      unacknowledged.store.inject('release', {
+        kind: 'applyThenThrow',
+        error: () => new ReplicationTimeoutError('not acknowledged', { requiredReplicas: 1 }),
+      });
+      const other = new Idempotency({ store: unacknowledged.store, logger: false }, { leaseMs: 10_000 });
+      const error = await other.claim(request).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
+      expect(await unacknowledged.store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
     });
 
     it('a release the store does not answer is a storeError (never a rejection); one refused because another claim took the key is leaseLost', async () => {

@@ -7,6 +7,7 @@ import {
   InvalidKeyError,
   InvalidOptionError,
   isIdempotencyError,
+  ReplicationTimeoutError,
   ResultTooLargeError,
   StoreUnavailableError,
 } from '../errors';
@@ -109,7 +110,8 @@ export interface ExecuteOptions extends RunOptions {
  *
  * With `storeFailureMode: 'open'`, a claim the store did not answer runs the handler unprotected
  * (`UNPROTECTED`, `failOpen`); a claim it had written anyway (`StoreUnavailableError.writtenClaim`) is then
- * released abandoned, so the next claim is `ACQUIRED_STALE`.
+ * released abandoned, so the next claim is `ACQUIRED_STALE`. Failing closed, such a claim is given back
+ * unrun (no attempt spent) before `run` rejects, so the redelivery can claim the key at once.
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
  * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
@@ -205,7 +207,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       requestedAt = performance.now();
       reply = await this.#claim(request, options);
     } catch (error) {
-      if (!(error instanceof StoreUnavailableError) || this.options.storeFailureMode !== 'open') throw error;
+      if (!(error instanceof StoreUnavailableError) || this.options.storeFailureMode !== 'open') {
+        throw await this.#giveBackWritten(request, error);
+      }
       return this.#runUnprotected(request, handler, error);
     }
     if (reply.outcome === 'CONFLICT' && (options.conflictWaitMs ?? this.options.conflictWaitMs) > 0) {
@@ -230,7 +234,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * {@link Idempotency.claimMany}; {@link Idempotency.run} calls it by itself. With `reserve: true` (a
    * batch, like `claimMany`'s default) a claim the wait ends with is a reservation: its attempt counts when
    * `execute` starts it, and giving it back with {@link Idempotency.release} costs none.
-   * @throws {@link StoreUnavailableError} when the store does not answer.
+   * @throws {@link StoreUnavailableError} when the store does not answer; a claim the store had written
+   *   (`writtenClaim`) was given back unrun first (see {@link Idempotency.claim}).
    */
   async waitForOutcome(
     request: RunRequest,
@@ -243,9 +248,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const onClaim = () => {
       sentAt = performance.now();
     };
-    const reply = await this.#store('waitForOutcome', id, () =>
-      this.store.waitForOutcome(id, claimOptions, { timeoutMs, signal: options.signal, onClaim }),
-    );
+    let reply: ClaimReply;
+    try {
+      reply = await this.#store('waitForOutcome', id, () =>
+        this.store.waitForOutcome(id, claimOptions, { timeoutMs, signal: options.signal, onClaim }),
+      );
+    } catch (error) {
+      throw await this.#giveBackWritten(id, error);
+    }
     // The lease of the claim the wait ended with counts from when that claim was sent.
     this.#requestedAt.set(reply, sentAt);
     this.#emitOutcome(request, reply);
@@ -254,11 +264,20 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Claims one key (lua/claim.lua) and emits `outcome`.
-   * @throws {@link StoreUnavailableError} when the store does not answer (whatever `storeFailureMode`).
+   * @throws {@link StoreUnavailableError} when the store does not answer (whatever `storeFailureMode`). A
+   *   claim the store had written before it failed (`writtenClaim`: `waitForReplicas`, its `WAIT` or
+   *   `start` unanswered) is given back unrun first (`release`, one try, no attempt spent), and the error
+   *   then names none; it still names it when the store did not answer the give-back either (the claim
+   *   then holds the key until its lease lapses).
    */
   async claim(request: RunRequest, options: RunOptions = NO_OPTIONS): Promise<ClaimReply> {
     const requestedAt = performance.now();
-    const reply = await this.#claim(request, options);
+    let reply: ClaimReply;
+    try {
+      reply = await this.#claim(request, options);
+    } catch (error) {
+      throw await this.#giveBackWritten(request, error);
+    }
     this.#requestedAt.set(reply, requestedAt);
     return reply;
   }
@@ -710,6 +729,31 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const written = storeError.writtenClaim;
     if (written) await this.#abandonWrittenClaim(request, written.fencingToken);
     return result;
+  }
+
+  /**
+   * Gives back unrun (`release` with `unrunReleaseOptions`: no attempt spent, a stale claim keeps the record
+   * stale) a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
+   * one try, and returns the error to reject with: a copy without `writtenClaim` once the store answered
+   * the give-back (also when another claim had taken the key: not ours to give back any more), else
+   * `error` itself (a release its replicas did not acknowledge counts as answered: the primary applied it).
+   * Nothing runs on such a claim: left alone it held the key until its lease lapsed
+   * (CONFLICT for the redelivery), and a claim whose `start` Redis applied made the next claim
+   * ACQUIRED_STALE with an attempt spent although no handler ran. A failed give-back is a `storeError` event.
+   */
+  async #giveBackWritten(request: RecordId, error: unknown): Promise<unknown> {
+    const written = error instanceof StoreUnavailableError ? error.writtenClaim : undefined;
+    if (written === undefined) return error;
+    const id: RecordId = { scope: request.scope, key: request.key };
+    const options = unrunReleaseOptions(written, this.options.retentionMs);
+    try {
+      await this.#store('release', id, () => this.store.release(id, written.fencingToken, options));
+    } catch (releaseError) {
+      // Replicas that did not acknowledge the release: it was applied on the primary all the same.
+      if (!(releaseError instanceof ReplicationTimeoutError)) return error;
+    }
+    const failed = error as StoreUnavailableError;
+    return new StoreUnavailableError(failed.message, { cause: failed.cause ?? failed });
   }
 
   /**

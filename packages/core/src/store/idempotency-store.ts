@@ -254,9 +254,14 @@ export interface IdempotencyStore {
    * Claims many keys in one round trip (pipelined; on a Cluster one round trip per node when the client
    * uses auto-pipelining). Replies come in the order of the requests. Each claim is atomic on its own;
    * the batch is not a transaction. When any claim of the batch fails (a Cluster node that does not answer
-   * or refuses writes, an unexpected reply), it rejects with the first failure after giving back the
-   * claims of the batch that succeeded (`release` as never started: no attempt spent), so that its
-   * redelivery finds their keys claimable rather than IN_PROGRESS until their lease lapses.
+   * or refuses writes, an unexpected reply; with `waitForReplicas`, a `WAIT` not acknowledged or not
+   * answered, a `start` not answered), it rejects with the first failure after giving back every claim of
+   * the batch it wrote (`release` as never started: no attempt spent; a stale claim stays stale): the ones
+   * that succeeded and the failed keys' own, so that its redelivery finds their keys claimable rather than
+   * IN_PROGRESS until their lease lapses. The error names no `StoreUnavailableError.writtenClaim` (it could
+   * not say whose key): nothing is left for the caller to give back. A give-back the store does not answer
+   * leaves its claim to its lease; a claim whose own reply never came (a command timeout) cannot be given
+   * back. `MemoryIdempotencyStore` never fails part of a batch.
    */
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimReply[]>;
   /** Marks the record COMPLETED and stores `result` (an encoded string) when given. Fenced by `fencingToken`. */

@@ -1,6 +1,7 @@
 import {
   InvalidOptionError,
   isIdempotencyError,
+  ReplicationTimeoutError,
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../errors';
@@ -98,9 +99,11 @@ export interface RedisIdempotencyStoreOptions {
    * itself stands on the primary (see replica-wait.ts). `timeoutMs` must be below `commandTimeoutMs`.
    * A claim that counts its attempt is then made as a reservation and counted (`start`, one more round
    * trip) only once its replicas acknowledged it: a claim that timed out, whose handler therefore did not
-   * run, spends no attempt (during a failover, until the new primary has its replica back). A claim
-   * applied whose `WAIT` or `start` goes unanswered rejects with `StoreUnavailableError` whose
-   * `writtenClaim` names it (`Idempotency.run` failing open releases it abandoned after its handler).
+   * run, spends no attempt (during a failover, until the new primary has its replica back), and is given
+   * back unrun before the call rejects, so its redelivery can claim the key at once. A claim applied whose
+   * `WAIT` or `start` goes unanswered rejects with `StoreUnavailableError` whose `writtenClaim` names it:
+   * `Idempotency.run` failing open releases it abandoned after its handler, and otherwise the runner gives
+   * it back unrun. A `claimMany` that fails gives back every claim it wrote, its failed keys' own too.
    * @defaultValue none: writes resolve once the primary applied them
    */
   waitForReplicas?: WaitForReplicasOptions;
@@ -211,27 +214,38 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   /**
    * One claim, replicated when `waitForReplicas` is set. Then a counted claim (`reserve` not set) is made
    * as a reservation, `WAIT`ed for, and only then counted with `start`: a claim whose replicas do not
-   * acknowledge it in time (`ReplicationTimeoutError`, its handler does not run) leaves a reservation,
-   * whose lapsed lease the next claim acquires as `ACQUIRED` without an attempt spent. Counted at once,
-   * every such claim during a failover spent an attempt of a handler that never ran, until `maxAttempts`
-   * failed the record (ATTEMPTS_EXHAUSTED) unrun. A claim applied whose `WAIT` or `start` then goes
-   * unanswered rejects with a `StoreUnavailableError` naming it (`writtenClaim`), so that a caller that
-   * runs its handler anyway (`storeFailureMode: 'open'`) can mark it abandoned.
+   * acknowledge it in time (`ReplicationTimeoutError`, its handler does not run) is given back unrun
+   * (`release`, one try; a give-back that fails leaves a reservation, whose lapsed lease the next claim
+   * acquires without an attempt spent) before it rejects. Counted at once, every such claim during a
+   * failover spent an attempt of a handler that never ran, until `maxAttempts` failed the record
+   * (ATTEMPTS_EXHAUSTED) unrun; left held, its redelivery met CONFLICT until the lease lapsed. A claim
+   * applied whose `WAIT` or `start` then goes unanswered rejects with a `StoreUnavailableError` naming it
+   * (`writtenClaim`), so that a caller that runs its handler anyway (`storeFailureMode: 'open'`) can mark
+   * it abandoned, and any other gives it back.
+   * @param written - set to each claim this call wrote and still holds (for `claimMany`, which gives back
+   *   the claims of a batch that failed).
    */
   async #claimReplicated(
     key: string,
     options: ClaimOptions,
     { counted, args } = this.#claimCall(options),
+    written: WrittenSlot = {},
   ): Promise<ClaimReply> {
     for (let tries = 1; ; tries++) {
       const reply = decodeClaimReply(await this.#call('claim', key, args));
+      if (isAcquired(reply)) written.claim = reply;
       let started: AcquiredReply | undefined;
       try {
         await this.#replicate('claim', key, CLAIM_WRITES.has(reply.outcome));
         if (!counted || !isAcquired(reply)) return reply;
         started = await this.#startReserved(key, reply, options);
       } catch (error) {
-        throw isAcquired(reply) ? withWrittenClaim(error, reply) : error;
+        if (!isAcquired(reply)) throw error;
+        if (!(error instanceof ReplicationTimeoutError)) throw withWrittenClaim(error, reply);
+        // Redis answered: the claim is on the primary, not on enough replicas. Nothing will run it.
+        await this.#giveBack(key, reply, options.retentionMs);
+        written.claim = undefined;
+        throw error;
       }
       if (started) return started;
       // The reservation was taken over between its WAIT and its start (a WAIT longer than the lease): the
@@ -277,11 +291,14 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       // Every key and option is checked before the first claim is sent: a bad request claims nothing.
       const checked = requests.map((r) => ({ key: this.recordKey(r.id), call: this.#claimCall(r.options) }));
       const claims = checked.map((c, i) => ({ key: c.key, options: requests[i]!.options }));
+      // What each key's claim wrote, given back with the rest when the batch fails (its own failure too).
+      const written = checked.map((): WrittenSlot => ({}));
       return this.#wholeBatch(
         claims,
         await Promise.allSettled(
-          checked.map((c, i) => this.#claimReplicated(c.key, claims[i]!.options, c.call)),
+          checked.map((c, i) => this.#claimReplicated(c.key, claims[i]!.options, c.call, written[i])),
         ),
+        written,
       );
     }
     // With waitForReplicas a counted claim is a reservation counted after the WAIT (see #claimReplicated).
@@ -310,12 +327,21 @@ export class RedisIdempotencyStore implements IdempotencyStore {
         }
       }),
     );
-    // One WAIT covers every earlier write of the connection.
-    await this.#replicate(
-      'claim',
-      calls[0]!.key,
-      replies.some((r) => CLAIM_WRITES.has(r.outcome)),
-    );
+    // What each claim wrote and holds, given back when a later step fails.
+    const written = replies.map((claim): WrittenSlot => ({ claim }));
+    try {
+      // One WAIT covers every earlier write of the connection.
+      await this.#replicate(
+        'claim',
+        calls[0]!.key,
+        replies.some((r) => CLAIM_WRITES.has(r.outcome)),
+      );
+    } catch (error) {
+      // Unacknowledged or unanswered, the WAIT leaves every claim of the batch written and nobody to run
+      // it: given back, not left IN_PROGRESS until its lease lapsed (CONFLICT for the redelivered batch).
+      await Promise.all(calls.map((c, i) => this.#giveBackWritten(c, written[i]!)));
+      throw error;
+    }
     if (!calls.some((c) => c.counted)) return replies;
     return this.#wholeBatch(
       calls,
@@ -324,47 +350,70 @@ export class RedisIdempotencyStore implements IdempotencyStore {
           const c = calls[i]!;
           if (!c.counted || !isAcquired(reply)) return reply;
           return (
-            (await this.#startReserved(c.key, reply, c.options)) ?? this.#claimReplicated(c.key, c.options)
+            (await this.#startReserved(c.key, reply, c.options)) ??
+            this.#claimReplicated(c.key, c.options, undefined, written[i])
           );
         }),
       ),
-      replies,
+      written,
     );
   }
 
   /**
    * The replies of a batch whose claims each settled on its own, in request order; or, when any of them
-   * failed, the first failure, thrown after every claim of the batch that succeeded was given back
-   * (`release` as never started: no attempt spent, a stale claim leaves the record stale). The caller gets
-   * no reply, so it could not give them back: they held their keys IN_PROGRESS until their lease lapsed,
-   * and the redelivered batch met CONFLICT on them (and an orphaned counted claim spent an attempt, its
-   * next claim ACQUIRED_STALE). A give-back that fails leaves its claim to its lease.
-   * @param held - per request, a claim made before this step (a reservation `settled` was to count), given
-   *   back too when its step failed.
+   * failed, the first failure, thrown after every claim of the batch was given back (`release` as never
+   * started: no attempt spent, a stale claim leaves the record stale): the ones that succeeded, and the
+   * ones a failed step had written (a reservation whose `start` failed, a claim whose `WAIT` failed). The
+   * caller gets no reply, so it could not give them back: they held their keys IN_PROGRESS until their
+   * lease lapsed, and the redelivered batch met CONFLICT on them (and an orphaned counted claim spent an
+   * attempt, its next claim ACQUIRED_STALE). The failure thrown names no `writtenClaim` (it names no key
+   * either): nothing is left for the caller. A give-back that fails leaves its claim to its lease.
+   * @param written - per request, the claim a failed step had written and still held.
    */
   async #wholeBatch(
     claims: readonly { readonly key: string; readonly options: ClaimOptions }[],
     settled: readonly PromiseSettledResult<ClaimReply>[],
-    held?: readonly ClaimReply[],
+    written?: readonly WrittenSlot[],
   ): Promise<ClaimReply[]> {
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed === undefined) return settled.map((s) => (s as PromiseFulfilledResult<ClaimReply>).value);
     await Promise.all(
-      settled.map(async (s, i) => {
-        const claim = s.status === 'fulfilled' ? s.value : held?.[i];
-        if (claim === undefined || !isAcquired(claim)) return;
-        const { key, options } = claims[i]!;
-        const release = unrunReleaseOptions(claim, options.retentionMs);
-        const args = scriptArgs.release(
-          claim.fencingToken,
-          release.retentionMs,
-          release.abandoned,
-          release.neverStarted,
-        );
-        await this.#call('release', key, args).catch(() => undefined);
-      }),
+      settled.map((s, i) =>
+        this.#giveBackWritten(
+          claims[i]!,
+          s.status === 'fulfilled' ? { claim: s.value } : (written?.[i] ?? {}),
+        ),
+      ),
     );
-    throw failed.reason;
+    throw withoutWrittenClaim(failed.reason);
+  }
+
+  /** {@link RedisIdempotencyStore.#giveBack} of the claim `written` holds, if it holds one that took the key. */
+  async #giveBackWritten(
+    call: { readonly key: string; readonly options: ClaimOptions },
+    written: WrittenSlot,
+  ): Promise<void> {
+    const claim = written.claim;
+    if (claim === undefined || !isAcquired(claim)) return;
+    written.claim = undefined;
+    await this.#giveBack(call.key, claim, call.options.retentionMs);
+  }
+
+  /**
+   * Gives back a claim nobody will run (`release` with `unrunReleaseOptions`: no attempt spent, a stale
+   * claim leaves the record stale), one try and without `WAIT`: never rejects; a give-back that fails
+   * leaves the claim to its lease (then the next claim takes it without an attempt spent if it was a
+   * reservation, as ACQUIRED_STALE with its attempt counted if it was counted).
+   */
+  async #giveBack(key: string, claim: AcquiredReply, retentionMs: number): Promise<void> {
+    const release = unrunReleaseOptions(claim, retentionMs);
+    const args = scriptArgs.release(
+      claim.fencingToken,
+      release.retentionMs,
+      release.abandoned,
+      release.neverStarted,
+    );
+    await this.#call('release', key, args).catch(() => undefined);
   }
 
   async complete(
@@ -519,6 +568,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 }
 
+/** Where a claim call notes the claim it wrote and still holds (`undefined`: none, or given back). */
+interface WrittenSlot {
+  claim?: ClaimReply | undefined;
+}
+
 /**
  * `error` naming the claim `reply` that was written before it (`StoreUnavailableError.writtenClaim`) when it
  * is a `StoreUnavailableError`; any other error as it is.
@@ -527,8 +581,14 @@ function withWrittenClaim(error: unknown, reply: AcquiredReply): unknown {
   if (!(error instanceof StoreUnavailableError)) return error;
   return new StoreUnavailableError(error.message, {
     cause: error.cause ?? error,
-    writtenClaim: { fencingToken: reply.fencingToken },
+    writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
   });
+}
+
+/** `error` without its `writtenClaim` (given back already), when it names one; any other error as it is. */
+function withoutWrittenClaim(error: unknown): unknown {
+  if (!(error instanceof StoreUnavailableError) || error.writtenClaim === undefined) return error;
+  return new StoreUnavailableError(error.message, { cause: error.cause ?? error });
 }
 
 /** Whether a claim reply holds the key (the caller must run or give back its claim). */
