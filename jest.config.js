@@ -20,7 +20,8 @@ module.exports = {
   // Two test files at a time, also on a 2-core machine (Jest's default there is one): the suites spend most
   // of their time waiting on brokers, group joins, leases and child processes (a serial run used about a
   // quarter of the CPU), and every suite works on names of its own (topics, groups, queues, key prefixes,
-  // schemas) or on servers it starts itself, so two suites do not see each other.
+  // schemas) or on servers it starts itself, so two suites do not see each other. `npm test` runs this
+  // config on two Node releases at the same time (scripts/jest-each-node.mjs): four files at a time then.
   maxWorkers: 2,
   reporters: ['default', '<rootDir>/scripts/summary-reporter.js'],
   projects: [

@@ -12,11 +12,12 @@ describeWithServices(
   ({ redis, sqs }) => {
     const fx = SqsFixture.forSuite(redis, sqs);
 
-    it('50 payments each delivered twice at once, handler 20 ms, lease 30 s: all 100 settled in under 3 s, each charged once', async () => {
+    it('50 payments each delivered twice at once, handler 20 ms, lease 30 s: all 100 settled on their first delivery, within half the lease, each charged once', async () => {
       const q = await fx.queue('conflict-wait');
       const counter = fx.counter('conflict-wait');
       const idempotency = fx.idempotency({ leaseMs: 30_000 });
       const settled: SqsEvents['settled'][0][] = [];
+      const left: SqsEvents['settled'][0][] = [];
       const poller = new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, concurrency: 100, waitTimeSeconds: 1 },
@@ -27,6 +28,7 @@ describeWithServices(
       );
       poller.on('settled', (p) => {
         if (p.decision.action === 'delete') settled.push(p);
+        else left.push(p);
       });
       // Each batch of 10 holds 5 payments, each twice: the two copies are received and claimed together.
       for (let b = 0; b < 10; b++) {
@@ -50,7 +52,13 @@ describeWithServices(
         await waitFor('all 100 deliveries settled', () => settled.length >= 100, 30_000, 10);
         const elapsedMs = performance.now() - started;
         process.stderr.write(`[sqs conflict wait] 100 deliveries settled in ${elapsedMs.toFixed(0)} ms\n`);
-        expect(elapsedMs).toBeLessThan(3000);
+        // About 0.5 s on a quiet machine, 7.4 s once with both Node runs of `npm test` on a loaded one: a
+        // wall-clock bound near the quiet time is not guaranteed. What a wait that does not end with its
+        // holder looks like is guaranteed: it runs out the 30 s lease, or the copy is left and comes back
+        // after the queue's 30 s visibility timeout. So: no copy left (each settled on its first delivery),
+        // and all settled within half the lease.
+        expect(left).toEqual([]);
+        expect(elapsedMs).toBeLessThan(15_000);
         const effects = await fx.effects(counter);
         expect(Object.keys(effects)).toHaveLength(50);
         expect(Object.values(effects).filter((n) => n !== 1)).toEqual([]);

@@ -27,7 +27,16 @@ async function hasProgram(name: string): Promise<boolean> {
   }
 }
 
-/** `rabbitmq-server -detached`, waiting up to ~30 s for the AMQP port; stopped with `rabbitmqctl shutdown`. */
+/**
+ * `rabbitmq-server -detached`, waiting up to ~30 s for the AMQP port, and left running afterwards, as
+ * `.ci/run` leaves it. This is the machine's broker, on the standard port and with the machine's data
+ * directory, not a private one: every Jest run that starts while it is up uses it, including the other run
+ * of `npm test` (scripts/jest-each-node.mjs runs two at once) and the runs of other checkouts. Shutting it
+ * down at the end of the run that happened to start it broke every run still using it, and the next run to
+ * start found it down, started it and shut it down again: on this machine on 2026-11-25 the broker was
+ * started and shut down this way ten times between 08:03 and 08:15, failing the RabbitMQ suites of every
+ * run in between.
+ */
 async function startLocal(): Promise<FoundService | undefined> {
   await run('rabbitmq-server', ['-detached']);
   try {
@@ -35,13 +44,7 @@ async function startLocal(): Promise<FoundService | undefined> {
   } catch {
     return undefined;
   }
-  return {
-    url: LOCAL_URL,
-    source: 'started',
-    stop: async () => {
-      await run('rabbitmqctl', ['shutdown']).catch(() => {});
-    },
-  };
+  return { url: LOCAL_URL, source: 'started', stop: async () => {} };
 }
 
 /** A RabbitMQ container, when a Docker engine answers. */
@@ -69,7 +72,7 @@ async function startContainer(): Promise<FoundService | { skip: string }> {
 
 /**
  * RabbitMQ (../README.md): AMQP_URL, else guest/guest on 127.0.0.1:5672, else `rabbitmq-server -detached`
- * when the program exists (waiting up to ~30 s), else a testcontainers container when Docker answers, else
+ * when the program exists (waiting up to ~30 s; left running, see `startLocal`), else a testcontainers container when Docker answers, else
  * skipped with the reason.
  */
 export const rabbitmqProvider: ServiceProvider = async () => {
