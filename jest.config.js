@@ -21,7 +21,7 @@ module.exports = {
   // of their time waiting on brokers, group joins, leases and child processes (a serial run used about a
   // quarter of the CPU), and every suite works on names of its own (topics, groups, queues, key prefixes,
   // schemas) or on servers it starts itself, so two suites do not see each other. `npm test` runs this
-  // config on two Node releases at the same time (scripts/jest-each-node.mjs): four files at a time then.
+  // config on two Node releases (scripts/jest-each-node.mjs), at the same time with JEST_EACH_NODE_PARALLEL=1.
   maxWorkers: 2,
   reporters: ['default', '<rootDir>/scripts/summary-reporter.js'],
   projects: [

@@ -3,14 +3,13 @@
 // supported Node release line, 24, so `npm test` checks both ends of what the packages support (engines
 // `>=20`; Node 22 lies between them). Arguments are passed to Jest (`npm test -- packages/core`).
 //
-// The two runs go at the same time. The suites spend most of their time waiting on brokers, leases and
-// child processes (one run used about a third of a quiet 2-core machine's CPU), and every suite works on
-// names of its own or on servers it starts itself (jest.config.js), so two runs do not see each other any
-// more than two suites do; each run's global setup starts its own Kafka mock cluster and SQS emulator. One
-// after the other they took 372 s + 341 s of an 885 s CI run. The machine Node's output is shown as it
-// comes; the Node 24 run's output (stdout and stderr) is held and shown whole after the first run's, once
-// both ended, so the two never interleave. `JEST_EACH_NODE_SERIAL=1` runs them one after the other, both
-// shown as they come (to tell whether a failure needs the other run beside it).
+// The two runs go one after the other by default: on a busy 2-core CI machine the suites' timing-bound
+// waits (leases, broker timeouts) get less room with a second run beside them, and a red CI run costs more
+// than the minutes saved. `JEST_EACH_NODE_PARALLEL=1` runs them at the same time (every suite works on names
+// of its own or on servers it starts itself, jest.config.js, and each run's global setup starts its own Kafka
+// mock cluster and SQS emulator): measured 364 s for both at once against 372 s + 341 s one after the other.
+// The machine Node's output is then shown as it comes; the Node 24 run's output (stdout and stderr) is held
+// and shown whole after the first run's, once both ended, so the two never interleave.
 //
 // Node 24 comes from the registry's `node` package (its binary packages, no other download), installed once
 // into node_modules/.cache/node24 (outside the tracked tree; `NODE24_BIN=/path/to/node` uses another one).
@@ -117,7 +116,7 @@ const runs = [];
 if (!extra?.bin) runs.push(await runJest(process.execPath, firstLabel));
 else {
   const extraLabel = `Node ${majorOf(extra.bin).version}`;
-  if (process.env.JEST_EACH_NODE_SERIAL === '1') {
+  if (process.env.JEST_EACH_NODE_PARALLEL !== '1') {
     runs.push(await runJest(process.execPath, firstLabel));
     runs.push(await runJest(extra.bin, extraLabel));
   } else {

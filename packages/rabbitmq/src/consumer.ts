@@ -100,7 +100,6 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
   readonly #processor: DeliveryProcessor<T>;
-  readonly #settler: Settler;
   /** The deliveries being handled, by their processing task. */
   readonly #inFlight = new Map<Promise<void>, ConsumeMessage>();
   readonly #stopping = sharedAbortController();
@@ -179,7 +178,6 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
             }),
           ),
     });
-    this.#settler = settler;
     this.#processor = new DeliveryProcessor<T>({
       idempotency,
       handler,
