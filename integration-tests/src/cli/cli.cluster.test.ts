@@ -58,6 +58,19 @@ describeWithRedisCluster('idempotent-consumer CLI on a local Redis Cluster', () 
     expect((await run(['stats', scope])).json()).toMatchObject({ total: 61 });
   });
 
+  it('--cluster is taken at its word: an account refused INFO still reads the Cluster', async () => {
+    await Promise.all(
+      redis
+        .nodes('all')
+        .map((node) => node.call('ACL', 'SETUSER', 'no-info', 'on', '>pw', '+@all', '-info', '~*')),
+    );
+    const noInfo = `redis://no-info:pw@127.0.0.1:${cluster.ports[0]}`;
+    const told = await cli(noInfo, ['--prefix', prefix, '--json', '--cluster', 'stats', scope]);
+    expect(told.stderr).toBe('');
+    expect(told.status).toBe(0);
+    expect(told.json()).toMatchObject({ total: 61 });
+  });
+
   it('inspect, release and purge run on the node that owns the key', async () => {
     const inspected = await run(['inspect', scope, 'k-7']);
     expect(inspected.json()).toMatchObject({ found: true, state: 'COMPLETED', resultPreview: '7' });

@@ -41,12 +41,15 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
     // here makes the refusal this command's error.
     const db = standalone.options.db;
     if (db !== undefined && String(db) !== '0') await standalone.select(db);
-    // Asked even with `cluster: false` (one node of a Cluster holds only a part of each scope), where a
-    // server that refuses INFO (an ACL) is taken at the operator's word, as before.
-    const info = standalone.info('cluster');
-    const clusterEnabled = /^cluster_enabled:1/m.test(
-      options.cluster === false ? await info.catch(() => '') : await info,
-    );
+    // Asked unless `cluster: true`, also with `cluster: false` (one node of a Cluster holds only a part of
+    // each scope), where a server that refuses INFO (an ACL) is taken at the operator's word, as before.
+    let clusterEnabled = options.cluster === true;
+    if (options.cluster !== true) {
+      const info = standalone.info('cluster');
+      clusterEnabled = /^cluster_enabled:1/m.test(
+        options.cluster === false ? await info.catch(() => '') : await info,
+      );
+    }
     if (options.cluster === false && clusterEnabled) {
       standalone.disconnect();
       throw new NotStandaloneError(
@@ -54,7 +57,7 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
           'change the records of that one node only; leave --no-cluster out',
       );
     }
-    if (!(options.cluster ?? clusterEnabled)) return standalone;
+    if (!clusterEnabled) return standalone;
   } catch (error) {
     if (error instanceof NotStandaloneError) throw error;
     // A refused connection has already ended the client (no retries): disconnect() would then wait up to

@@ -359,8 +359,11 @@ class TransactionWatch {
    * transaction).
    */
   async settled(): Promise<void> {
-    await this.#last;
-    await this.#judge();
+    // Judged in the statement queue: a statement the effect queues meanwhile (a detached recovery after a
+    // caught failure) waits for the judgement, and is refused, not sent, when the transaction was lost.
+    const judged = this.#last.then(() => this.#judge());
+    this.#last = judged.catch(() => undefined);
+    await judged;
   }
 
   /** Throws `TransactionLostError` when the transaction was rolled back under the effect (before the commit statement). */

@@ -340,6 +340,25 @@ describe('TransactionalInbox.run on MySQL: the other errors after which InnoDB r
     expect(log.slice(4)).toEqual(['UPDATE locks', 'checks?', 'rollback']);
   });
 
+  it('a statement the effect queues while the failure is judged before the commit is refused, not sent (it would autocommit)', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failUpdate = Object.assign(new Error('Duplicate entry'), { errno: 1062, code: 'ER_DUP_ENTRY' });
+    state.checks = { unique_checks: 0, foreign_key_checks: 0, mariadb: 1 };
+    let afterSent: Promise<unknown> | undefined;
+    await expect(
+      inbox.run(ctx, async (tx) => {
+        // Not awaited: the effect returns while its recovery statement waits behind the failed one.
+        void tx.query('UPDATE locks', []).catch(() => {
+          afterSent = tx.query('INSERT after', []);
+          afterSent.catch(() => undefined);
+        });
+        return 'returned';
+      }),
+    ).rejects.toMatchObject({ code: 'TRANSACTION_LOST' });
+    await expect(afterSent).rejects.toMatchObject({ code: 'TRANSACTION_LOST' });
+    expect(log.slice(3)).toEqual(['UPDATE locks', 'checks?', 'rollback']);
+  });
+
   it('a caught error with either check on, or on MySQL (no bulk insert mode): the transaction is whole, it commits', async () => {
     for (const checks of [
       { unique_checks: 1, foreign_key_checks: 0, mariadb: 1 },
