@@ -73,7 +73,7 @@ function findExtraNode() {
 function runJest(nodeBin, label, { held = false } = {}) {
   const output = [];
   /** Shows a chunk of the run's output on `stream`, or holds it. */
-  const show = (stream, chunk) => (held ? output.push(chunk) : stream.write(chunk));
+  const show = (stream, chunk) => (held ? output.push({ stream, chunk }) : stream.write(chunk));
   show(process.stdout, `\n[test] ===== Jest on ${label} (${nodeBin}) =====\n`);
   if (held) console.log(`\n[test] Jest on ${label} started beside it; its output follows once both ended`);
   const started = Date.now();
@@ -124,7 +124,7 @@ else {
       runJest(process.execPath, firstLabel),
       runJest(extra.bin, extraLabel, { held: true }),
     ]);
-    for (const chunk of second.output) process.stdout.write(chunk);
+    for (const { stream, chunk } of second.output) stream.write(chunk);
     runs.push(first, second);
   }
 }

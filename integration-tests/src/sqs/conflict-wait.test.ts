@@ -54,9 +54,10 @@ describeWithServices(
         process.stderr.write(`[sqs conflict wait] 100 deliveries settled in ${elapsedMs.toFixed(0)} ms\n`);
         // About 0.5 s on a quiet machine, 7.4 s once with both Node runs of `npm test` on a loaded one: a
         // wall-clock bound near the quiet time is not guaranteed. What a wait that does not end with its
-        // holder looks like is guaranteed: it runs out the 30 s lease, or the copy is left and comes back
-        // after the queue's 30 s visibility timeout. So: no copy left (each settled on its first delivery),
-        // and all settled within half the lease.
+        // holder looks like is: it runs out the poller's conflict wait (`conflictWaitMs`, 5 s by default),
+        // and the copy is left for redelivery (a `settled` that is not a delete). So: no copy left (each
+        // settled on its first delivery, its holder's 20 ms handler well within those 5 s), and all settled
+        // within half the lease.
         expect(left).toEqual([]);
         expect(elapsedMs).toBeLessThan(15_000);
         const effects = await fx.effects(counter);

@@ -90,7 +90,11 @@ describe('a claim handed to execute close to the end of its local lease', () => 
     const taken = await set.take(0);
     expect(taken?.claim).toBe(claim); // the claim's own reply: the runner knows when it was requested
     // The last extension, counted from when it was sent (2200 ms), not from its reply (2400 ms).
-    expect(taken?.renewedLease).toEqual({ sentAt: t0 + 2_200, leaseMs: LEASE_MS });
+    expect(taken?.renewedLease).toEqual({
+      sentAt: t0 + 2_200,
+      leaseMs: LEASE_MS,
+      fencingToken: claim.fencingToken,
+    });
     const extendsAtTake = store.calls.extend;
     let extendsBeforeHandler = -1;
     const { handler, seen } = working(1_500);
@@ -123,7 +127,11 @@ describe('a claim handed to execute close to the end of its local lease', () => 
     set.start();
     await jest.advanceTimersByTimeAsync(4_600);
     const taken = await set.take(0);
-    expect(taken?.renewedLease).toEqual({ sentAt: t0 + 2_500, leaseMs: LEASE_MS });
+    expect(taken?.renewedLease).toEqual({
+      sentAt: t0 + 2_500,
+      leaseMs: LEASE_MS,
+      fencingToken: acquired(reply).fencingToken,
+    });
     // 900 ms left from the send (less than the 1000 ms interval); from the reply it would be 1100 ms.
     const extendsAtTake = store.calls.extend;
     let extendsBeforeHandler = -1;
@@ -141,16 +149,20 @@ describe('a claim handed to execute close to the end of its local lease', () => 
     expect(extendsBeforeHandler).toBe(1);
   });
 
-  it('a renewedLease that is not a past send time and a lease >= 0 is refused before the store is touched', async () => {
+  it("a renewedLease that is not a past send time, a lease >= 0 and the claim's fencing token is refused before the store is touched", async () => {
     const { store, idempotency } = setup();
     const claim = acquired(await idempotency.claim(request));
     const handler = jest.fn();
     const now = performance.now();
+    const { fencingToken } = claim;
     for (const renewedLease of [
-      { sentAt: now + 1, leaseMs: LEASE_MS },
-      { sentAt: Number.NaN, leaseMs: LEASE_MS },
-      { sentAt: now, leaseMs: -1 },
-      { sentAt: now, leaseMs: Number.POSITIVE_INFINITY },
+      { sentAt: now + 1, leaseMs: LEASE_MS, fencingToken },
+      { sentAt: Number.NaN, leaseMs: LEASE_MS, fencingToken },
+      { sentAt: now, leaseMs: -1, fencingToken },
+      { sentAt: now, leaseMs: Number.POSITIVE_INFINITY, fencingToken },
+      // A renewal of another claim (another token), or one that names none.
+      { sentAt: now, leaseMs: LEASE_MS, fencingToken: fencingToken + 1 },
+      { sentAt: now, leaseMs: LEASE_MS },
       null,
     ]) {
       await expect(

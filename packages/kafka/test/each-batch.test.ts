@@ -145,17 +145,20 @@ describe('idempotentEachBatch', () => {
     // a's start meets the store down: the batch stops there, and b's reservation, never run, is given back
     // once the store gate (closed by a's start) opens.
     const payload = batchPayload('pay', 0, [keyed(0, 'a'), keyed(1, 'b')]);
-    await t.eachBatch(payload);
-    expect(t.runs).toEqual([]);
-    expect(await t.store.get({ scope: 'g/pay', key: 'b' })).toMatchObject({ state: 'IN_PROGRESS' });
-    down = false;
-    // Before the fix b's release was tried once, unanswered: it stayed IN_PROGRESS until its lease lapsed.
-    // Bounded, then asserted.
-    await Promise.race([both, new Promise((r) => setTimeout(r, 3_000))]);
-    for (const key of ['a', 'b']) {
-      expect(await t.store.get({ scope: 'g/pay', key })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    try {
+      await t.eachBatch(payload);
+      expect(t.runs).toEqual([]);
+      expect(await t.store.get({ scope: 'g/pay', key: 'b' })).toMatchObject({ state: 'IN_PROGRESS' });
+      down = false;
+      // Before the fix b's release was tried once, unanswered: it stayed IN_PROGRESS until its lease lapsed.
+      // Bounded, then asserted.
+      await Promise.race([both, new Promise((r) => setTimeout(r, 3_000))]);
+      for (const key of ['a', 'b']) {
+        expect(await t.store.get({ scope: 'g/pay', key })).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      }
+    } finally {
+      t.eachBatch.close(); // ends the gate's probe loop also when an assertion failed
     }
-    t.eachBatch.close();
   });
 
   it("a reservation's start the store answers within maxInlineDelayMs runs the handler once, as attempt 1, without a pause", async () => {

@@ -297,7 +297,8 @@ export class SqsMessageProcessor<T> {
   /**
    * `stop()` gave up on `message` (the poller reports it `settled` with `leave`/`abandoned`): counts the
    * `leave` broker action on its span (a span started and ended here for a message whose processing never
-   * started), unless its decision was counted already (its delete or visibility change was sent before).
+   * started), unless its decision was counted already (made before: its delete or visibility change handed to the
+   * poller's batcher, or its dead-letter copy sent).
    * Its decision, when it comes later, is then not counted: one broker action per message, as the event.
    */
   abandon(message: Message): void {

@@ -225,7 +225,7 @@ export class LeaseKeeperSet<K = number> {
             retentionMs: this.#timings.retentionMs,
           });
           if (reply.ok) {
-            h.renewal = renewalOf(sentAt, reply);
+            h.renewal = renewalOf(sentAt, reply, h.reply.fencingToken);
             return;
           }
           h.lost = true;

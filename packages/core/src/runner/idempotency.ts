@@ -88,8 +88,9 @@ export interface ExecuteOptions extends RunOptions {
    * the claim alive while it waited: `LeaseKeeperSet.take` hands over its last successful extension. The
    * lease then counts to the later of the claim's own end and `sentAt + leaseMs` (from when that extension
    * was sent, never from its reply), so a claim the set renewed a moment ago is not renewed again before
-   * its handler. Only a renewal the store answered `ok` for this claim's fencing token may be passed: a
-   * later end than the store holds delays the first heartbeat past what the lease allows. Ignored for a
+   * its handler. Only a renewal the store answered `ok` for this claim may be passed (a later end than
+   * the store holds delays the first heartbeat past what the lease allows); one naming another fencing
+   * token than the claim's is refused. Ignored for a
    * reservation (its `start` renews the lease from now). @defaultValue none: the lease counts from the claim
    */
   readonly renewedLease?: LeaseRenewal;
@@ -435,8 +436,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * unanswered `start` costs no attempt unless Redis applied it and only its reply was lost; the lease
    * then lapses and the next claim is ACQUIRED_STALE.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
-   * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now or whose
-   * `leaseMs` is not a finite number >= 0).
+   * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now, whose
+   * `leaseMs` is not a finite number >= 0, or whose `fencingToken` is not the claim's).
    */
   execute<T>(
     request: RecordId,
@@ -470,7 +471,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     checkRequest(request);
     options = options ?? NO_OPTIONS;
     if (options !== NO_OPTIONS) checkRunOptions(options);
-    if (renewedLease !== undefined) checkLeaseRenewal('renewedLease', renewedLease);
+    if (renewedLease !== undefined) checkLeaseRenewal('renewedLease', renewedLease, claim.fencingToken);
     const id: RecordId = { scope: request.scope, key: request.key };
     const subject: EventSubject = id;
     const { fencingToken, outcome } = claim;
@@ -492,7 +493,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       );
       if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
       attempt = started.attempt;
-      const renewal = renewalOf(sentAt, started);
+      const renewal = renewalOf(sentAt, started, fencingToken);
       leaseEndsAt = renewal.sentAt + renewal.leaseMs;
     } else if (leaseEndsAt - performance.now() < heartbeatIntervalMs) {
       // Less than one heartbeat interval of the claim's lease is left, or none (a claim that waited, and
@@ -506,7 +507,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
       );
       if (!extended.ok) return this.#notRun(id, outcome, fencingToken, attempt);
-      const renewal = renewalOf(sentAt, extended);
+      const renewal = renewalOf(sentAt, extended, fencingToken);
       leaseEndsAt = renewal.sentAt + renewal.leaseMs;
     }
     const keeper = new LeaseKeeper(

@@ -19,27 +19,37 @@ export interface LeaseRenewal {
    * `leaseExpiresAtMs - serverTimeMs` (both on the store's clock).
    */
   readonly leaseMs: number;
+  /**
+   * The fencing token of the claim the renewal was for: `execute` refuses a renewal of another claim (its
+   * lease says nothing of this one's).
+   */
+  readonly fencingToken: number;
 }
 
 /**
- * The renewal a store reply confirms, for a request sent at `sentAt` (`performance.now()`, ms).
+ * The renewal a store reply confirms, for a request sent at `sentAt` (`performance.now()`, ms) for the
+ * claim holding `fencingToken`.
  * @param reply - an `ok` reply of `extend` or `start` (`leaseExpiresAtMs`, `serverTimeMs`: the store's clock).
  */
 export function renewalOf(
   sentAt: number,
   reply: { readonly leaseExpiresAtMs: number; readonly serverTimeMs: number },
+  fencingToken: number,
 ): LeaseRenewal {
-  return { sentAt, leaseMs: reply.leaseExpiresAtMs - reply.serverTimeMs };
+  return { sentAt, leaseMs: reply.leaseExpiresAtMs - reply.serverTimeMs, fencingToken };
 }
 
 /**
- * Checks a {@link LeaseRenewal} a caller passed (`ExecuteOptions.renewedLease`) and returns it.
+ * Checks a {@link LeaseRenewal} a caller passed (`ExecuteOptions.renewedLease`) for the claim holding
+ * `fencingToken`, and returns it.
  * @param name - the option's name, for the error message.
  * @param renewal - what the caller passed.
+ * @param fencingToken - the fencing token of the claim being executed.
  * @throws {@link InvalidOptionError} when it is not an object, `sentAt` is not a finite number or lies in
- *   the future (after `performance.now()`), or `leaseMs` is not a finite number >= 0.
+ *   the future (after `performance.now()`), `leaseMs` is not a finite number >= 0, or `fencingToken` is
+ *   not the claim's.
  */
-export function checkLeaseRenewal(name: string, renewal: unknown): LeaseRenewal {
+export function checkLeaseRenewal(name: string, renewal: unknown, fencingToken: number): LeaseRenewal {
   const r = renewal as Partial<LeaseRenewal> | null;
   if (typeof r !== 'object' || r === null) {
     throw new InvalidOptionError(
@@ -53,6 +63,11 @@ export function checkLeaseRenewal(name: string, renewal: unknown): LeaseRenewal 
   }
   if (typeof r.leaseMs !== 'number' || !Number.isFinite(r.leaseMs) || r.leaseMs < 0) {
     throw new InvalidOptionError(`${name}.leaseMs must be a finite number >= 0, got ${String(r.leaseMs)}`);
+  }
+  if (r.fencingToken !== fencingToken) {
+    throw new InvalidOptionError(
+      `${name}.fencingToken must be the claim's (${fencingToken}): a renewal of another claim says nothing of this one's lease, got ${String(r.fencingToken)}`,
+    );
   }
   return r as LeaseRenewal;
 }

@@ -339,7 +339,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     } catch (error) {
       // Unacknowledged or unanswered, the WAIT leaves every claim of the batch written and nobody to run
       // it: given back, not left IN_PROGRESS until its lease lapsed (CONFLICT for the redelivered batch).
-      await Promise.all(calls.map((c, i) => this.#giveBackWritten(c, written[i]!)));
+      await Promise.all(calls.map((c, i) => this.#giveBackSlot(c, written[i]!)));
       throw error;
     }
     if (!calls.some((c) => c.counted)) return replies;
@@ -379,17 +379,14 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (failed === undefined) return settled.map((s) => (s as PromiseFulfilledResult<ClaimReply>).value);
     await Promise.all(
       settled.map((s, i) =>
-        this.#giveBackWritten(
-          claims[i]!,
-          s.status === 'fulfilled' ? { claim: s.value } : (written?.[i] ?? {}),
-        ),
+        this.#giveBackSlot(claims[i]!, s.status === 'fulfilled' ? { claim: s.value } : (written?.[i] ?? {})),
       ),
     );
     throw withoutWrittenClaim(failed.reason);
   }
 
   /** {@link RedisIdempotencyStore.#giveBack} of the claim `written` holds, if it holds one that took the key. */
-  async #giveBackWritten(
+  async #giveBackSlot(
     call: { readonly key: string; readonly options: ClaimOptions },
     written: WrittenSlot,
   ): Promise<void> {
