@@ -188,10 +188,24 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: 
         expect(r.status).toBe(201);
         expect(r.headers.get('idempotent-replayed')).toBeNull();
       }
-      // The scope is the route template, not the URL: /orders/8/items is a replay of /orders/7/items.
-      expect(otherId.headers.get('idempotent-replayed')).toBe('true');
-      expect(otherId.bytes.equals(items.bytes)).toBe(true);
+      // The scope is the route template, and the request target (path and query) is part of the payload:
+      // the key reused on /orders/8/items is 422, not a replay of /orders/7/items (whose order 8 never got).
+      expect(otherId.status).toBe(422);
+      expect(otherId.json).toMatchObject({ type: expect.stringContaining('idempotency-key-reused') });
       expect(new Set([a, b, items, none].map((r) => (r.json as { n: number }).n)).size).toBe(4);
+    });
+
+    it('the same key and body with another query string is 422, not a replay of the first answer', async () => {
+      const key = freshKey();
+      const body = { amount: 100 };
+      const before = server.calls.get('orders') ?? 0;
+      const dryRun = await post(server.url, '/orders?dryRun=true', { key, body });
+      const real = await post(server.url, '/orders', { key, body });
+      const again = await post(server.url, '/orders?dryRun=true', { key, body });
+      expect(dryRun.status).toBe(201);
+      expect(real.status).toBe(422);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(server.calls.get('orders')).toBe(before + 1);
     });
 
     it('a Structured Field string and the same key sent bare are one record', async () => {

@@ -21,6 +21,12 @@ export interface IncomingRequest<Req> {
   readonly method: string;
   /** The route template, such as `/orders/:id` (never the raw URL). */
   readonly route: string;
+  /**
+   * The request target as received, path and query (Express `req.originalUrl`, Fastify `request.url`):
+   * part of the payload fingerprint, so the same key on `/orders/7` and `/orders/8` (one route template,
+   * one scope) or with another query string is answered 422, not with the other request's replay.
+   */
+  readonly target: string;
   /** The request headers, names in lower case (Node's `IncomingMessage.headers`). */
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The parsed body, as the framework's body parser left it (see `requestFingerprint`). */
@@ -126,7 +132,7 @@ export class HttpIdempotency<Req> {
     const key = parsed.key;
     const headers: Record<string, string | undefined> = {};
     for (const name of o.fingerprintHeaders) headers[name] = joinHeader(incoming.headers[name]);
-    const fingerprint = requestFingerprint(incoming.body, headers);
+    const fingerprint = requestFingerprint(incoming.body, headers, incoming.target);
 
     const started = deferred<HandlerContext>();
     const response = deferred<StoredResponse | undefined>();

@@ -139,6 +139,7 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
     signal: gone.signal,
     method: req.method,
     route: expressRouteTemplate(req),
+    target: req.originalUrl,
     headers: req.headers,
     body: req.body,
     // No body parser before the middleware took this media type: the payload cannot be fingerprinted.

@@ -112,6 +112,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       signal: gone.signal,
       method: request.method,
       route,
+      target: request.url,
       headers: request.headers,
       body: request.body,
       routeConfig: config,

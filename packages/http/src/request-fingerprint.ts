@@ -15,9 +15,10 @@ export type RequestBody = unknown;
  *   Fastify's text parser) is hashed as its bytes;
  * - no body (`undefined`) is hashed as zero bytes.
  *
- * With `headers` (chosen request headers, names in lower case), the fingerprint is the SHA-256 of the
- * canonical JSON `{"body": <body fingerprint>, "headers": {name: value or null}}`, so a change of one of
- * those headers is a different payload too.
+ * With `headers` (chosen request headers, names in lower case) or `target` (the request's path and query
+ * as received), the fingerprint is the SHA-256 of the canonical JSON `{"body": <body fingerprint>,
+ * "headers": {name: value or null}, "target": <target>}` (each member only when given), so a change of one
+ * of those headers, of the path's parameters or of the query is a different payload too.
  *
  * @throws `InvalidPayloadError` (from the core) when a parsed body cannot be serialized as canonical
  *   JSON (a `bigint`, `NaN`, a cycle: only custom body parsers produce these).
@@ -25,12 +26,19 @@ export type RequestBody = unknown;
 export function requestFingerprint(
   body: RequestBody,
   headers?: Readonly<Record<string, string | undefined>>,
+  target?: string,
 ): string {
   const bodyFingerprint = fingerprintBody(body);
-  if (!headers || Object.keys(headers).length === 0) return bodyFingerprint;
-  const chosen: Record<string, string | null> = {};
-  for (const [name, value] of Object.entries(headers)) chosen[name.toLowerCase()] = value ?? null;
-  return fingerprint({ body: bodyFingerprint, headers: chosen });
+  const hasHeaders = headers !== undefined && Object.keys(headers).length > 0;
+  if (!hasHeaders && target === undefined) return bodyFingerprint;
+  const parts: Record<string, JsonValue> = { body: bodyFingerprint };
+  if (hasHeaders) {
+    const chosen: Record<string, string | null> = {};
+    for (const [name, value] of Object.entries(headers)) chosen[name.toLowerCase()] = value ?? null;
+    parts.headers = chosen;
+  }
+  if (target !== undefined) parts.target = target;
+  return fingerprint(parts);
 }
 
 function fingerprintBody(body: RequestBody): string {

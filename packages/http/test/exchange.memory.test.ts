@@ -28,6 +28,7 @@ function setup(
     request: {},
     method: 'POST',
     route: '/orders',
+    target: '/orders',
     headers: over.key === undefined ? {} : { 'idempotency-key': over.key },
     body: { amount: 1 },
     ...over,

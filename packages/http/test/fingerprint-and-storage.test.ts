@@ -26,6 +26,17 @@ describe('requestFingerprint', () => {
     expect(requestFingerprint(body, { 'content-type': 'text/plain' })).not.toBe(json);
     expect(requestFingerprint(body, { 'content-type': undefined })).not.toBe(json);
   });
+
+  it('includes the request target (path and query) when given', () => {
+    const body = { amount: 100 };
+    const a = requestFingerprint(body, undefined, '/accounts/A/payouts?dryRun=true');
+    expect(requestFingerprint({ amount: 100 }, {}, '/accounts/A/payouts?dryRun=true')).toBe(a);
+    expect(requestFingerprint(body, undefined, '/accounts/A/payouts')).not.toBe(a);
+    expect(requestFingerprint(body, undefined, '/accounts/B/payouts?dryRun=true')).not.toBe(a);
+    expect(requestFingerprint(body)).not.toBe(a);
+    const withHeader = requestFingerprint(body, { 'content-type': 'application/json' }, '/x');
+    expect(withHeader).not.toBe(requestFingerprint(body, { 'content-type': 'application/json' }));
+  });
 });
 
 describe('stored responses', () => {
