@@ -276,6 +276,19 @@ export class Exchange {
       }
     } else {
       this.response.resolve(storeResponse(finished.status, finished.headers, finished.body, o.replayHeaders));
+      const settled = await this.result.catch(() => undefined);
+      if (settled?.status === 'failed' && settled.reason === 'result-too-large') {
+        // The runner's `onResultTooLarge: 'fail'` recorded FAILED (the stored form passed its
+        // `maxResultBytes`): answered as `onResponseTooLarge: 'fail'` answers, so the client is not told
+        // 201 while every retry is told the operation failed.
+        this.#notStored(finished);
+        return problemAnswer(
+          o.problemTypeBaseUri,
+          'response-too-large',
+          `The response could not be stored for replay (${settled.error instanceof Error ? settled.error.message : 'too large'}); it was not sent and cannot be replayed`,
+        );
+      }
+      return undefined;
     }
     await this.result.catch(() => undefined);
     return replacement;

@@ -159,6 +159,25 @@ describe('HttpIdempotency on the memory store', () => {
     expect(notStored).toEqual(['big']);
   });
 
+  it("a response the runner refuses to store (its onResultTooLarge: 'fail') is answered 500 response-too-large, as the retries are told it failed, never 201", async () => {
+    const notStored: string[] = [];
+    const { http, request } = setup(
+      { onResponseNotStored: (i) => notStored.push(i.key) },
+      { maxResultBytes: 64, onResultTooLarge: 'fail' },
+    );
+    const body = JSON.stringify({ receipt: 'r'.repeat(200) }); // within maxResponseBytes, above maxResultBytes
+    const first = await complete(await http.admit(request({ key: 'k' })), 201, body);
+    // Before: undefined (the handler's 201 sent) while the record was FAILED.
+    expect(first?.status).toBe(500);
+    expect(problemType({ kind: 'answer', answer: first! })).toBe(
+      'urn:idempotent-consumer:problem:response-too-large',
+    );
+    expect(notStored).toEqual(['k']);
+    expect(problemType(await http.admit(request({ key: 'k' })))).toBe(
+      'urn:idempotent-consumer:problem:idempotency-key-failed',
+    );
+  });
+
   it('fails closed with 503 and Retry-After when the store does not answer; fails open by the runner option', async () => {
     const down = new MemoryIdempotencyStore();
     down.claim = () => Promise.reject(new StoreUnavailableError('down'));
