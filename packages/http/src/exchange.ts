@@ -277,7 +277,12 @@ export class Exchange {
     } else {
       this.response.resolve(storeResponse(finished.status, finished.headers, finished.body, o.replayHeaders));
       const settled = await this.result.catch(() => undefined);
-      if (settled?.status === 'failed' && settled.reason === 'result-too-large') {
+      if (
+        settled &&
+        'status' in settled &&
+        settled.status === 'failed' &&
+        settled.reason === 'result-too-large'
+      ) {
         // The runner's `onResultTooLarge: 'fail'` recorded FAILED (the stored form passed its
         // `maxResultBytes`): answered as `onResponseTooLarge: 'fail'` answers, so the client is not told
         // 201 while every retry is told the operation failed.

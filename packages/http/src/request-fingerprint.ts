@@ -17,8 +17,9 @@ export type RequestBody = unknown;
  *
  * With `headers` (chosen request headers, names in lower case) or `target` (the request's path and query
  * as received), the fingerprint is the SHA-256 of the canonical JSON `{"body": <body fingerprint>,
- * "headers": {name: value or null}, "target": <target>}` (each member only when given), so a change of one
- * of those headers, of the path's parameters or of the query is a different payload too.
+ * "bodyKind": "none" | "bytes" | "json", "headers": {name: value or null}, "target": <target>}` (`headers`
+ * and `target` only when given), so a change of one of those headers, of the path's parameters or of the
+ * query is a different payload too, and so is a text body against a parsed JSON value of the same bytes.
  *
  * @throws `InvalidPayloadError` (from the core) when a parsed body cannot be serialized as canonical
  *   JSON (a `bigint`, `NaN`, a cycle: only custom body parsers produce these).
@@ -31,7 +32,9 @@ export function requestFingerprint(
   const bodyFingerprint = fingerprintBody(body);
   const hasHeaders = headers !== undefined && Object.keys(headers).length > 0;
   if (!hasHeaders && target === undefined) return bodyFingerprint;
-  const parts: Record<string, JsonValue> = { body: bodyFingerprint };
+  // The body's kind too: a JSON string body `"1"` (hashed as its bytes) and a JSON number `1` (hashed as
+  // canonical JSON, the same bytes) are two payloads.
+  const parts: Record<string, JsonValue> = { body: bodyFingerprint, bodyKind: bodyKindOf(body) };
   if (hasHeaders) {
     const chosen: Record<string, string | null> = {};
     for (const [name, value] of Object.entries(headers)) chosen[name.toLowerCase()] = value ?? null;
@@ -39,6 +42,11 @@ export function requestFingerprint(
   }
   if (target !== undefined) parts.target = target;
   return fingerprint(parts);
+}
+
+function bodyKindOf(body: RequestBody): 'none' | 'bytes' | 'json' {
+  if (body === undefined) return 'none';
+  return typeof body === 'string' || body instanceof Uint8Array ? 'bytes' : 'json';
 }
 
 function fingerprintBody(body: RequestBody): string {

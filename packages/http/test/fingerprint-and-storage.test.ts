@@ -37,6 +37,17 @@ describe('requestFingerprint', () => {
     const withHeader = requestFingerprint(body, { 'content-type': 'application/json' }, '/x');
     expect(withHeader).not.toBe(requestFingerprint(body, { 'content-type': 'application/json' }));
   });
+
+  it('with a target, a text body and a JSON value of the same bytes are two payloads (a JSON string "1" and the number 1)', () => {
+    expect(requestFingerprint('1', undefined, '/x')).not.toBe(requestFingerprint(1, undefined, '/x'));
+    expect(requestFingerprint('{"a":1}', undefined, '/x')).not.toBe(
+      requestFingerprint({ a: 1 }, undefined, '/x'),
+    );
+    expect(requestFingerprint(Buffer.from('1'), undefined, '/x')).toBe(
+      requestFingerprint('1', undefined, '/x'),
+    );
+    expect(requestFingerprint(undefined, undefined, '/x')).not.toBe(requestFingerprint('', undefined, '/x'));
+  });
 });
 
 describe('stored responses', () => {
