@@ -195,6 +195,16 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: 
       expect(new Set([a, b, items, none].map((r) => (r.json as { n: number }).n)).size).toBe(4);
     });
 
+    it('a retry whose target is spelled otherwise (query order, percent-encoding) is still the same request: replayed', async () => {
+      const key = freshKey();
+      const body = { amount: 100 };
+      const first = await post(server.url, '/orders?b=x%2Cy&a=1', { key, body });
+      const retried = await post(server.url, '/orders?a=1&b=x,y', { key, body });
+      expect(first.status).toBe(201);
+      expect(retried.headers.get('idempotent-replayed')).toBe('true');
+      expect(retried.bytes.equals(first.bytes)).toBe(true);
+    });
+
     it('the same key and body with another query string is 422, not a replay of the first answer', async () => {
       const key = freshKey();
       const body = { amount: 100 };

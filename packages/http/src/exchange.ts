@@ -11,6 +11,7 @@ import { parseIdempotencyKey } from './idempotency-key';
 import type { ResolvedHttpOptions } from './options';
 import { type HttpAnswer, type ProblemSlug, problemAnswer } from './problem';
 import { requestFingerprint } from './request-fingerprint';
+import { normalizeRequestTarget } from './request-target';
 import { ServerErrorResponse } from './server-error-response';
 import { type OutgoingHeaders, replayAnswer, type StoredResponse, storeResponse } from './stored-response';
 
@@ -23,8 +24,9 @@ export interface IncomingRequest<Req> {
   readonly route: string;
   /**
    * The request target as received, path and query (Express `req.originalUrl`, Fastify `request.url`):
-   * part of the payload fingerprint, so the same key on `/orders/7` and `/orders/8` (one route template,
-   * one scope) or with another query string is answered 422, not with the other request's replay.
+   * part of the payload fingerprint (normalised, unless `fingerprintTarget` is off), so the same key on
+   * `/orders/7` and `/orders/8` (one route template, one scope) or with another query is answered 422, not
+   * with the other request's replay.
    */
   readonly target: string;
   /** The request headers, names in lower case (Node's `IncomingMessage.headers`). */
@@ -132,7 +134,8 @@ export class HttpIdempotency<Req> {
     const key = parsed.key;
     const headers: Record<string, string | undefined> = {};
     for (const name of o.fingerprintHeaders) headers[name] = joinHeader(incoming.headers[name]);
-    const fingerprint = requestFingerprint(incoming.body, headers, incoming.target);
+    const target = o.fingerprintTarget ? normalizeRequestTarget(incoming.target) : undefined;
+    const fingerprint = requestFingerprint(incoming.body, headers, target);
 
     const started = deferred<HandlerContext>();
     const response = deferred<StoredResponse | undefined>();
@@ -290,7 +293,7 @@ export class Exchange {
         return problemAnswer(
           o.problemTypeBaseUri,
           'response-too-large',
-          `The response could not be stored for replay (${settled.error instanceof Error ? settled.error.message : 'too large'}); it was not sent and cannot be replayed`,
+          "The response passed the idempotency store's result limit; it was not sent and cannot be replayed",
         );
       }
       return undefined;

@@ -34,6 +34,7 @@ export {
   retryAfterSeconds,
 } from './problem';
 export { type RequestBody, requestFingerprint } from './request-fingerprint';
+export { normalizeRequestTarget } from './request-target';
 export { ServerErrorResponse } from './server-error-response';
 export {
   DEFAULT_REPLAY_HEADERS,

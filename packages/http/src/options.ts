@@ -40,9 +40,19 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   maxKeyBytes?: number;
   /**
    * Request headers that are part of the payload fingerprint besides the body (names, any case), for
-   * example `['content-type']`. @defaultValue none: the body only
+   * example `['content-type']`. @defaultValue none: the body (and the request target, `fingerprintTarget`)
    */
   fingerprintHeaders?: readonly string[];
+  /**
+   * Whether the request target (path and query, normalised by `normalizeRequestTarget`: percent-encoding,
+   * a trailing slash and the order of query parameters do not matter) is part of the payload fingerprint,
+   * so that the same key on `/accounts/B/payouts` after `/accounts/A/payouts`, or with another query, is
+   * answered 422 `idempotency-key-reused` instead of the first request's replay. Turn it off only for
+   * clients that change the target between retries of one request (a cache-busting or signed query
+   * parameter): the same key on another path or query of one route is then a replay of the first request,
+   * whose side effect the second never gets. @defaultValue true
+   */
+  fingerprintTarget?: boolean;
   /**
    * Response headers stored and replayed (names, any case). `Set-Cookie` is not replayed unless listed.
    * @defaultValue `content-type`, `content-language`, `content-location`, `location`, `etag`,
@@ -108,6 +118,7 @@ export interface ResolvedHttpOptions<Req = unknown> {
   readonly tenant: ((request: Req) => string | undefined | Promise<string | undefined>) | undefined;
   readonly maxKeyBytes: number;
   readonly fingerprintHeaders: readonly string[];
+  readonly fingerprintTarget: boolean;
   readonly replayHeaders: ReadonlySet<string>;
   readonly replayedHeader: string;
   readonly maxResponseBytes: number;
@@ -153,6 +164,7 @@ export function resolveHttpOptions<Req>(options: HttpIdempotencyOptions<Req> = {
     tenant: options.tenant,
     maxKeyBytes: positiveInteger('maxKeyBytes', options.maxKeyBytes ?? 255),
     fingerprintHeaders: (options.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
+    fingerprintTarget: options.fingerprintTarget ?? true,
     replayHeaders: new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase())),
     replayedHeader: options.replayedHeader ?? 'Idempotent-Replayed',
     maxResponseBytes: positiveInteger('maxResponseBytes', options.maxResponseBytes ?? 65_536),

@@ -19,7 +19,9 @@ export type RequestBody = unknown;
  * as received), the fingerprint is the SHA-256 of the canonical JSON `{"body": <body fingerprint>,
  * "bodyKind": "none" | "bytes" | "json", "headers": {name: value or null}, "target": <target>}` (`headers`
  * and `target` only when given), so a change of one of those headers, of the path's parameters or of the
- * query is a different payload too, and so is a text body against a parsed JSON value of the same bytes.
+ * query is a different payload too, and so is a text body against a parsed JSON value of the same bytes
+ * (without `headers` and `target` the body's fingerprint alone is returned, which does not tell them apart;
+ * the middleware and the plugin always pass a target unless `fingerprintTarget` is off).
  *
  * @throws `InvalidPayloadError` (from the core) when a parsed body cannot be serialized as canonical
  *   JSON (a `bigint`, `NaN`, a cycle: only custom body parsers produce these).

@@ -159,6 +159,18 @@ describe('HttpIdempotency on the memory store', () => {
     expect(notStored).toEqual(['big']);
   });
 
+  it('the request target is part of the payload unless fingerprintTarget is off', async () => {
+    const strict = setup();
+    await complete(await strict.http.admit(strict.request({ key: 'k', target: '/payouts?dryRun=true' })));
+    expect(problemType(await strict.http.admit(strict.request({ key: 'k', target: '/payouts' })))).toBe(
+      'urn:idempotent-consumer:problem:idempotency-key-reused',
+    );
+    const loose = setup({ fingerprintTarget: false });
+    await complete(await loose.http.admit(loose.request({ key: 'k', target: '/payouts?dryRun=true' })));
+    const replayed = await loose.http.admit(loose.request({ key: 'k', target: '/payouts' }));
+    expect(replayed.kind === 'answer' && replayed.answer.status).toBe(201);
+  });
+
   it("a response the runner refuses to store (its onResultTooLarge: 'fail') is answered 500 response-too-large, as the retries are told it failed, never 201", async () => {
     const notStored: string[] = [];
     const { http, request } = setup(
