@@ -17,7 +17,8 @@
 export function normalizeRequestTarget(target: string): string {
   let url: URL;
   try {
-    url = new URL(target, 'http://target.invalid');
+    // An origin-form target is a path: `//a/7` is that path, not a host `a` (as a relative URL would be).
+    url = target.startsWith('/') ? new URL(`http://target.invalid${target}`) : new URL(target);
   } catch {
     return target;
   }

@@ -23,6 +23,9 @@ describe('normalizeRequestTarget', () => {
       expect(normalizeRequestTarget(other)).not.toBe(base);
     }
     expect(normalizeRequestTarget('/x?a=1&a=2')).not.toBe(normalizeRequestTarget('/x?a=2&a=1'));
+    // A path that starts with two slashes is a path, not a host.
+    expect(normalizeRequestTarget('//a/7')).not.toBe(normalizeRequestTarget('//b/7'));
+    expect(normalizeRequestTarget('//a/7')).toBe('//a/7');
   });
 
   it('keeps the root and a segment that does not decode', () => {
