@@ -67,39 +67,63 @@ export class BareScripts implements Contender {
   }
 
   /**
-   * One claim alone (the duplicate path's floor): the raw reply. Its ARGV is what the store sends for a
-   * claim without a fingerprint (lua/claim.lua's header: leaseMs, retentionMs, fingerprint, maxAttempts,
-   * reserve, fingerprint in base64), so both make the server do the same work.
+   * One claim alone (the duplicate path's floor): the raw reply. Its ARGV is what the store sends
+   * (lua/claim.lua's header: leaseMs, retentionMs, fingerprint, maxAttempts, reserve, fingerprint in
+   * base64), so both make the server do the same work: without a fingerprint, or with the SHA-256 of
+   * `payload`'s bytes when one is given (as the adapters fingerprint a message's body by default).
    */
-  claim(key: string): Promise<unknown[]> {
+  claim(key: string, payload?: Uint8Array | string): Promise<unknown[]> {
+    let hex = '';
+    let base64 = '';
+    if (payload !== undefined) {
+      const digest = createHash('sha256').update(payload).digest();
+      hex = digest.toString('hex');
+      base64 = digest.toString('base64').replace(/=+$/, '');
+    }
     return this.#evalsha(
       this.claimScript,
       this.keyPrefix + key,
       LEASE_MS,
       RETENTION_MS,
-      '',
+      hex,
       0,
       '0',
-      '',
+      base64,
     ) as Promise<unknown[]>;
   }
 
-  async process(key: string, handler: () => Promise<unknown>): Promise<unknown> {
-    const reply = await this.claim(key);
+  /**
+   * Claims `key` (fingerprinting `payload` when given), runs `handler` on ACQUIRED, then completes with its
+   * result. Resolves the result, a DUPLICATE's stored result, or {@link BUSY} for any other outcome.
+   */
+  async process(
+    key: string,
+    handler: () => Promise<unknown>,
+    payload?: Uint8Array | string,
+  ): Promise<unknown> {
+    const reply = await this.claim(key, payload);
     const outcome = reply[0];
     if (outcome === 'DUPLICATE')
       return reply[3] === 1 ? JSON.parse((reply[4] as string).slice(1)) : undefined;
     if (outcome !== 'ACQUIRED' && outcome !== 'ACQUIRED_STALE') return BUSY;
     const result = await handler();
-    await this.#evalsha(
+    await this.complete(key, reply[1] as number, result);
+    return result;
+  }
+
+  /**
+   * The completion of a claim that `claim` ACQUIRED with `fencingToken`: `result` stored as JSON, with the
+   * ARGV the store sends (lua/complete.lua's header). Rejects only when the server does.
+   */
+  complete(key: string, fencingToken: number, result: unknown): Promise<unknown> {
+    return this.#evalsha(
       this.completeScript,
       this.keyPrefix + key,
-      reply[1] as number,
+      fencingToken,
       RETENTION_MS,
       '1',
       `j${JSON.stringify(result)}`,
     );
-    return result;
   }
 
   async close(): Promise<void> {}

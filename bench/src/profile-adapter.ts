@@ -1,12 +1,15 @@
 /**
  * `node --cpu-prof --cpu-prof-dir=bench/results/profiles bench/dist/profile-adapter.js <rabbitmq|kafka|sqs> [messages]`:
- * one adapter row of the `adapters` section (the bare broker client, then the adapter) alone in the
- * process, so a CPU profile shows where the adapter's time per message goes (see bench/README.md, "Profile").
+ * one adapter row of the `adapters` section (the bare broker client, the same with the bare scripts, then
+ * the adapter) alone in the process, so a CPU profile shows where the adapter's time per message goes (see
+ * bench/README.md, "Profile").
  */
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
 import { benchKafka } from './adapters/kafka';
 import { benchRabbitmq } from './adapters/rabbitmq';
 import { benchSqs } from './adapters/sqs';
+import { bareScripts } from './bare-scripts';
 import { CpuMeter } from './cpu-meter';
 import { connectRedis, deleteByPrefix } from './redis';
 
@@ -21,7 +24,8 @@ async function main(): Promise<void> {
   );
   try {
     const bench = which === 'rabbitmq' ? benchRabbitmq : which === 'sqs' ? benchSqs : benchKafka;
-    const row = await bench(idempotency, count, new CpuMeter(redis));
+    const scripts = await bareScripts(redis, `${prefix}-bare`, 'bench', DEFAULT_MAX_COMMANDS_PER_WRITE);
+    const row = await bench(idempotency, scripts, count, new CpuMeter(redis));
     process.stdout.write(`${JSON.stringify(row)}\n`);
   } finally {
     await deleteByPrefix(redis, prefix);

@@ -91,27 +91,35 @@ export function adapterTable(rows: readonly AdapterRow[]): string {
       'setting',
       'messages',
       'bare client msg/s',
+      'bare + scripts msg/s',
       'with the SDK msg/s',
       'SDK ÷ bare',
-      'CPU µs/msg, bare / SDK: Node',
+      'scripts ÷ bare',
+      'SDK ÷ scripts',
+      'CPU µs/msg, bare / scripts / SDK: Node',
       'Redis',
       'broker',
     ],
     ...style,
   });
-  const pair = (bare: number | undefined, sdk: number | undefined) =>
-    bare === undefined || sdk === undefined ? 'n/a' : `${int(bare)} / ${int(sdk)}`;
+  const three = (r: AdapterRow, of: keyof AdapterRow['bareCpu']) => {
+    const values = [r.bareCpu[of], r.scriptsCpu[of], r.sdkCpu[of]];
+    return values.some((v) => v === undefined) ? 'n/a' : values.map((v) => int(v!)).join(' / ');
+  };
   for (const r of rows)
     table.push([
       r.broker,
       r.setting,
       r.messages,
       int(r.bareMsgPerSecond),
+      int(r.scriptsMsgPerSecond),
       int(r.sdkMsgPerSecond),
       x(r.ratio),
-      pair(r.bareCpu.node, r.sdkCpu.node),
-      pair(r.bareCpu.redis, r.sdkCpu.redis),
-      pair(r.bareCpu.broker, r.sdkCpu.broker),
+      x(r.scriptsRatio),
+      x(r.sdkOverScripts),
+      three(r, 'node'),
+      three(r, 'redis'),
+      three(r, 'broker'),
     ]);
   return table.toString();
 }

@@ -254,13 +254,20 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
     { leaseMs: 30_000, retentionMs: 600_000 },
   );
   const meter = new CpuMeter(plain);
+  // The scripts alone around each adapter's handler, writes coalesced as the store does: the floor.
+  const scripts = await bareScripts(
+    plain,
+    `${prefix}:adapters-bare`,
+    'bench',
+    DEFAULT_MAX_COMMANDS_PER_WRITE,
+  );
   const rows: AdapterRow[] = [];
   const rounds: Record<string, AdapterRow[]> = {};
   const skipped: string[] = [];
   const benches: [string, number, (messages: number) => Promise<AdapterRow>][] = [
-    ['RabbitMQ', o.adapterMessages.rabbitmq, (n) => benchRabbitmq(idempotency, n, meter)],
-    ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, n, meter)],
-    ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, n, meter)],
+    ['RabbitMQ', o.adapterMessages.rabbitmq, (n) => benchRabbitmq(idempotency, scripts, n, meter)],
+    ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, scripts, n, meter)],
+    ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, scripts, n, meter)],
   ];
   for (const [name, messages, bench] of benches) {
     try {
@@ -366,7 +373,11 @@ function targets(r: Results): Target[] {
     }
   }
   for (const a of r.adapters?.rows ?? []) {
-    t.push({ target: `${a.broker}: SDK ≥ 2/3 of bare`, measured: pct(a.ratio), met: a.ratio >= 2 / 3 });
+    t.push({
+      target: `${a.broker}: SDK ≥ 2/3 of bare`,
+      measured: `${pct(a.ratio)} (scripts alone ${pct(a.scriptsRatio)}, SDK ÷ them ${pct(a.sdkOverScripts)})`,
+      met: a.ratio >= 2 / 3,
+    });
   }
   if (r.memory && 'rows' in r.memory) {
     const [small, fp] = r.memory.rows;

@@ -1,21 +1,37 @@
 import { performance } from 'node:perf_hooks';
 import { type CpuMeter, type CpuPerMessage, type CpuReading, cpuPerMessage } from '../cpu-meter';
 
-/** Messages per second through one adapter and through the same broker client without the SDK. */
+/**
+ * Messages per second through one adapter, through the same broker client without the SDK, and through
+ * that client sending the SDK's two scripts around the same handler itself (no SDK code).
+ */
 export interface AdapterRow {
   readonly broker: string;
   readonly setting: string;
   readonly messages: number;
   readonly bareMsgPerSecond: number;
+  /**
+   * The broker client's own loop with a bare ioredis client sending `lua/claim.lua` before the handler and
+   * `lua/complete.lua` after it (EVALSHA, the body fingerprinted as the adapters' default, writes coalesced
+   * as the store does; `BareScripts`), settling each
+   * message only after its completion answered: the floor of any adapter that writes a claim before each
+   * handler with these scripts on this Redis, broker and machine.
+   */
+  readonly scriptsMsgPerSecond: number;
   readonly sdkMsgPerSecond: number;
   /** sdk ÷ bare: the target is at least 2/3 (the SDK costs at most a third). */
   readonly ratio: number;
+  /** scripts ÷ bare: what the scripts alone leave of the bare throughput (about the ceiling of `ratio`). */
+  readonly scriptsRatio: number;
+  /** sdk ÷ scripts: what the SDK's own code (adapter, runner, store) costs beyond its scripts. */
+  readonly sdkOverScripts: number;
   /**
    * CPU time per message (µs) from the first settled message to the last, bare and with the SDK, of this
    * Node process, the Redis server and the broker (when it runs on this machine): where the SDK's cost goes
    * when the broker, Redis and Node share the cores ({@link CpuMeter}).
    */
   readonly bareCpu: CpuPerMessage;
+  readonly scriptsCpu: CpuPerMessage;
   readonly sdkCpu: CpuPerMessage;
 }
 
@@ -75,23 +91,28 @@ export function settleCounter(total: number, meter: CpuMeter, timeoutMs = 120_00
   };
 }
 
+/** The row of three measured passes of `messages` messages each. */
 export function row(
   broker: string,
   setting: string,
   messages: number,
-  bareSettled: Settled,
-  sdkSettled: Settled,
+  passes: { readonly bare: Settled; readonly scripts: Settled; readonly sdk: Settled },
 ): AdapterRow {
-  const bare = messages / bareSettled.seconds;
-  const sdk = messages / sdkSettled.seconds;
+  const bare = messages / passes.bare.seconds;
+  const scripts = messages / passes.scripts.seconds;
+  const sdk = messages / passes.sdk.seconds;
   return {
     broker,
     setting,
     messages,
     bareMsgPerSecond: bare,
+    scriptsMsgPerSecond: scripts,
     sdkMsgPerSecond: sdk,
     ratio: sdk / bare,
-    bareCpu: bareSettled.cpu,
-    sdkCpu: sdkSettled.cpu,
+    scriptsRatio: scripts / bare,
+    sdkOverScripts: sdk / scripts,
+    bareCpu: passes.bare.cpu,
+    scriptsCpu: passes.scripts.cpu,
+    sdkCpu: passes.sdk.cpu,
   };
 }

@@ -3,6 +3,7 @@ import type { Idempotency } from '@idempotent-consumer/core';
 import { hasKcat, startKafkaMockCluster } from '@idempotent-consumer/demo/dist/brokers/kafka-mock';
 import { idempotentEachBatch } from '@idempotent-consumer/kafka';
 import { Kafka, logLevel } from 'kafkajs';
+import type { BareScripts } from '../bare-scripts';
 import { type CpuMeter, findProcess } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
@@ -15,14 +16,17 @@ const TIMINGS = {
 
 /**
  * Kafka (`KAFKA_BROKERS`, else librdkafka's mock cluster through kcat, as the integration suites start it):
- * `messages` messages (header `idempotency-key`) in one topic, consumed from the beginning by two consumer
- * groups with KafkaJS `eachBatch`: one resolving each offset after a no-op handler, one through
+ * `messages` messages (header `idempotency-key`) in one topic, consumed from the beginning by three
+ * consumer groups with KafkaJS `eachBatch`: one resolving each offset after a no-op handler; one with
+ * `scripts` claiming each message (with the value's fingerprint, as the adapter's default) before the
+ * handler and completing it after (offsets resolved as the completions answer); one through
  * `idempotentEachBatch` with the same handler. `meter` reads the mock broker's CPU time too (the `kcat`
  * process of the cluster this bench started).
  * @throws Error when there is neither KAFKA_BROKERS nor kcat.
  */
 export async function benchKafka(
   idempotency: Idempotency,
+  scripts: BareScripts,
   messages: number,
   meter: CpuMeter,
 ): Promise<AdapterRow> {
@@ -76,6 +80,32 @@ export async function benchKafka(
     const bareSettled = await bare.done;
     await bareConsumer.disconnect();
 
+    // The same loop with the scripts around the handler: each claim answered before its handler, the
+    // completion written while the next message claims (as the adapter overlaps them), and an offset
+    // resolved only once its completion answered, in order.
+    const withScripts = settleCounter(messages, meter);
+    const scriptsConsumer = await consume(() => ({
+      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+        let tail: Promise<void> = Promise.resolve();
+        for (const message of batch.messages) {
+          const key = message.headers!['idempotency-key']!.toString();
+          const reply = await scripts.claim(key, message.value ?? undefined);
+          // A batch fetched again before its offsets were committed (a rebalance): already counted.
+          const fresh = reply[0] === 'ACQUIRED';
+          await (async () => {})();
+          const completed = fresh ? scripts.complete(key, reply[1] as number, null) : undefined;
+          tail = Promise.all([tail, completed]).then(() => {
+            resolveOffset(message.offset);
+            if (fresh) withScripts.settled();
+          });
+        }
+        await tail;
+        await heartbeat();
+      },
+    }));
+    const scriptsSettled = await withScripts.done;
+    await scriptsConsumer.disconnect();
+
     const sdk = settleCounter(messages, meter);
     let close = () => {};
     const sdkConsumer = await consume((consumer, groupId) => {
@@ -92,7 +122,11 @@ export async function benchKafka(
     const sdkSettled = await sdk.done;
     await sdkConsumer.disconnect();
     close();
-    return row('Kafka (KafkaJS)', 'eachBatch', messages, bareSettled, sdkSettled);
+    return row('Kafka (KafkaJS)', 'eachBatch', messages, {
+      bare: bareSettled,
+      scripts: scriptsSettled,
+      sdk: sdkSettled,
+    });
   } finally {
     await producer.disconnect().catch(() => {});
     await stop();

@@ -2,20 +2,24 @@ import { randomUUID } from 'node:crypto';
 import type { Idempotency } from '@idempotent-consumer/core';
 import { createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
-import { connect } from 'amqplib';
+import { type ConsumeMessage, connect } from 'amqplib';
+import type { BareScripts } from '../bare-scripts';
 import { type CpuMeter, findProcess } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
 const PREFETCH = 64;
 
 /**
- * RabbitMQ (`AMQP_URL`, else 127.0.0.1:5672): `messages` persistent messages in each of two fresh queues;
- * amqplib alone (prefetch 64, ack after a no-op handler) drains one, `createIdempotentConsumer` (prefetch
- * 64, the same no-op handler) the other. `meter` reads the broker's CPU time too when the server is the
- * local one (its Erlang VM, `beam.smp`).
+ * RabbitMQ (`AMQP_URL`, else 127.0.0.1:5672): `messages` persistent messages in each of three fresh
+ * queues; amqplib alone (prefetch 64, ack after a no-op handler) drains the first, the same loop with
+ * `scripts` claiming (with the body's fingerprint, as the adapter's default) and completing each
+ * message around the handler (key: its `messageId`) the second,
+ * `createIdempotentConsumer` (prefetch 64, the same no-op handler) the third. `meter` reads the broker's
+ * CPU time too when the server is the local one (its Erlang VM, `beam.smp`).
  */
 export async function benchRabbitmq(
   idempotency: Idempotency,
+  scripts: BareScripts,
   messages: number,
   meter: CpuMeter,
 ): Promise<AdapterRow> {
@@ -25,7 +29,7 @@ export async function benchRabbitmq(
   const connection = await connect(url);
   connection.on('error', () => {});
   const run = `bench.${process.pid}.${randomUUID().slice(0, 8)}`;
-  const queues = { bare: `${run}.bare`, sdk: `${run}.sdk` };
+  const queues = { bare: `${run}.bare`, scripts: `${run}.scripts`, sdk: `${run}.sdk` };
   const publisher = await connection.createConfirmChannel();
   try {
     for (const queue of Object.values(queues)) {
@@ -39,19 +43,27 @@ export async function benchRabbitmq(
     }
     await publisher.waitForConfirms();
 
-    const bareChannel = await connection.createChannel();
-    await bareChannel.prefetch(PREFETCH);
-    const bare = settleCounter(messages, meter);
-    const { consumerTag } = await bareChannel.consume(queues.bare, (message) => {
-      if (!message) return;
-      void (async () => {})().then(() => {
-        bareChannel.ack(message);
-        bare.settled();
+    // amqplib alone: ack after `handle` resolves, prefetch 64.
+    const drain = async (queue: string, handle: (message: ConsumeMessage) => Promise<unknown>) => {
+      const channel = await connection.createChannel();
+      await channel.prefetch(PREFETCH);
+      const counter = settleCounter(messages, meter);
+      const { consumerTag } = await channel.consume(queue, (message) => {
+        if (!message) return;
+        void handle(message).then(() => {
+          channel.ack(message);
+          counter.settled();
+        });
       });
-    });
-    const bareSettled = await bare.done;
-    await bareChannel.cancel(consumerTag);
-    await bareChannel.close();
+      const settled = await counter.done;
+      await channel.cancel(consumerTag);
+      await channel.close();
+      return settled;
+    };
+    const bareSettled = await drain(queues.bare, async () => {});
+    const scriptsSettled = await drain(queues.scripts, (message) =>
+      scripts.process(message.properties.messageId as string, async () => {}, message.content),
+    );
 
     const sdk = settleCounter(messages, meter);
     const options = { queue: queues.sdk, prefetch: PREFETCH };
@@ -67,7 +79,11 @@ export async function benchRabbitmq(
     }
     if (topology.deadLetterQueue) await publisher.deleteQueue(topology.deadLetterQueue).catch(() => {});
     await publisher.deleteExchange(topology.deadLetterExchange).catch(() => {});
-    return row('RabbitMQ', `prefetch ${PREFETCH}`, messages, bareSettled, sdkSettled);
+    return row('RabbitMQ', `prefetch ${PREFETCH}`, messages, {
+      bare: bareSettled,
+      scripts: scriptsSettled,
+      sdk: sdkSettled,
+    });
   } finally {
     await connection.close().catch(() => {});
   }

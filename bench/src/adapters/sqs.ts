@@ -11,6 +11,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { Idempotency } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller } from '@idempotent-consumer/sqs';
+import type { BareScripts } from '../bare-scripts';
 import type { CpuMeter } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
@@ -40,13 +41,16 @@ async function startFauxqs(): Promise<{ endpoint: string; child: ChildProcess }>
 }
 
 /**
- * SQS (`SQS_ENDPOINT`, else fauxqs in a child process): `messages` messages in each of two fresh queues;
- * a receive/delete loop on the same `SQSClient` (32 messages in flight: ReceiveMessage of up to 10,
- * no-op handler, DeleteMessageBatch) drains one, `IdempotentSqsPoller` at concurrency 32 the other.
+ * SQS (`SQS_ENDPOINT`, else fauxqs in a child process): `messages` messages in each of three fresh
+ * queues; a receive/delete loop on the same `SQSClient` (32 messages in flight: ReceiveMessage of up to
+ * 10, no-op handler, DeleteMessageBatch) drains the first; the same loop with `scripts` claiming (with the
+ * body's fingerprint, as the adapter's default) and completing each message around the handler (key: its
+ * `MessageId`) the second; `IdempotentSqsPoller` at concurrency 32 the third.
  * `meter` reads the emulator's CPU time too (the child process this bench started).
  */
 export async function benchSqs(
   idempotency: Idempotency,
+  scripts: BareScripts,
   messages: number,
   meter: CpuMeter,
 ): Promise<AdapterRow> {
@@ -67,7 +71,7 @@ export async function benchSqs(
   const run = `bench-${process.pid}-${randomUUID().slice(0, 8)}`;
   const urls: string[] = [];
   try {
-    for (const name of ['bare', 'sdk']) {
+    for (const name of ['bare', 'scripts', 'sdk']) {
       const url = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-${name}` }))).QueueUrl!;
       urls.push(url);
       const sends: Promise<unknown>[] = [];
@@ -81,38 +85,46 @@ export async function benchSqs(
       }
       await Promise.all(sends);
     }
-    const [bareUrl, sdkUrl] = urls as [string, string];
+    const [bareUrl, scriptsUrl, sdkUrl] = urls as [string, string, string];
     // The poller verifies its dead-letter route at start (no handler fails here: the queue stays empty).
     const deadLetterUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${run}-dlq` }))).QueueUrl!;
     urls.push(deadLetterUrl);
 
-    const bare = settleCounter(messages, meter);
-    let stopping = false;
-    const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, async () => {
-      while (!stopping) {
-        const out = await sqs.send(
-          new ReceiveMessageCommand({
-            QueueUrl: bareUrl,
-            MaxNumberOfMessages: 10,
-            WaitTimeSeconds: 1,
-            VisibilityTimeout: 30,
-          }),
-        );
-        const received: Message[] = out.Messages ?? [];
-        if (received.length === 0) continue;
-        await Promise.all(received.map(async () => {}));
-        await sqs.send(
-          new DeleteMessageBatchCommand({
-            QueueUrl: bareUrl,
-            Entries: received.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle })),
-          }),
-        );
-        bare.settled(received.length);
-      }
-    });
-    const bareSettled = await bare.done;
-    stopping = true;
-    await Promise.all(receivers);
+    // A receive/delete loop on the same client: 32 in flight, delete after `handle` resolved for all.
+    const drain = async (queueUrl: string, handle: (message: Message) => Promise<unknown>) => {
+      const counter = settleCounter(messages, meter);
+      let stopping = false;
+      const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, async () => {
+        while (!stopping) {
+          const out = await sqs.send(
+            new ReceiveMessageCommand({
+              QueueUrl: queueUrl,
+              MaxNumberOfMessages: 10,
+              WaitTimeSeconds: 1,
+              VisibilityTimeout: 30,
+            }),
+          );
+          const received: Message[] = out.Messages ?? [];
+          if (received.length === 0) continue;
+          await Promise.all(received.map(handle));
+          await sqs.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: received.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle })),
+            }),
+          );
+          counter.settled(received.length);
+        }
+      });
+      const settled = await counter.done;
+      stopping = true;
+      await Promise.all(receivers);
+      return settled;
+    };
+    const bareSettled = await drain(bareUrl, async () => {});
+    const scriptsSettled = await drain(scriptsUrl, (message) =>
+      scripts.process(message.MessageId!, async () => {}, message.Body),
+    );
 
     const sdk = settleCounter(messages, meter);
     const poller = new IdempotentSqsPoller(
@@ -132,7 +144,11 @@ export async function benchSqs(
     await poller.start();
     const sdkSettled = await sdk.done;
     await poller.stop();
-    return row('SQS', `concurrency ${CONCURRENCY}`, messages, bareSettled, sdkSettled);
+    return row('SQS', `concurrency ${CONCURRENCY}`, messages, {
+      bare: bareSettled,
+      scripts: scriptsSettled,
+      sdk: sdkSettled,
+    });
   } finally {
     for (const url of urls) await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
     sqs.destroy();
