@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Idempotency } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
@@ -15,13 +16,18 @@ import Fastify from 'fastify';
  * - `POST /flaky` (key required): the first call per key throws (500), later calls answer 201;
  * - `POST /held` (key required): 201 like `/orders`;
  * - `POST /big` (key required): a body of `size` bytes (JSON field), written in 1 KiB chunks, with the
- *   status `status` (JSON field, default 200).
+ *   status `status` (JSON field, default 200);
+ * - `POST /binary` (key required): 200, `application/octet-stream`, the `size` (JSON field) bytes of
+ *   {@link incompressibleBytes}, sent in one piece (not UTF-8, and deflate cannot shrink them).
  * The tenant is the `x-tenant` request header.
  * Express mounts `recordIdempotencyError` after the routes, as the package README says.
  */
 export interface TestServer {
   readonly url: string;
-  /** Handler runs per route name (`orders`, `items`, `optional`, `invalid`, `flaky`, `held`, `big`). */
+  /**
+   * Handler runs per route name (`orders`, `items`, `optional`, `invalid`, `flaky`, `held`, `big`,
+   * `binary`).
+   */
   readonly calls: Map<string, number>;
   /**
    * The next handler run with this `Idempotency-Key` header value (any route) waits for `release()`;
@@ -102,6 +108,16 @@ const ROUTES = [
   ['held', '/held', true],
 ] as const;
 
+/**
+ * `size` bytes that look random (SHA-256 in counter mode) but are the same on every call, so a suite can
+ * compare what it received: not valid UTF-8 (stored as base64) and not deflatable.
+ */
+export function incompressibleBytes(size: number): Buffer {
+  const blocks: Buffer[] = [];
+  for (let i = 0; i * 32 < size; i++) blocks.push(createHash('sha256').update(`block ${i}`).digest());
+  return Buffer.concat(blocks).subarray(0, size);
+}
+
 const keyOf = (headers: Record<string, unknown>) => headers['idempotency-key'] as string | undefined;
 
 /** Starts an Express app on 127.0.0.1: its URL, and a close that ends open connections too. */
@@ -137,6 +153,10 @@ export const startExpress: StartServer = async (idempotency, options = {}) => {
     for (const chunk of h.big(Number(req.body.size))) res.write(chunk);
     res.end();
   });
+  app.post('/binary', express.json(), required, (req, res) => {
+    h.calls.set('binary', (h.calls.get('binary') ?? 0) + 1);
+    res.type('application/octet-stream').send(incompressibleBytes(Number(req.body.size)));
+  });
   app.use(recordIdempotencyError);
   return { ...(await listenExpress(app)), calls: h.calls, hold: h.hold };
 };
@@ -164,6 +184,11 @@ export const startFastify: StartServer = async (idempotency, options = {}) => {
       .code(body.status ?? 200)
       .type('text/plain')
       .send(Readable.from(h.big(Number(body.size))));
+  });
+  app.post('/binary', { config: { idempotency: { required: true } } }, async (request, reply) => {
+    h.calls.set('binary', (h.calls.get('binary') ?? 0) + 1);
+    const size = Number((request.body as { size: number }).size);
+    return reply.type('application/octet-stream').send(incompressibleBytes(size));
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return {

@@ -27,7 +27,7 @@ describe('Idempotency.completeClaim', () => {
   it('writes COMPLETED with the encoded result and emits completed (recorded)', async () => {
     const t = await unrecorded({ paid: 12 });
     const result = await t.idempotency.completeClaim({ scope: 's', key: 'k' }, t.run, 7);
-    expect(result).toEqual({ ...t.run, recorded: true });
+    expect(result).toEqual({ ...t.run, recorded: true, resultOmitted: false });
     expect(t.events).toEqual([
       expect.objectContaining({ type: 'completed', key: 'k', recorded: true, durationMs: 7 }),
     ]);
@@ -37,8 +37,9 @@ describe('Idempotency.completeClaim', () => {
 
   it("omits a result too large under onResultTooLarge 'omit', with resultOmitted", async () => {
     const t = await unrecorded('x'.repeat(300), { maxResultBytes: 100, compressAboveBytes: Infinity });
+    expect(t.run.resultOmitted).toBe(true); // the unrecorded write would have left it out too
     const result = await t.idempotency.completeClaim({ scope: 's', key: 'k' }, t.run);
-    expect(result).toMatchObject({ status: 'completed', recorded: true });
+    expect(result).toMatchObject({ status: 'completed', recorded: true, resultOmitted: true });
     expect(t.events.map((e) => e.type)).toEqual(['resultOmitted', 'completed']);
     expect(await t.store.get({ scope: 's', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
   });

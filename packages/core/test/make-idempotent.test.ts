@@ -66,6 +66,7 @@ describe('makeIdempotent (in-memory store)', () => {
       attempt: 1,
       result: { chargeId: 'ch-o-1' },
       recorded: true,
+      resultOmitted: false,
     });
   });
 

@@ -57,7 +57,7 @@ describe('result size cap and compression', () => {
     const { idempotency, store, events } = setup({ maxResultBytes: 100, compressAboveBytes: Infinity });
     const big = 'x'.repeat(200);
     const result = await idempotency.run(request, () => big);
-    expect(result).toMatchObject({ status: 'completed', result: big, recorded: true });
+    expect(result).toMatchObject({ status: 'completed', result: big, recorded: true, resultOmitted: true });
     expect(events.find(([n]) => n === 'resultOmitted')?.[1]).toEqual({
       scope: 'results',
       key: 'k',
@@ -110,7 +110,7 @@ describe('result size cap and compression', () => {
   it('the cap applies after compression: a result over the cap as JSON but under it deflated is stored', async () => {
     const { idempotency, store, events } = setup({ maxResultBytes: 2_000, compressAboveBytes: 0 });
     const value = 'abc'.repeat(5_000);
-    await idempotency.run(request, () => value);
+    expect(await idempotency.run(request, () => value)).toMatchObject({ resultOmitted: false });
     expect((await store.get(request))?.result?.startsWith('z')).toBe(true);
     expect(events.some(([n]) => n === 'resultOmitted')).toBe(false);
     expect(await idempotency.run(request, () => null)).toMatchObject({ result: value });

@@ -35,6 +35,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
       attempt: 1,
       result: { charged: 42 },
       recorded: true,
+      resultOmitted: false,
     });
     expect(contexts).toEqual([
       { scope: 'orders', key: 'order-1', fencingToken: T1, attempt: 1, outcome: 'ACQUIRED', signal: false },

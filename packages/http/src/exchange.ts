@@ -254,7 +254,10 @@ export class Exchange {
    * (`ServerErrorResponse`, or the error the framework reported, which the runner's `isRetryable` may
    * turn into FAILED); an `uncaptured` answer completes it without a stored response (reported to
    * `onResponseNotStored`, as a body above `maxResponseBytes` is); any other answer completes it with the
-   * stored response; a body above `maxResponseBytes` follows `onResponseTooLarge`.
+   * stored response; a body above `maxResponseBytes` follows `onResponseTooLarge`. A stored form above
+   * the runner's `maxResultBytes` follows the runner's `onResultTooLarge`: `'omit'` completes the key
+   * without it (the handler's answer is sent; reported to `onResponseNotStored`), `'fail'` records it
+   * FAILED and answers 500 `response-too-large` instead (reported too).
    * Resolves once the record is written (or every write attempt failed), with the answer to send instead
    * of the handler's, or `undefined` to send the handler's own. Never rejects.
    */
@@ -280,6 +283,13 @@ export class Exchange {
     } else {
       this.response.resolve(storeResponse(finished.status, finished.headers, finished.body, o.replayHeaders));
       const settled = await this.result.catch(() => undefined);
+      if (settled && 'resultOmitted' in settled && settled.resultOmitted) {
+        // The runner's `onResultTooLarge: 'omit'` (its default) completed the key without the response
+        // (its stored form passed `maxResultBytes`, though the body was within `maxResponseBytes`): the
+        // handler's answer goes out, later requests get 409 `response-not-stored`, and it is reported.
+        this.#notStored(finished);
+        return undefined;
+      }
       if (
         settled &&
         'status' in settled &&

@@ -62,9 +62,16 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /** Header added to every replayed response, with the value `true`. @defaultValue `'Idempotent-Replayed'` */
   replayedHeader?: string;
   /**
-   * Largest response body stored for replay, in bytes. Keep the runner's `maxResultBytes` above it (the
-   * stored response is the body, as UTF-8 text or base64, plus status and headers, deflated above
-   * `compressAboveBytes`). @defaultValue 65536
+   * Largest response body stored for replay, in bytes. The runner's `maxResultBytes` caps the stored form
+   * too: the body as UTF-8 text, or base64 (4/3 of its size) when it is not valid UTF-8, plus status and
+   * headers, as JSON deflated above `compressAboveBytes`. A body that does not deflate (already
+   * compressed, encrypted or random) is stored at about 4/3 of its size when binary, so with both limits at
+   * their defaults (65536) such a body above about 48 KiB passes this cap but not the runner's: the
+   * runner's `onResultTooLarge` then applies (`'omit'`, its default: the handler's answer is sent and the
+   * key completes without it, later requests get 409 `response-not-stored`; `'fail'`: 500
+   * `response-too-large`, the key FAILED), and `onResponseNotStored` is called either way. To store every
+   * body within this cap, set the runner's `maxResultBytes` to 4/3 of it plus room for the stored headers
+   * (about 1 KiB with the default `replayHeaders`). @defaultValue 65536
    */
   maxResponseBytes?: number;
   /**
@@ -77,10 +84,14 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   onResponseTooLarge?: ResponseTooLargePolicy;
   /**
-   * Called when a response was not stored because its body passed `maxResponseBytes` (either policy), or
-   * because a Fastify handler sent it itself past the capture (`reply.hijack()`, an answer below 500; the
-   * key completes without it, `bytes` is then 0: nothing was counted). Errors it throws are ignored.
-   * @defaultValue none
+   * Called once whenever a response below 500 was not stored for replay: its body passed
+   * `maxResponseBytes` (either `onResponseTooLarge` policy); its stored form passed the runner's
+   * `maxResultBytes` (either `onResultTooLarge` policy: `'omit'` completes the key without it, `'fail'`
+   * records it FAILED); or a Fastify handler sent it itself past the capture (`reply.hijack()`, or a client
+   * gone before a body stream ended; the key completes without it, `bytes` is then 0: nothing was
+   * counted). `scope` and `key` are the record's (`key` as parsed from the header, unquoted); `status`
+   * is the handler's; `bytes` the body bytes seen (at least `maxResponseBytes + 1` above that cap).
+   * Errors it throws are ignored. @defaultValue none
    */
   onResponseNotStored?: (info: { scope: string; key: string; status: number; bytes: number }) => void;
   /**

@@ -32,12 +32,19 @@ export const PROBLEMS = {
   },
   /** The key's operation failed for good (attempts exhausted, or a non-retryable error); use a new key. */
   'idempotency-key-failed': { status: 409, title: 'The request with this Idempotency-Key failed for good' },
-  /** The key's request completed but its response was not stored (`onResponseTooLarge: 'pass-through'`). */
+  /**
+   * The key's request completed but its response was not stored: its body passed `maxResponseBytes` under
+   * `onResponseTooLarge: 'pass-through'`, its stored form passed the runner's `maxResultBytes` under the
+   * runner's `onResultTooLarge: 'omit'`, or a Fastify handler answered past the capture.
+   */
   'response-not-stored': {
     status: 409,
     title: 'The request with this Idempotency-Key completed; its response was not stored',
   },
-  /** The response was larger than `maxResponseBytes` and `onResponseTooLarge` is `fail`. */
+  /**
+   * The response was larger than `maxResponseBytes` and `onResponseTooLarge` is `fail`, or its stored form
+   * larger than the runner's `maxResultBytes` and the runner's `onResultTooLarge` is `fail`.
+   */
   'response-too-large': { status: 500, title: 'The response is too large to be stored for replay' },
   /**
    * The store refused the scope this server built for the request (method, route template and tenant, as

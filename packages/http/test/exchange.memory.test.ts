@@ -190,6 +190,29 @@ describe('HttpIdempotency on the memory store', () => {
     );
   });
 
+  it("a response the runner leaves out of the record (its onResultTooLarge: 'omit', the default) is sent, reported to onResponseNotStored, and retries get 409 response-not-stored", async () => {
+    const notStored: unknown[] = [];
+    const { http, request } = setup(
+      { onResponseNotStored: (i) => notStored.push(i) },
+      { maxResultBytes: 64 },
+    );
+    const body = JSON.stringify({ receipt: 'r'.repeat(200) }); // within maxResponseBytes, above maxResultBytes
+    expect(await complete(await http.admit(request({ key: 'k' })), 201, body)).toBeUndefined();
+    // Before: not called (completed without the response, silently).
+    expect(notStored).toEqual([
+      {
+        scope: httpScope('POST', '/orders', undefined),
+        key: 'k',
+        status: 201,
+        bytes: Buffer.byteLength(body),
+      },
+    ]);
+    expect(problemType(await http.admit(request({ key: 'k' })))).toBe(
+      'urn:idempotent-consumer:problem:response-not-stored',
+    );
+    expect(notStored).toHaveLength(1);
+  });
+
   it('fails closed with 503 and Retry-After when the store does not answer; fails open by the runner option', async () => {
     const down = new MemoryIdempotencyStore();
     down.claim = () => Promise.reject(new StoreUnavailableError('down'));

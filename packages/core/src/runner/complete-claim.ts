@@ -26,8 +26,9 @@ export interface CompleteClaimRunner {
  * not resolve an offset past an unwritten completion). One try, with the runner's own rules and events:
  *
  * - the result is encoded as the runner does (`maxResultBytes`, `compressAboveBytes`): too large under
- *   `onResultTooLarge: 'omit'` completes without it (`resultOmitted`); too large under `'fail'`, or not
- *   serializable, writes FAILED with a `ResultTooLargeError` (`failed`, reason `result-too-large`);
+ *   `onResultTooLarge: 'omit'` completes without it (the `resultOmitted` event, and `resultOmitted: true`
+ *   on the result); too large under `'fail'`, or not serializable, writes FAILED with a
+ *   `ResultTooLargeError` (`failed`, reason `result-too-large`);
  * - the write is fenced by the claim's token: refused, it is `lease-lost` (`leaseLost`, `during: 'write'`),
  *   unless the record is already COMPLETED (or FAILED) under this very token (an earlier try that timed
  *   out on our side was applied);
@@ -110,5 +111,6 @@ export async function completeClaim<T>(
   );
   if (!ok) return lost(undefined);
   emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded: true });
-  return { ...base, status: 'completed', result: run.result, recorded: true };
+  const resultOmitted = encoded.kind === 'too-large';
+  return { ...base, status: 'completed', result: run.result, recorded: true, resultOmitted };
 }

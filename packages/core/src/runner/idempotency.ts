@@ -624,7 +624,16 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
         if (this.listenerCount('completed') > 0) {
           this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
         }
-        return { outcome, fencingToken, attempt, status: 'completed', result: value as T, recorded };
+        const resultOmitted = encoded.kind === 'too-large';
+        return {
+          outcome,
+          fencingToken,
+          attempt,
+          status: 'completed',
+          result: value as T,
+          recorded,
+          resultOmitted,
+        };
       }
     }
 

@@ -19,6 +19,15 @@ export interface CompletedResult<T> extends Executed {
    * duplicate meets the expired lease and may run again, so the `storeError` event reports it.
    */
   readonly recorded: boolean;
+  /**
+   * True when the handler's result was not stored because its encoded form (JSON, deflated above
+   * `compressAboveBytes`) passed `maxResultBytes` under `onResultTooLarge: 'omit'`: the record is
+   * completed without it (with `recorded: false`, that is the write that was attempted), so a duplicate
+   * is still skipped but replays `undefined` (`DuplicateResult.hasResult` false). The runner's
+   * `resultOmitted` event reported it too. False when the result was stored, or when there was none to
+   * store (the handler returned `undefined`).
+   */
+  readonly resultOmitted: boolean;
 }
 
 /** The handler threw a retryable error; the record is RELEASED for a later attempt. */

@@ -55,6 +55,7 @@ const completed: RunResult<unknown> = {
   status: 'completed',
   result: 'ok',
   recorded: true,
+  resultOmitted: false,
 };
 
 function sdk() {
