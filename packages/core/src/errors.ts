@@ -135,7 +135,9 @@ export class StoreUnavailableError extends IdempotencyError {
    * `ACQUIRED_STALE` although no handler ran. `Idempotency.run` failing open (`storeFailureMode: 'open'`)
    * runs the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`;
    * otherwise `run`, `claim` and `waitForOutcome` give it back unrun (`unrunReleaseOptions`: no attempt
-   * spent) before they reject, with this field cleared once the give-back was answered.
+   * spent) before they reject, with this field cleared once the give-back was answered. Still set (that
+   * give-back went unanswered too), it can be given back later: `Idempotency.release(id, writtenClaim)`, or
+   * the kit's `giveBackUnrun` (again each time the store gate opens).
    * `claimMany` never sets it: a failed batch gives back every claim it wrote itself (its error names no
    * key). `undefined` when the call wrote no claim, cannot know, or gave it back.
    */

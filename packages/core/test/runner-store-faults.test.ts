@@ -6,6 +6,7 @@ import {
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
+import { giveBackUnrun, StoreGate } from '../src/kit';
 import { FaultyStore, type Operation, recordEvents } from './support/faulty-store';
 
 const request = { scope: 'faults', key: 'k' };
@@ -222,6 +223,32 @@ describe('Idempotency runner: store outages', () => {
       expect(error).toBeInstanceOf(StoreUnavailableError);
       expect((error as StoreUnavailableError).writtenClaim).toBeUndefined();
       expect(await unacknowledged.store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    });
+
+    it("a claim the error still names (its give-back unanswered) is given back later with Idempotency.release or the kit's giveBackUnrun: RELEASED, its counted attempt returned", async () => {
+      for (const giveBack of ['release', 'giveBackUnrun'] as const) {
+        const down = writtenThenUnanswered(1, undefined, { counted: true });
+        down.store.inject('release', { kind: 'throw', error: unavailable });
+        const runner = new Idempotency({ store: down.store, logger: false }, { leaseMs: 10_000 });
+        const error = await runner.claim(request).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        const written = (error as StoreUnavailableError).writtenClaim!;
+        expect(written).toEqual({ fencingToken: expect.any(Number), outcome: 'ACQUIRED' });
+        expect(await down.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', attempt: 1 });
+        if (giveBack === 'release') {
+          expect(await runner.release(request, written)).toBe(true);
+        } else {
+          const gate = new StoreGate(down.store);
+          await giveBackUnrun(runner, request, written, { gate });
+          gate.dispose();
+        }
+        expect(await down.store.inner.get(request)).toMatchObject({
+          state: 'RELEASED',
+          attempt: 0,
+          abandoned: false,
+        });
+        expect(await runner.claim(request)).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+      }
     });
 
     it('a release the store does not answer is a storeError (never a rejection); one refused because another claim took the key is leaseLost', async () => {

@@ -1,7 +1,8 @@
-import { isIdempotencyError } from '../errors';
+import { isIdempotencyError, type WrittenClaim } from '../errors';
 import type { RecordId } from '../keys';
 import type { Idempotency } from '../runner/idempotency';
 import type { ClaimReply } from '../store/idempotency-store';
+import { claimToGiveBack } from '../store/unrun-release';
 import { callIsolated } from './isolate';
 import type { StoreGate } from './store-gate';
 
@@ -25,8 +26,9 @@ export interface GiveBackOptions {
  * Gives back a claim whose handler never started (`Idempotency.release`: the record is RELEASED, a counted
  * claim returns its attempt, a claim that was `ACQUIRED_STALE` leaves the record stale), and keeps trying
  * while the store does not answer, so an outage at that moment does not leave the claim to lapse with its
- * lease (one attempt spent on a handler that never ran, and the next claim `ACQUIRED_STALE`). Anything but
- * an `ACQUIRED`/`ACQUIRED_STALE` reply is ignored.
+ * lease (one attempt spent on a handler that never ran, and the next claim `ACQUIRED_STALE`). Takes an
+ * `ACQUIRED`/`ACQUIRED_STALE` reply, or the `StoreUnavailableError.writtenClaim` of a claim call whose own
+ * give-back the store did not answer; any other reply, and `undefined`, is ignored.
  *
  * - Gate open (or none): tried now; resolves once that try is answered or failed.
  * - Gate closed: resolves at once; tried when it opens.
@@ -36,25 +38,28 @@ export interface GiveBackOptions {
  *
  * Every try is fenced by the claim's token: a claim another worker took over since (its lease lapsed
  * meanwhile) is left alone (`release` resolves `false`), and a try whose reply was lost after Redis applied
- * it is refused the same way on the next. Never rejects. Generalised from the Kafka adapter's give-back of
- * a claim whose start the store did not answer; the SQS adapter uses it too.
+ * it is refused the same way on the next. Never rejects. This is the retrying layer of the give-back (see
+ * store/unrun-release.ts): each try is one `Idempotency.release`, which also emits the runner's
+ * `storeError` when it fails. Generalised from the Kafka adapter's give-back of a claim whose start the
+ * store did not answer; the SQS adapter and `LeaseKeeperSet` use it too.
  *
  * @param idempotency - the runner (its `release`, and `options.storeFailureMode`).
  * @param id - the claim's record.
- * @param claim - the claim reply.
+ * @param claim - the claim reply, or a `StoreUnavailableError.writtenClaim`.
  */
 export async function giveBackUnrun(
   idempotency: Pick<Idempotency, 'release' | 'options'>,
   id: RecordId,
-  claim: ClaimReply | undefined,
+  claim: ClaimReply | WrittenClaim | undefined,
   options: GiveBackOptions = {},
 ): Promise<void> {
-  if (claim?.outcome !== 'ACQUIRED' && claim?.outcome !== 'ACQUIRED_STALE') return;
+  const held = claimToGiveBack(claim);
+  if (held === undefined) return;
   const { gate, signal } = options;
   /** One try; resolves whether to try again once the gate opens. */
   const tryOnce = async (): Promise<boolean> => {
     try {
-      await idempotency.release(id, claim);
+      await idempotency.release(id, held);
       return false;
     } catch (error) {
       callIsolated(() => options.onStoreError?.(error));

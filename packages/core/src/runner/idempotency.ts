@@ -10,6 +10,7 @@ import {
   ReplicationTimeoutError,
   ResultTooLargeError,
   StoreUnavailableError,
+  type WrittenClaim,
 } from '../errors';
 import { checkFingerprint, fingerprint as computeFingerprint, type Payload } from '../fingerprint';
 import type { RecordId } from '../keys';
@@ -372,10 +373,15 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * (`ReleaseOptions.neverStarted`), so `maxAttempts` counts only handlers that ran. A claim that was
    * `ACQUIRED_STALE` leaves the record stale: the next claim is `ACQUIRED_STALE` too, since the handler
    * whose lease lapsed may have left partial effects. Not for a claim whose handler ran: `execute` settles
-   * those. Resolves `false` when the claim was already lost (nothing changed).
-   * @throws {@link StoreUnavailableError} when the store does not answer.
+   * those. Resolves `false` when the claim was already lost (nothing changed). One try: the kit's
+   * `giveBackUnrun` tries again while the store does not answer (store/unrun-release.ts says which layer
+   * does what).
+   * @param claim - the claim reply (`ACQUIRED`/`ACQUIRED_STALE`), or the {@link WrittenClaim} a
+   *   `StoreUnavailableError` still names (`claim`, `run` or `waitForOutcome` could not give it back: the
+   *   store did not answer that either); only its `fencingToken` and `outcome` are read.
+   * @throws {@link StoreUnavailableError} when the store does not answer (after a `storeError` event).
    */
-  async release(request: RecordId, claim: AcquiredReply): Promise<boolean> {
+  async release(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
     const id: RecordId = { scope: request.scope, key: request.key };
     const options = unrunReleaseOptions(claim, this.options.retentionMs);
     const reply = await this.#store('release', id, () => this.store.release(id, claim.fencingToken, options));
@@ -742,8 +748,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
-   * Gives back unrun (`release` with `unrunReleaseOptions`: no attempt spent, a stale claim keeps the record
-   * stale) a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
+   * Gives back unrun ({@link Idempotency.release}: no attempt spent, a stale claim keeps the record stale)
+   * a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
    * one try, and returns the error to reject with: a copy without `writtenClaim` once the store answered
    * the give-back (also when another claim had taken the key: not ours to give back any more), else
    * `error` itself (a release its replicas did not acknowledge counts as answered: the primary applied it).
@@ -754,10 +760,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   async #giveBackWritten(request: RecordId, error: unknown): Promise<unknown> {
     const written = error instanceof StoreUnavailableError ? error.writtenClaim : undefined;
     if (written === undefined) return error;
-    const id: RecordId = { scope: request.scope, key: request.key };
-    const options = unrunReleaseOptions(written, this.options.retentionMs);
     try {
-      await this.#store('release', id, () => this.store.release(id, written.fencingToken, options));
+      await this.release(request, written);
     } catch (releaseError) {
       // Replicas that did not acknowledge the release: it was applied on the primary all the same.
       if (!(releaseError instanceof ReplicationTimeoutError)) return error;
@@ -768,8 +772,10 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
-   * handler ran unprotected: one try, not the `writeAttempts` of a write after a claimed run (the store has
-   * just failed, and a fail-open run is there to answer without waiting for it). Never rejects: a release
+   * handler ran unprotected. Not a give-back (unlike {@link Idempotency.release}, without `neverStarted`):
+   * the handler ran, so its attempt stays spent and the next claim is ACQUIRED_STALE. One try, not the
+   * `writeAttempts` of a write after a claimed run (the store has just failed, and a fail-open run is there
+   * to answer without waiting for it). Never rejects: a release
    * the store does not answer is a `storeError` event (the claim then lapses with its lease, and the next
    * claim is ACQUIRED_STALE unless it was a reservation), one refused because another claim took the key
    * meanwhile (the unprotected handler outlived the lease) is `leaseLost`.

@@ -4,6 +4,7 @@ import {
   ReplicationTimeoutError,
   StoreUnavailableError,
   UnexpectedReplyError,
+  type WrittenClaim,
 } from '../errors';
 import { checkMaxKeyBytes, type RecordId, RecordKeyBuilder } from '../keys';
 import { MAX_TIMER_MS } from '../kit/long-timeout';
@@ -37,7 +38,7 @@ import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
 import { unansweredError } from './unanswered-error';
-import { unrunReleaseOptions } from './unrun-release';
+import { claimToGiveBack, unrunReleaseOptions } from './unrun-release';
 import {
   type CorkableStream,
   checkMaxCommandsPerWrite,
@@ -243,7 +244,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
         if (!isAcquired(reply)) throw error;
         if (!(error instanceof ReplicationTimeoutError)) throw withWrittenClaim(error, reply);
         // Redis answered: the claim is on the primary, not on enough replicas. Nothing will run it.
-        await this.#giveBack(key, reply, options.retentionMs);
+        await this.#giveBackUnrun(key, reply, options.retentionMs);
         written.claim = undefined;
         throw error;
       }
@@ -339,7 +340,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     } catch (error) {
       // Unacknowledged or unanswered, the WAIT leaves every claim of the batch written and nobody to run
       // it: given back, not left IN_PROGRESS until its lease lapsed (CONFLICT for the redelivered batch).
-      await Promise.all(calls.map((c, i) => this.#giveBackSlot(c, written[i]!)));
+      await Promise.all(calls.map((c, i) => this.#giveBackWritten(c, written[i]!)));
       throw error;
     }
     if (!calls.some((c) => c.counted)) return replies;
@@ -379,30 +380,38 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     if (failed === undefined) return settled.map((s) => (s as PromiseFulfilledResult<ClaimReply>).value);
     await Promise.all(
       settled.map((s, i) =>
-        this.#giveBackSlot(claims[i]!, s.status === 'fulfilled' ? { claim: s.value } : (written?.[i] ?? {})),
+        this.#giveBackWritten(
+          claims[i]!,
+          s.status === 'fulfilled' ? { claim: s.value } : (written?.[i] ?? {}),
+        ),
       ),
     );
     throw withoutWrittenClaim(failed.reason);
   }
 
-  /** {@link RedisIdempotencyStore.#giveBack} of the claim `written` holds, if it holds one that took the key. */
-  async #giveBackSlot(
+  /**
+   * {@link RedisIdempotencyStore.#giveBackUnrun} of the claim `written` holds, if it holds one that took the
+   * key; the slot is emptied first, so a claim is given back once.
+   */
+  async #giveBackWritten(
     call: { readonly key: string; readonly options: ClaimOptions },
     written: WrittenSlot,
   ): Promise<void> {
-    const claim = written.claim;
-    if (claim === undefined || !isAcquired(claim)) return;
+    const claim = claimToGiveBack(written.claim);
+    if (claim === undefined) return;
     written.claim = undefined;
-    await this.#giveBack(call.key, claim, call.options.retentionMs);
+    await this.#giveBackUnrun(call.key, claim, call.options.retentionMs);
   }
 
   /**
    * Gives back a claim nobody will run (`release` with `unrunReleaseOptions`: no attempt spent, a stale
    * claim leaves the record stale), one try and without `WAIT`: never rejects; a give-back that fails
    * leaves the claim to its lease (then the next claim takes it without an attempt spent if it was a
-   * reservation, as ACQUIRED_STALE with its attempt counted if it was counted).
+   * reservation, as ACQUIRED_STALE with its attempt counted if it was counted). The store's own layer of
+   * the give-back (store/unrun-release.ts): for claims its caller never sees (a replicated claim that timed
+   * out, a failed `claimMany`), so there is no runner to report to and no store gate to wait for.
    */
-  async #giveBack(key: string, claim: AcquiredReply, retentionMs: number): Promise<void> {
+  async #giveBackUnrun(key: string, claim: WrittenClaim, retentionMs: number): Promise<void> {
     const release = unrunReleaseOptions(claim, retentionMs);
     const args = scriptArgs.release(
       claim.fencingToken,

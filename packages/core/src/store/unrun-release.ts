@@ -1,4 +1,22 @@
-import type { ReleaseOptions } from './idempotency-store';
+import type { WrittenClaim } from '../errors';
+import type { ClaimReply, ReleaseOptions } from './idempotency-store';
+
+/*
+ * Giving back a claim whose handler never ran ("give back unrun"): one concept, made at three layers that
+ * each add one thing, all with the options of `unrunReleaseOptions` (below):
+ *
+ * - the store's own, inside `RedisIdempotencyStore` (a claim it wrote and nobody will see: a replicated
+ *   claim its replicas did not acknowledge, the claims of a failed `claimMany`): one `release` script call,
+ *   no `WAIT`, no event, failure ignored (the claim lapses with its lease);
+ * - the runner's `Idempotency.release` (one try, a `storeError` event when it fails, rejects), which
+ *   `run`, `claim` and `waitForOutcome` also use for a claim a failed call had written
+ *   (`StoreUnavailableError.writtenClaim`);
+ * - the kit's `giveBackUnrun` (adapters, `LeaseKeeperSet`): `Idempotency.release`, tried again each time
+ *   the consumer's store gate opens until the store answers it or the consumer stops.
+ *
+ * Not a give-back: a claim whose handler ran (even unprotected, `storeFailureMode: 'open'`) is released
+ * abandoned without `neverStarted`: its attempt was spent.
+ */
 
 /**
  * The {@link ReleaseOptions} that give back a claim whose handler never ran (`Idempotency.release`, a
@@ -15,4 +33,18 @@ export function unrunReleaseOptions(
   retentionMs: number,
 ): ReleaseOptions {
   return { retentionMs, abandoned: claim.outcome !== 'ACQUIRED', neverStarted: true };
+}
+
+/**
+ * The claim to give back, if `claim` holds one: an `ACQUIRED`/`ACQUIRED_STALE` reply, or a
+ * `StoreUnavailableError.writtenClaim` (whose `outcome` may be `undefined`: a store that does not say;
+ * {@link unrunReleaseOptions} takes it as stale). `undefined` for any other reply (it holds no key) and
+ * for `undefined`. `claim` itself, not a copy.
+ * @param claim - a claim reply, a `writtenClaim`, or `undefined` (no reply: the claim call failed).
+ */
+export function claimToGiveBack(claim: ClaimReply | WrittenClaim | undefined): WrittenClaim | undefined {
+  const outcome = claim?.outcome;
+  return outcome === undefined || outcome === 'ACQUIRED' || outcome === 'ACQUIRED_STALE'
+    ? (claim as WrittenClaim | undefined)
+    : undefined;
 }

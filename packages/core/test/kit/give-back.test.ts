@@ -120,6 +120,13 @@ describe('kit: giveBackUnrun', () => {
     expect(store.calls.release).toBe(1);
   });
 
+  it('gives back a written claim whose outcome the store did not say (StoreUnavailableError.writtenClaim) as stale: RELEASED abandoned, no attempt spent, the next claim ACQUIRED_STALE', async () => {
+    const { idempotency, claim, gate } = await setup();
+    await giveBackUnrun(idempotency, id, { fencingToken: claim.fencingToken }, { gate });
+    expect(await idempotency.store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: true });
+    expect(await idempotency.claim(id)).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 1 });
+  });
+
   it('ignores a reply that is not a claim, and works without a gate (one try)', async () => {
     const { store, idempotency, claim, errors, onStoreError } = await setup();
     await giveBackUnrun(idempotency, id, undefined);
