@@ -104,9 +104,13 @@ export class InvalidPayloadError extends IdempotencyError {
 
 /**
  * A claim a failed store call had written ({@link StoreUnavailableError.writtenClaim}): what giving it back
- * needs.
+ * needs. Only a `StoreUnavailableError` makes one (its constructor sets `kind`), so `Idempotency.release`
+ * and the kit's `giveBackUnrun` cannot be handed by mistake something else that carries a fencing token and
+ * an outcome, such as a run's result or a record read back, whose handler may have run.
  */
 export interface WrittenClaim {
+  /** Set by the {@link StoreUnavailableError} constructor. */
+  readonly kind: 'written-claim';
   /** The claim's fencing token (`release` is fenced by it). */
   readonly fencingToken: number;
   /**
@@ -135,17 +139,32 @@ export class StoreUnavailableError extends IdempotencyError {
    * `ACQUIRED_STALE` although no handler ran. `Idempotency.run` failing open (`storeFailureMode: 'open'`)
    * runs the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`;
    * otherwise `run`, `claim` and `waitForOutcome` give it back unrun (`unrunReleaseOptions`: no attempt
-   * spent) before they reject, with this field cleared once the give-back was answered. Still set (that
-   * give-back went unanswered too), it can be given back later: `Idempotency.release(id, writtenClaim)`, or
-   * the kit's `giveBackUnrun` (again each time the store gate opens).
+   * spent) before they reject, with this field cleared once the give-back was answered. Still set on the
+   * error `claim`, `run` or `waitForOutcome` rejects with (that give-back went unanswered too), no handler
+   * ran on it and it can be given back later: `Idempotency.release(id, writtenClaim)`, or the kit's
+   * `giveBackUnrun` (again each time the store gate opens). The `storeError` of a fail-open (`UNPROTECTED`)
+   * result and of the `failOpen` event never names one: its handler ran.
    * `claimMany` never sets it: a failed batch gives back every claim it wrote itself (its error names no
    * key). `undefined` when the call wrote no claim, cannot know, or gave it back.
    */
   readonly writtenClaim: WrittenClaim | undefined;
 
-  constructor(message: string, options?: IdempotencyErrorOptions & { writtenClaim?: WrittenClaim }) {
+  /**
+   * @param options - `writtenClaim`: the claim the failed call wrote (its fencing token, and its outcome when
+   *   known); stored with `kind: 'written-claim'`.
+   */
+  constructor(
+    message: string,
+    options?: IdempotencyErrorOptions & { writtenClaim?: Omit<WrittenClaim, 'kind'> },
+  ) {
     super(message, options);
-    this.writtenClaim = options?.writtenClaim;
+    const written = options?.writtenClaim;
+    this.writtenClaim =
+      written === undefined
+        ? undefined
+        : written.outcome === undefined
+          ? { kind: 'written-claim', fencingToken: written.fencingToken }
+          : { kind: 'written-claim', fencingToken: written.fencingToken, outcome: written.outcome };
   }
 }
 

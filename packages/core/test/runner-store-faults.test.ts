@@ -108,6 +108,40 @@ describe('Idempotency runner: store outages', () => {
       expect(events.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'outcome', 'completed']);
     });
 
+    it('a fail-open result and its failOpen event name no written claim (its handler ran: it must never be given back unrun), even when the abandoned release goes unanswered', async () => {
+      const open = writtenThenUnanswered(1);
+      open.store.inject('release', { kind: 'throw', error: unavailable });
+      const idempotency = new Idempotency(
+        { store: open.store, logger: false },
+        { leaseMs: 10_000, retentionMs: 60_000, storeFailureMode: 'open' },
+      );
+      const failOpen: unknown[] = [];
+      idempotency.on('failOpen', ({ error }) => failOpen.push(error));
+      const r = await idempotency.run(request, ({ outcome }) => outcome);
+      expect(r).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed' });
+      const reported = (r as { storeError: StoreUnavailableError }).storeError;
+      expect(reported).toBeInstanceOf(StoreUnavailableError);
+      expect(reported.writtenClaim).toBeUndefined();
+      expect(failOpen).toHaveLength(1);
+      expect((failOpen[0] as StoreUnavailableError).writtenClaim).toBeUndefined();
+      // The claim stays as the handler left it: in progress, its attempt spent, to lapse as ACQUIRED_STALE.
+      expect(await open.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS' });
+    });
+
+    it('release and giveBackUnrun refuse at compile time what is not a claim to give back: a run result carries a fencing token and an outcome, but its handler ran', async () => {
+      const runner = new Idempotency({ store: new MemoryIdempotencyStore(), logger: false });
+      const ran = await runner.run(request, () => 1);
+      // @ts-expect-error a run's result is not a claim nobody ran
+      const toRelease: Parameters<Idempotency['release']>[1] = ran;
+      // @ts-expect-error the same for the kit's give-back
+      const toGiveBack: Parameters<typeof giveBackUnrun>[2] = ran;
+      expect([toRelease, toGiveBack]).toEqual([ran, ran]);
+      // What a failed call names can be given back; it is marked as such.
+      const error = new StoreUnavailableError('down', { writtenClaim: { fencingToken: 7 } });
+      const written: Parameters<Idempotency['release']>[1] = error.writtenClaim!;
+      expect(written).toEqual({ kind: 'written-claim', fencingToken: 7 });
+    });
+
     it('a handler that threw is released abandoned too', async () => {
       const open = writtenThenUnanswered(1);
       const boom = new Error('boom');
@@ -233,7 +267,11 @@ describe('Idempotency runner: store outages', () => {
         const error = await runner.claim(request).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(StoreUnavailableError);
         const written = (error as StoreUnavailableError).writtenClaim!;
-        expect(written).toEqual({ fencingToken: expect.any(Number), outcome: 'ACQUIRED' });
+        expect(written).toEqual({
+          kind: 'written-claim',
+          fencingToken: expect.any(Number),
+          outcome: 'ACQUIRED',
+        });
         expect(await down.store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', attempt: 1 });
         if (giveBack === 'release') {
           expect(await runner.release(request, written)).toBe(true);
@@ -273,13 +311,14 @@ describe('Idempotency runner: store outages', () => {
         { leaseMs: 10_000, storeFailureMode: 'open' },
       );
       const seen = recordEvents(runner);
+      let written = 0;
       await runner.run(request, async () => {
+        written = (await taken.store.inner.get(request))!.fencingToken;
         // The unprotected handler outlives the written claim's lease, and another worker claims the key.
         taken.clock.ms += 20_000;
         await taken.store.inner.claim(request, { leaseMs: 10_000, retentionMs: 60_000 });
       });
       expect(seen.map(([n]) => n)).toEqual(['storeError', 'failOpen', 'leaseLost']);
-      const written = (seen[1]![1].error as StoreUnavailableError).writtenClaim!.fencingToken;
       expect(seen[2]![1]).toMatchObject({ ...request, fencingToken: written, during: 'write' });
       expect((await taken.store.inner.get(request))!.fencingToken).toBeGreaterThan(written);
     });

@@ -286,7 +286,8 @@ export class Exchange {
       if (settled && 'resultOmitted' in settled && settled.resultOmitted) {
         // The runner's `onResultTooLarge: 'omit'` (its default) completed the key without the response
         // (its stored form passed `maxResultBytes`, though the body was within `maxResponseBytes`): the
-        // handler's answer goes out, later requests get 409 `response-not-stored`, and it is reported.
+        // handler's answer goes out, later requests get 409 `response-not-stored` (once recorded), and it
+        // is reported.
         this.#notStored(finished);
         return undefined;
       }

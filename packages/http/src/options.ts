@@ -84,14 +84,17 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   onResponseTooLarge?: ResponseTooLargePolicy;
   /**
-   * Called once whenever a response below 500 was not stored for replay: its body passed
+   * Called once whenever a response below 500 was not stored for replay because of its size or how it was
+   * sent: its body passed
    * `maxResponseBytes` (either `onResponseTooLarge` policy); its stored form passed the runner's
    * `maxResultBytes` (either `onResultTooLarge` policy: `'omit'` completes the key without it, `'fail'`
    * records it FAILED); or a Fastify handler sent it itself past the capture (`reply.hijack()`, or a client
    * gone before a body stream ended; the key completes without it, `bytes` is then 0: nothing was
    * counted). `scope` and `key` are the record's (`key` as parsed from the header, unquoted); `status`
    * is the handler's; `bytes` the body bytes seen (at least `maxResponseBytes + 1` above that cap).
-   * Errors it throws are ignored. @defaultValue none
+   * Not called for a response within both limits whose write failed (the store did not take it, or another
+   * worker took the key meanwhile: the runner's `storeError` / `leaseLost` events report those), nor for a
+   * run without a claim (`storeFailureMode: 'open'`). Errors it throws are ignored. @defaultValue none
    */
   onResponseNotStored?: (info: { scope: string; key: string; status: number; bytes: number }) => void;
   /**

@@ -727,7 +727,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     handler: Handler<T>,
     storeError: StoreUnavailableError,
   ): Promise<RunResult<T>> {
-    this.#emit('failOpen', { scope: request.scope, key: request.key, error: storeError });
+    const written = storeError.writtenClaim;
+    // The handler runs: the claim the failed call wrote is released abandoned below, never given back unrun,
+    // so neither the event nor the result names it (a listener or adapter could give it back otherwise).
+    const reported = written
+      ? new StoreUnavailableError(storeError.message, { cause: storeError.cause ?? storeError })
+      : storeError;
+    this.#emit('failOpen', { scope: request.scope, key: request.key, error: reported });
     const context = {
       scope: request.scope,
       key: request.key,
@@ -738,11 +744,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     };
     let result: RunResult<T>;
     try {
-      result = { outcome: 'UNPROTECTED', status: 'completed', result: await handler(context), storeError };
+      const value = await handler(context);
+      result = { outcome: 'UNPROTECTED', status: 'completed', result: value, storeError: reported };
     } catch (error) {
-      result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError };
+      result = { outcome: 'UNPROTECTED', status: 'threw', error, storeError: reported };
     }
-    const written = storeError.writtenClaim;
     if (written) await this.#abandonWrittenClaim(request, written.fencingToken);
     return result;
   }

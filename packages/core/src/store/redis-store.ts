@@ -411,7 +411,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
    * the give-back (store/unrun-release.ts): for claims its caller never sees (a replicated claim that timed
    * out, a failed `claimMany`), so there is no runner to report to and no store gate to wait for.
    */
-  async #giveBackUnrun(key: string, claim: WrittenClaim, retentionMs: number): Promise<void> {
+  async #giveBackUnrun(key: string, claim: AcquiredReply | WrittenClaim, retentionMs: number): Promise<void> {
     const release = unrunReleaseOptions(claim, retentionMs);
     const args = scriptArgs.release(
       claim.fencingToken,

@@ -1,5 +1,5 @@
 import type { WrittenClaim } from '../errors';
-import type { ClaimReply, ReleaseOptions } from './idempotency-store';
+import type { AcquiredReply, ClaimReply, ReleaseOptions } from './idempotency-store';
 
 /*
  * Giving back a claim whose handler never ran ("give back unrun"): one concept, made at three layers that
@@ -42,9 +42,10 @@ export function unrunReleaseOptions(
  * for `undefined`. `claim` itself, not a copy.
  * @param claim - a claim reply, a `writtenClaim`, or `undefined` (no reply: the claim call failed).
  */
-export function claimToGiveBack(claim: ClaimReply | WrittenClaim | undefined): WrittenClaim | undefined {
-  const outcome = claim?.outcome;
-  return outcome === undefined || outcome === 'ACQUIRED' || outcome === 'ACQUIRED_STALE'
-    ? (claim as WrittenClaim | undefined)
-    : undefined;
+export function claimToGiveBack(
+  claim: ClaimReply | WrittenClaim | undefined,
+): AcquiredReply | WrittenClaim | undefined {
+  if (claim === undefined) return undefined;
+  if ('kind' in claim) return claim;
+  return claim.outcome === 'ACQUIRED' || claim.outcome === 'ACQUIRED_STALE' ? claim : undefined;
 }

@@ -122,7 +122,10 @@ describe('kit: giveBackUnrun', () => {
 
   it('gives back a written claim whose outcome the store did not say (StoreUnavailableError.writtenClaim) as stale: RELEASED abandoned, no attempt spent, the next claim ACQUIRED_STALE', async () => {
     const { idempotency, claim, gate } = await setup();
-    await giveBackUnrun(idempotency, id, { fencingToken: claim.fencingToken }, { gate });
+    const { writtenClaim } = new StoreUnavailableError('Redis is unavailable', {
+      writtenClaim: { fencingToken: claim.fencingToken },
+    });
+    await giveBackUnrun(idempotency, id, writtenClaim, { gate });
     expect(await idempotency.store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: true });
     expect(await idempotency.claim(id)).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 1 });
   });
