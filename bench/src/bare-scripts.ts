@@ -112,18 +112,13 @@ export class BareScripts implements Contender {
   }
 
   /**
-   * The completion of a claim that `claim` ACQUIRED with `fencingToken`: `result` stored as JSON, with the
-   * ARGV the store sends (lua/complete.lua's header). Rejects only when the server does.
+   * The completion of a claim that `claim` ACQUIRED with `fencingToken`: `result` stored as JSON, none when
+   * it is `undefined` (as the runner stores none for a handler that returns nothing), with the ARGV the
+   * store sends (lua/complete.lua's header). Rejects only when the server does.
    */
   complete(key: string, fencingToken: number, result: unknown): Promise<unknown> {
-    return this.#evalsha(
-      this.completeScript,
-      this.keyPrefix + key,
-      fencingToken,
-      RETENTION_MS,
-      '1',
-      `j${JSON.stringify(result)}`,
-    );
+    const stored = result === undefined ? ['0', ''] : ['1', `j${JSON.stringify(result)}`];
+    return this.#evalsha(this.completeScript, this.keyPrefix + key, fencingToken, RETENTION_MS, ...stored);
   }
 
   async close(): Promise<void> {}

@@ -86,6 +86,11 @@ export function settleCounter(total: number, meter: CpuMeter, timeoutMs = 120_00
         );
       }
     },
+    /** Ends the pass with `error` (a message it could not process): `done` rejects. */
+    fail(error: Error): void {
+      clearTimeout(timer);
+      reject(error);
+    },
     /** Seconds from the first settled message to the last, and the CPU time meanwhile. */
     done,
   };

@@ -93,7 +93,7 @@ export async function benchKafka(
           // A batch fetched again before its offsets were committed (a rebalance): already counted.
           const fresh = reply[0] === 'ACQUIRED';
           await (async () => {})();
-          const completed = fresh ? scripts.complete(key, reply[1] as number, null) : undefined;
+          const completed = fresh ? scripts.complete(key, reply[1] as number, undefined) : undefined;
           tail = Promise.all([tail, completed]).then(() => {
             resolveOffset(message.offset);
             if (fresh) withScripts.settled();

@@ -4,6 +4,7 @@ import { createIdempotentConsumer } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { type ConsumeMessage, connect } from 'amqplib';
 import type { BareScripts } from '../bare-scripts';
+import { BUSY } from '../contender';
 import { type CpuMeter, findProcess } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
@@ -50,10 +51,13 @@ export async function benchRabbitmq(
       const counter = settleCounter(messages, meter);
       const { consumerTag } = await channel.consume(queue, (message) => {
         if (!message) return;
-        void handle(message).then(() => {
-          channel.ack(message);
-          counter.settled();
-        });
+        handle(message).then(
+          () => {
+            channel.ack(message);
+            counter.settled();
+          },
+          (error: Error) => counter.fail(error),
+        );
       });
       const settled = await counter.done;
       await channel.cancel(consumerTag);
@@ -61,9 +65,12 @@ export async function benchRabbitmq(
       return settled;
     };
     const bareSettled = await drain(queues.bare, async () => {});
-    const scriptsSettled = await drain(queues.scripts, (message) =>
-      scripts.process(message.properties.messageId as string, async () => {}, message.content),
-    );
+    const scriptsSettled = await drain(queues.scripts, async (message) => {
+      const key = message.properties.messageId as string;
+      if ((await scripts.process(key, async () => {}, message.content)) === BUSY) {
+        throw new Error(`the claim of ${key} was not ACQUIRED`);
+      }
+    });
 
     const sdk = settleCounter(messages, meter);
     const options = { queue: queues.sdk, prefetch: PREFETCH };

@@ -12,6 +12,7 @@ import {
 import type { Idempotency } from '@idempotent-consumer/core';
 import { IdempotentSqsPoller } from '@idempotent-consumer/sqs';
 import type { BareScripts } from '../bare-scripts';
+import { BUSY } from '../contender';
 import type { CpuMeter } from '../cpu-meter';
 import { type AdapterRow, row, settleCounter } from './adapter-row';
 
@@ -94,7 +95,7 @@ export async function benchSqs(
     const drain = async (queueUrl: string, handle: (message: Message) => Promise<unknown>) => {
       const counter = settleCounter(messages, meter);
       let stopping = false;
-      const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, async () => {
+      const receive = async () => {
         while (!stopping) {
           const out = await sqs.send(
             new ReceiveMessageCommand({
@@ -115,16 +116,27 @@ export async function benchSqs(
           );
           counter.settled(received.length);
         }
-      });
-      const settled = await counter.done;
-      stopping = true;
-      await Promise.all(receivers);
-      return settled;
+      };
+      const receivers = Array.from({ length: Math.ceil(CONCURRENCY / 10) }, () =>
+        receive().catch((error: Error) => {
+          stopping = true;
+          counter.fail(error);
+        }),
+      );
+      try {
+        return await counter.done;
+      } finally {
+        stopping = true;
+        await Promise.all(receivers);
+      }
     };
     const bareSettled = await drain(bareUrl, async () => {});
-    const scriptsSettled = await drain(scriptsUrl, (message) =>
-      scripts.process(message.MessageId!, async () => {}, message.Body),
-    );
+    const scriptsSettled = await drain(scriptsUrl, async (message) => {
+      if ((await scripts.process(message.MessageId!, async () => {}, message.Body)) === BUSY) {
+        // Shown again while its claim is held: the visibility timeout (30 s) lapsed mid-pass.
+        throw new Error(`the claim of ${message.MessageId} was not ACQUIRED`);
+      }
+    });
 
     const sdk = settleCounter(messages, meter);
     const poller = new IdempotentSqsPoller(
