@@ -12,6 +12,7 @@ import {
   type RunOutcome,
   type RunRequest,
   type RunResult,
+  type WrittenClaim,
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
@@ -25,6 +26,7 @@ import {
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
+  writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import { writeCompletion } from './completion-writer';
 import { DeadLetterSender } from './dead-letter-sender';
@@ -364,6 +366,9 @@ export class MessageProcessor<T> {
         } catch (error) {
           if (isStoreUnavailable(error)) {
             if (this.idempotency.options.storeFailureMode === 'open') {
+              // A claim the failed call had written (its give-back unanswered too) is given back first (one
+              // try): the runner's claim would meet it as a CONFLICT until its lease lapsed.
+              await this.#giveBack(delivery, request, writtenClaimOf(error));
               // Fail open through the runner (`run`: its `failOpen` event), bounded like any unprotected run.
               const ran = await this.#unprotected(delivery, request.scope, request.key, (attempt) =>
                 this.#failOpen(delivery, request, runOptions, attempt),
@@ -374,10 +379,8 @@ export class MessageProcessor<T> {
               if (end !== 'again') return end;
               continue;
             }
-            const answered = await this.awaitStore(delivery, error);
-            if (answered === 'stop') return { action: 'stop' };
-            if (answered === 'down')
-              return { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error };
+            const unanswered = await this.#claimUnanswered(delivery, request, error);
+            if (unanswered !== undefined) return unanswered;
             continue;
           }
           const subject = this.#subject(delivery, request.scope, request.key, undefined, 0);
@@ -403,6 +406,12 @@ export class MessageProcessor<T> {
         // A batch claim (`claimMany`) reserves: the claim the wait ends with is a reservation too.
         const waited = await this.#waitForHolder(delivery, request, runOptions, firstReply !== undefined);
         if (waited === 'stop') return { action: 'stop' };
+        if (waited !== undefined && 'unanswered' in waited) {
+          // The store did not answer the wait, nor the give-back of a claim the wait had written.
+          const unanswered = await this.#claimUnanswered(delivery, request, waited.unanswered);
+          if (unanswered !== undefined) return unanswered;
+          continue;
+        }
         reply = waited; // the holder's outcome (or CONFLICT still); `undefined`: the store did not answer
         continue;
       }
@@ -439,6 +448,57 @@ export class MessageProcessor<T> {
   }
 
   /**
+   * The store did not answer a claim (or a CONFLICT wait's claim), failing closed: waits for it like any
+   * unanswered store call ({@link MessageProcessor.awaitStore}). A claim the failed call had written, whose
+   * give-back inside the runner went unanswered too (`StoreUnavailableError.writtenClaim`), is given back
+   * (`#giveBack`: no attempt spent): awaited once the store answers within the wait, so the claim made
+   * again next is not met by this message's own claim as a CONFLICT until its lease lapsed; else in the
+   * background once the gate opens (the topic pauses meanwhile, and a re-fetch that claims first waits for
+   * the release as for any holder).
+   * @returns `undefined` when the store answered (the caller claims again), else the end to return (`pause`
+   *   of the topic until the store answers, or `stop`).
+   * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects (a rebalance); the claim is
+   *   given back once the store answers.
+   */
+  async #claimUnanswered(
+    delivery: Delivery,
+    request: RunRequest,
+    error: unknown,
+  ): Promise<Ending | undefined> {
+    const written = writtenClaimOf(error);
+    const answered = await this.#awaitStoreHolding(delivery, request, written, error);
+    if (answered !== 'up') return answered;
+    await this.#giveBack(delivery, request, written);
+    return undefined;
+  }
+
+  /**
+   * {@link MessageProcessor.awaitStore} while `claim` (a claim no handler ran under, or `undefined`) is
+   * held: `up` leaves it to the caller; any other end gives it back (`#giveBack`, not awaited: once the
+   * store answers).
+   * @returns `up`, or the end to return (`pause` of the topic until the store answers, or `stop`).
+   * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects (a rebalance).
+   */
+  async #awaitStoreHolding(
+    delivery: Delivery,
+    request: RunRequest,
+    claim: ClaimReply | WrittenClaim | undefined,
+    error: unknown,
+  ): Promise<'up' | Ending> {
+    let answered: 'up' | 'down' | 'stop';
+    try {
+      answered = await this.awaitStore(delivery, error);
+    } catch (heartbeatFailure) {
+      void this.#giveBack(delivery, request, claim);
+      throw heartbeatFailure;
+    }
+    if (answered === 'up') return 'up';
+    void this.#giveBack(delivery, request, claim);
+    if (answered === 'stop') return { action: 'stop' };
+    return { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error };
+  }
+
+  /**
    * The store did not answer the start of `claim` (a reservation's `start`, or the one `extend` of a claim
    * with less than one heartbeat interval of its lease left before its handler): no handler ran, and none
    * may run until the store confirms the start, whatever `storeFailureMode` (the claim may still be held; Redis may have applied the start and
@@ -458,17 +518,8 @@ export class MessageProcessor<T> {
     claim: ClaimReply,
     error: unknown,
   ): Promise<Ending | 'again'> {
-    let answered: 'up' | 'down' | 'stop';
-    try {
-      answered = await this.awaitStore(delivery, error);
-    } catch (heartbeatFailure) {
-      void this.#giveBack(delivery, request, claim);
-      throw heartbeatFailure;
-    }
-    if (answered === 'up') return 'again';
-    void this.#giveBack(delivery, request, claim);
-    if (answered === 'stop') return { action: 'stop' };
-    return { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error };
+    const answered = await this.#awaitStoreHolding(delivery, request, claim, error);
+    return answered === 'up' ? 'again' : answered;
   }
 
   /**
@@ -790,8 +841,10 @@ export class MessageProcessor<T> {
   /**
    * After a CONFLICT: waits up to `conflictWaitMs` for the holder's outcome (`Idempotency.waitForOutcome`),
    * heartbeating. Resolves with the reply it ended with, `undefined` when the store stopped answering (the
-   * caller claims again, which handles an unavailable store), or `stop` when the delivery must end: a
-   * claim the wait acquired meanwhile is then given back.
+   * caller claims again, which handles an unavailable store), `unanswered` when it did so after the wait
+   * had written a claim it could not give back (`StoreUnavailableError.writtenClaim`: the caller gives it
+   * back, see `#claimUnanswered`), or `stop` when the delivery must end: a claim the wait acquired
+   * meanwhile is then given back.
    * @throws {@link BrokerHeartbeatFailure} when the broker heartbeat rejects (a rebalance).
    */
   async #waitForHolder(
@@ -799,7 +852,7 @@ export class MessageProcessor<T> {
     request: RunRequest,
     runOptions: RunOptions,
     reserve: boolean,
-  ): Promise<ClaimReply | undefined | 'stop'> {
+  ): Promise<ClaimReply | undefined | { readonly unanswered: unknown } | 'stop'> {
     const abort = new AbortController();
     const waiting = this.idempotency
       .waitForOutcome(request, {
@@ -809,20 +862,25 @@ export class MessageProcessor<T> {
         reserve,
       })
       .catch((error: unknown) => {
-        if (isStoreUnavailable(error)) return undefined;
-        throw error;
+        if (!isStoreUnavailable(error)) throw error;
+        return writtenClaimOf(error) === undefined ? undefined : { unanswered: error };
       });
+    /** The claim the wait ended with, or the one it had written, when the delivery ends first. */
+    const held = async () => {
+      const ended = await waiting.catch(() => undefined);
+      return ended !== undefined && 'unanswered' in ended ? writtenClaimOf(ended.unanswered) : ended;
+    };
     let finished: boolean;
     try {
       finished = await heartbeatUntil(waiting, delivery, this.options.brokerHeartbeatIntervalMs);
     } catch (error) {
       abort.abort();
-      await this.#giveBack(delivery, request, await waiting.catch(() => undefined));
+      await this.#giveBack(delivery, request, await held());
       throw new BrokerHeartbeatFailure(error);
     }
     if (!finished) {
       abort.abort();
-      await this.#giveBack(delivery, request, await waiting.catch(() => undefined));
+      await this.#giveBack(delivery, request, await held());
       return 'stop';
     }
     return waiting;
@@ -830,12 +888,16 @@ export class MessageProcessor<T> {
 
   /**
    * Gives back a claim whose handler never ran (a wait's claim whose delivery ended, a start the store did
-   * not answer): no attempt spent (the kit's `giveBackUnrun`). Resolves after the first try, or at once
+   * not answer, a claim a failed call had written: `StoreUnavailableError.writtenClaim`): no attempt spent (the kit's `giveBackUnrun`). Resolves after the first try, or at once
    * while the store gate is closed; a try the store does not answer is made again each time the gate opens,
    * until the wrapper closes (a claim not given back by then lapses with its lease). The release is fenced
    * by the claim's token, so a claim taken over since is left alone.
    */
-  #giveBack(delivery: Delivery, request: RunRequest, reply: ClaimReply | undefined): Promise<void> {
+  #giveBack(
+    delivery: Delivery,
+    request: RunRequest,
+    reply: ClaimReply | WrittenClaim | undefined,
+  ): Promise<void> {
     return giveBackUnrun(this.idempotency, idOf(request), reply, {
       gate: this.gate,
       signal: this.stopping,

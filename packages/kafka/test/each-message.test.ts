@@ -1,8 +1,10 @@
 import {
+  type ClaimOptions,
   Idempotency,
   InvalidOptionError,
   MemoryIdempotencyStore,
   NonRetryableError,
+  type RecordId,
 } from '@idempotent-consumer/core';
 import { TelemetrySdk } from '../../../integration-tests/support/telemetry';
 import { idempotentEachMessage, type KafkaIdempotencyEvents, PartitionPausedError } from '../src';
@@ -493,5 +495,85 @@ describe('idempotentEachMessage telemetry', () => {
     expect(await sdk.counts('idempotency.broker_actions', 'idempotency.broker_action')).toEqual({ pause: 1 });
     t.eachMessage.close();
     await sdk.close();
+  });
+});
+
+describe('idempotentEachMessage: a claim the store wrote before it failed, whose give-back went unanswered too (StoreUnavailableError.writtenClaim)', () => {
+  /**
+   * Makes `t`'s store fail like `RedisIdempotencyStore` with `waitForReplicas` whose `WAIT` (or `start`)
+   * and then the runner's own give-back go unanswered: the next `call` applies a counted claim, then
+   * rejects naming it (`before` runs first); `release` and `ping` reject until the adapter emits `storeUnavailable`, when the
+   * store comes back.
+   */
+  async function writtenThenDown(
+    t: ReturnType<typeof setup>,
+    call: 'claim' | 'waitForOutcome',
+    before: () => Promise<unknown> = async () => undefined,
+  ) {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    let down = true;
+    t.eachMessage.events.once('storeUnavailable', () => {
+      down = false;
+    });
+    const unanswered = () => Promise.reject(new StoreUnavailableError('Connection is closed.'));
+    const claim = t.store.claim.bind(t.store);
+    jest
+      .spyOn(t.store, call)
+      .mockImplementationOnce(async (...[id, options]: [RecordId, ClaimOptions, ...unknown[]]) => {
+        await before();
+        const reply = await claim(id, options);
+        if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+        throw new StoreUnavailableError('Connection is closed.', {
+          writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+        });
+      });
+    const release = t.store.release.bind(t.store);
+    jest.spyOn(t.store, 'release').mockImplementation((...a) => (down ? unanswered() : release(...a)));
+    jest.spyOn(t.store, 'ping').mockImplementation(() => (down ? unanswered() : Promise.resolve()));
+  }
+
+  it('of a claim: given back once the store answers, so the message runs at once, as attempt 1 (it met its own claim as a CONFLICT: the partition paused until the lease lapsed)', async () => {
+    // conflictWaitMs 0: the old code's CONFLICT paused the partition instead of waiting out the lease.
+    const t = setup({
+      maxInlineDelayMs: 5000,
+      conflictWaitMs: 0,
+      storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+    });
+    await writtenThenDown(t, 'claim');
+    try {
+      await t.eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+      expect(t.runs).toEqual(['k#1']);
+      expect(t.consumer.calls).toEqual([]);
+      expect(await t.store.get({ scope: 'g/pay', key: 'k' })).toMatchObject({
+        state: 'COMPLETED',
+        attempt: 1,
+      });
+    } finally {
+      t.eachMessage.close();
+    }
+  });
+
+  it("of a CONFLICT wait's claim: given back once the store answers, so the message runs at once, as attempt 1", async () => {
+    const t = setup({
+      maxInlineDelayMs: 5000,
+      conflictWaitMs: 1000,
+      storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+    });
+    const id = { scope: 'g/pay', key: 'k' };
+    // Another worker holds the key; it gives it back as the wait begins, and the wait's claim takes it.
+    const holder = await t.store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
+    if (holder.outcome !== 'ACQUIRED') throw new Error(`holder: ${holder.outcome}`);
+    const release = t.store.release.bind(t.store);
+    await writtenThenDown(t, 'waitForOutcome', () =>
+      release(id, holder.fencingToken, { retentionMs: 60_000, neverStarted: true }),
+    );
+    try {
+      await t.eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+      expect(t.runs).toEqual(['k#1']);
+      expect(t.consumer.calls).toEqual([]);
+      expect(await t.store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    } finally {
+      t.eachMessage.close();
+    }
   });
 });

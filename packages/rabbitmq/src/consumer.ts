@@ -201,6 +201,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
             ? 'paused'
             : 'stopping',
       storeUnavailable: (error) => this.#pause(error),
+      storeGate: this.#gate,
       emit: this.#emitEvent,
       log: this.#log,
       telemetry: consumerTelemetry(this.#options.queue, this.#options.telemetry),

@@ -11,10 +11,13 @@ import {
 import {
   type AdapterLog,
   extendHandlerContext,
+  giveBackUnrun,
   type HeaderCarrier,
   type MessageTelemetry,
   runUnprotected,
+  type StoreGate,
   UnprotectedRuns,
+  writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
@@ -45,6 +48,12 @@ export interface DeliveryProcessorContext<T> {
   readonly admission: () => 'running' | 'paused' | 'stopping';
   /** Called with the `StoreUnavailableError` of a claim: the consumer pauses (fail closed). */
   readonly storeUnavailable: (error: unknown) => void;
+  /**
+   * The consumer's store gate: a claim a failed `run` had written and could not give back
+   * (`StoreUnavailableError.writtenClaim`) is given back each time it opens, until the store answers or
+   * the consumer stops (the kit's `giveBackUnrun`).
+   */
+  readonly storeGate?: StoreGate;
   readonly emit: Emit;
   /** Where the first delivery without a key (or with an invalid one) is reported. */
   readonly log: AdapterLog;
@@ -173,6 +182,7 @@ export class DeliveryProcessor<T> {
         if (error.code === 'STORE_UNAVAILABLE') {
           // Fail closed: ack nothing, pause until the store answers.
           this.context.storeUnavailable(error);
+          this.#giveBackWritten(delivery, key, error);
           settler.requeue(delivery, 'store-unavailable');
           return undefined;
         }
@@ -189,6 +199,30 @@ export class DeliveryProcessor<T> {
     } finally {
       signal.dispose();
     }
+  }
+
+  /**
+   * Gives back a claim the failed `run` had written, whose give-back inside the runner went unanswered
+   * too (`StoreUnavailableError.writtenClaim`): no handler ran under it. Tried once the store gate (closed
+   * by the pause) opens, and again each time it opens until the store answers or the consumer stops (the
+   * kit's `giveBackUnrun`; a failed try is a `storeError` event, `operation` `release`). The consumer
+   * resumes only once the gate opens, so the requeued delivery's claim comes after the give-back was sent:
+   * left alone, the claim held the key IN_PROGRESS until its lease lapsed, and each redelivery met it as a
+   * CONFLICT.
+   */
+  #giveBackWritten(delivery: Delivery, key: string, error: unknown): void {
+    const { idempotency, options, storeGate, runOptions } = this.context;
+    void giveBackUnrun(idempotency, { scope: options.scope, key }, writtenClaimOf(error), {
+      gate: storeGate,
+      signal: runOptions.signal,
+      onStoreError: (releaseError) =>
+        this.context.emit('storeError', {
+          queue: options.queue,
+          operation: 'release',
+          error: releaseError,
+          source: delivery.subject.source,
+        }),
+    });
   }
 
   /**

@@ -485,6 +485,46 @@ describe('IdempotentConsumer failure paths', () => {
     expect(consumer.reconnecting).toBe(false);
     await consumer.stop();
   });
+
+  it('a claim the store wrote before it failed, whose give-back went unanswered too (writtenClaim), is given back once the store answers: the requeued delivery runs at once, as attempt 1 (it met the claim as a CONFLICT until its lease lapsed)', async () => {
+    const attempts: number[] = [];
+    const { channel, store, consumer } = await setup(({ attempt }) => {
+      attempts.push(attempt);
+      return 'ok';
+    });
+    // As RedisIdempotencyStore with waitForReplicas whose WAIT (or start) goes unanswered: the claim is
+    // applied, counted, and the call rejects naming it; the store is down from then on (the runner's own
+    // give-back goes unanswered too) until the consumer pauses.
+    const claim = store.claim.bind(store);
+    store.claim = async (...args) => {
+      store.claim = claim;
+      const reply = await claim(...args);
+      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+      store.down = true;
+      throw new StoreUnavailableError('Connection is closed.', {
+        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+      });
+    };
+    consumer.once('storeUnavailable', () => {
+      store.down = false;
+    });
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the requeue', () => channel.nacked.length === 1);
+    await until('the consumer resumed', () => consumer.state === 'running');
+    const id = { scope: 'work', key: 'k' };
+    let record = await store.get(id);
+    // Bounded, then asserted: before the fix the claim stayed IN_PROGRESS until its lease lapsed.
+    for (const deadline = Date.now() + 2000; record?.state !== 'RELEASED' && Date.now() < deadline; ) {
+      await sleep(2);
+      record = await store.get(id);
+    }
+    expect(record).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    channel.deliver('{}', { messageId: 'k' }, true);
+    await until('the ack', () => channel.acked.length === 1);
+    expect(attempts).toEqual([1]);
+    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    await consumer.stop();
+  });
 });
 
 describe('IdempotentConsumer pausing while basic.consume is in flight', () => {

@@ -10,6 +10,7 @@ import {
   type RunRequest,
   type RunResult,
   StoreUnavailableError,
+  type WrittenClaim,
 } from '@idempotent-consumer/core';
 import {
   AdapterLog,
@@ -22,6 +23,7 @@ import {
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
+  writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
 import { carryOutDeadLetter } from './dead-letter-step';
@@ -263,14 +265,15 @@ export class SqsMessageProcessor<T> {
   /**
    * Gives back a claim whose handler will not run (`Idempotency.release`, the runner's contract for an
    * interrupted batch): a claim of the batch claim, or a claim a CONFLICT wait ended with, of a message
-   * `stop()` abandoned, and a claim whose start the store did not answer. The record is RELEASED without an
+   * `stop()` abandoned, a claim whose start the store did not answer, and a claim a failed claim or wait
+   * had written and could not give back (`StoreUnavailableError.writtenClaim`). The record is RELEASED without an
    * attempt spent, so the redelivery runs instead of meeting a CONFLICT until the lease lapses, and is not
    * `ACQUIRED_STALE` with an attempt spent on a handler that never ran. Anything but an acquired claim is
    * ignored. Never rejects: a give-back the store does not answer is a `storeError` (`release`), and is
    * made again each time the store gate opens (the kit's `giveBackUnrun`) until the consumer stops; it
    * resolves after the first try, or at once while the gate is closed.
    */
-  async giveBack(keyed: KeyedMessage, reply: ClaimReply | undefined): Promise<void> {
+  async giveBack(keyed: KeyedMessage, reply: ClaimReply | WrittenClaim | undefined): Promise<void> {
     if (!keyed.request) return;
     await giveBackUnrun(this.#idempotency, keyed.request, reply, {
       gate: this.#hooks.storeGate?.(),
@@ -408,8 +411,18 @@ export class SqsMessageProcessor<T> {
         if (error instanceof InvalidKeyError) return { kind: 'invalid-key', error, receiveCount: rc };
         if (!(error instanceof StoreUnavailableError)) throw error;
         if (this.#idempotency.options.storeFailureMode === 'closed') {
+          // A claim the failed call had written, whose give-back inside the runner went unanswered too
+          // (`writtenClaim`): given back once the store answers (the gate closes first, as the caller's
+          // settle would), so the redelivery does not meet it as a CONFLICT until its lease lapses.
+          const written = writtenClaimOf(error);
+          if (written !== undefined) {
+            this.#hooks.storeGate?.()?.close(error);
+            await this.giveBack(keyed, written);
+          }
           return { kind: 'store-unavailable', error, receiveCount: rc };
         }
+        // Fail open: such a claim is given back first (one try), or the runner's claim met it as a CONFLICT.
+        await this.giveBack(keyed, writtenClaimOf(error));
         // Fail open: through the runner, which claims again and, while the store still does not answer,
         // emits `failOpen` and runs the handler unprotected. Not once stop() gave up on it during the claim
         // (see the check before `execute`); there is no claim to give back.
@@ -527,7 +540,9 @@ export class SqsMessageProcessor<T> {
    * caller sets it to the lease when the wait ends with the claim). The consumer's stopping signal ends
    * the wait early (the poller's `stop()`): it then resolves with its last reply, a CONFLICT that settles
    * like any other (its visibility set to bring it back), so `stop()` does not wait `conflictWaitMs` for it.
-   * Resolves with the reply it ended with; the CONFLICT itself when the store stopped answering meanwhile.
+   * Resolves with the reply it ended with; the CONFLICT itself when the store stopped answering meanwhile
+   * (a claim the wait had written and could not give back, `StoreUnavailableError.writtenClaim`, is given
+   * back first: {@link SqsMessageProcessor.giveBack}).
    */
   async #waitForHolder(
     message: Message,
@@ -545,8 +560,12 @@ export class SqsMessageProcessor<T> {
         signal: this.#hooks.stopping?.(),
       });
     } catch (error) {
-      if (error instanceof StoreUnavailableError) return conflict;
-      throw error;
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      // A claim the wait had written, whose give-back inside the runner went unanswered too: given back
+      // (now, and again each time the store gate opens), or the redelivery met it as a CONFLICT until its
+      // lease lapsed.
+      await this.giveBack({ message, request }, writtenClaimOf(error));
+      return conflict;
     }
   }
 

@@ -1,9 +1,12 @@
+import type { Message } from '@aws-sdk/client-sqs';
 import {
+  type ClaimOptions,
   Idempotency,
   type IdempotencyStore,
   InvalidOptionError,
   MemoryIdempotencyStore,
   NonRetryableError,
+  type RecordId,
   StoreUnavailableError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
@@ -965,3 +968,116 @@ async function processed(process: jest.SpyInstance, call = 0): Promise<void> {
   await process.mock.results[call]!.value;
   process.mockRestore();
 }
+
+describe('a claim the store wrote before it failed, whose give-back went unanswered too (StoreUnavailableError.writtenClaim)', () => {
+  /**
+   * A memory store that fails like `RedisIdempotencyStore` with `waitForReplicas` whose `WAIT` (or `start`)
+   * and then the runner's own give-back go unanswered: the next `call` (after `before`) applies a counted
+   * claim, then rejects naming it; from then on `release` and `ping` reject until the poller emits
+   * `storeUnavailable`, when the store comes back. `givenBack` resolves once a release is answered.
+   */
+  function writtenThenDown(
+    call: 'claim' | 'waitForOutcome',
+    before: (release: MemoryIdempotencyStore['release']) => Promise<unknown>,
+  ) {
+    const store = new MemoryIdempotencyStore();
+    const release = store.release.bind(store);
+    // Down from the written claim on (the poller's start pings first).
+    const state = { written: false, down: true };
+    const unanswered = () => Promise.reject(new StoreUnavailableError('Connection is closed.'));
+    const claim = store.claim.bind(store);
+    jest
+      .spyOn(store, call)
+      .mockImplementationOnce(async (...[id, options]: [RecordId, ClaimOptions, ...unknown[]]) => {
+        await before(release);
+        state.written = true;
+        const reply = await claim(id, { ...options, reserve: false });
+        if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+        throw new StoreUnavailableError('Connection is closed.', {
+          writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+        });
+      });
+    let answered!: () => void;
+    const givenBack = new Promise<void>((resolve) => (answered = resolve));
+    jest.spyOn(store, 'release').mockImplementation(async (...a) => {
+      if (state.written && state.down) return unanswered();
+      const reply = await release(...a);
+      answered();
+      return reply;
+    });
+    jest
+      .spyOn(store, 'ping')
+      .mockImplementation(() => (state.written && state.down ? unanswered() : Promise.resolve()));
+    return { store, state, givenBack };
+  }
+
+  /** Runs `first` on a poller until the written claim was given back, then `k`'s redelivery. */
+  async function redelivered(
+    queueUrl: string,
+    t: ReturnType<typeof writtenThenDown>,
+    first: Message[],
+    options: Partial<SqsPollerOptions> = {},
+  ) {
+    const { sqs, idempotency } = setup(t.store);
+    const attempts: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      {
+        queueUrl,
+        waitTimeSeconds: 0,
+        storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+        ...options,
+      },
+      ({ key, attempt }) => {
+        attempts.push(`${key}#${attempt}`);
+      },
+    );
+    poller.once('storeUnavailable', () => {
+      t.state.down = false;
+    });
+    await poller.start();
+    try {
+      sqs.batches.push(first);
+      // Bounded, then asserted: before the fix the written claim was never given back.
+      await Promise.race([t.givenBack, new Promise((r) => setTimeout(r, 3_000))]);
+      const id = { scope: new URL(queueUrl).pathname.split('/').pop()!, key: 'k' };
+      expect(await t.store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      const deleted = sqs.deleted.length;
+      // The same message again (its body: the payload the claim was made with).
+      const body = first.find((m) => m.MessageAttributes?.['idempotency-key']?.StringValue === 'k')!.Body!;
+      sqs.batches.push([message(body, { key: 'k', ...(queueUrl.endsWith('.fifo') ? { group: 'g' } : {}) })]);
+      await until('the redelivery deleted', () => sqs.deleted.length === deleted + 1);
+      expect(await t.store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+      return attempts;
+    } finally {
+      await poller.stop();
+    }
+  }
+
+  it('of a CONFLICT wait is given back once the store answers: the redelivery runs at once, as attempt 1 (it met the claim as a CONFLICT until its lease lapsed)', async () => {
+    // Another worker holds k; it gives it up as the wait begins, and the wait's claim takes it.
+    let holder: { fencingToken: number } | undefined;
+    const t = writtenThenDown('waitForOutcome', (release) =>
+      release({ scope: 'orders', key: 'k' }, holder!.fencingToken, {
+        retentionMs: 60_000,
+        neverStarted: true,
+      }),
+    );
+    holder = (await t.store.claim(
+      { scope: 'orders', key: 'k' },
+      { leaseMs: 60_000, retentionMs: 60_000, reserve: true },
+    )) as { fencingToken: number };
+    const attempts = await redelivered(QUEUE, t, [message('x', { key: 'k' })], { conflictWaitMs: 1000 });
+    expect(attempts).toEqual(['k#1']);
+  });
+
+  it("of a FIFO message's own claim is given back once the store answers: the redelivery runs at once, as attempt 1", async () => {
+    const t = writtenThenDown('claim', async () => undefined);
+    // The batch claims the group's first message (a); the second (k) claims on its own, after a ran.
+    const attempts = await redelivered(`${QUEUE}.fifo`, t, [
+      message('1', { key: 'a', group: 'g' }),
+      message('2', { key: 'k', group: 'g' }),
+    ]);
+    expect(attempts).toEqual(['a#1', 'k#1']);
+  });
+});

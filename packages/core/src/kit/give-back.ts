@@ -80,6 +80,20 @@ export async function giveBackUnrun(
   if (await tryOnce()) void onceOpen();
 }
 
+/**
+ * The claim a store call that failed with `error` had written and still holds
+ * (`StoreUnavailableError.writtenClaim`, from any copy of core: its give-back inside the runner went
+ * unanswered too), to pass to {@link giveBackUnrun}; `undefined` for any other error, and for a
+ * `StoreUnavailableError` that names none. Adapters call it where a claim, `run` (failing closed) or
+ * `waitForOutcome` rejected: left alone, that claim held the key IN_PROGRESS until its lease lapsed, and the
+ * message's next claim met it as a CONFLICT.
+ * @param error - what the call rejected with (any value).
+ */
+export function writtenClaimOf(error: unknown): WrittenClaim | undefined {
+  if (!isUnanswered(error)) return undefined;
+  return claimToGiveBack((error as { writtenClaim?: WrittenClaim }).writtenClaim);
+}
+
 /** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
 function isUnanswered(error: unknown): boolean {
   return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';

@@ -47,7 +47,7 @@ export {
   WriteCoalescer,
 } from '../store/write-coalescer';
 export { AdapterLog } from './adapter-log';
-export { type GiveBackOptions, giveBackUnrun } from './give-back';
+export { type GiveBackOptions, giveBackUnrun, writtenClaimOf } from './give-back';
 export { extendHandlerContext } from './handler-context';
 export { heartbeatIntervalFor } from './heartbeat';
 export {

@@ -1,5 +1,5 @@
 import { Idempotency, MemoryIdempotencyStore, NonRetryableError, StoreUnavailableError } from '../../src';
-import { giveBackUnrun, StoreGate } from '../../src/kit';
+import { giveBackUnrun, StoreGate, writtenClaimOf } from '../../src/kit';
 import { FaultyStore } from '../support/faulty-store';
 
 const id = { scope: 'give-back', key: 'k' };
@@ -128,6 +128,15 @@ describe('kit: giveBackUnrun', () => {
     await giveBackUnrun(idempotency, id, writtenClaim, { gate });
     expect(await idempotency.store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0, abandoned: true });
     expect(await idempotency.claim(id)).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 1 });
+  });
+
+  it('writtenClaimOf: the writtenClaim of a StoreUnavailableError, else undefined', () => {
+    const written = { fencingToken: 7, outcome: 'ACQUIRED' as const };
+    expect(writtenClaimOf(new StoreUnavailableError('down', { writtenClaim: written }))).toBe(written);
+    expect(writtenClaimOf(new StoreUnavailableError('down'))).toBeUndefined();
+    expect(writtenClaimOf(new NonRetryableError('no'))).toBeUndefined();
+    expect(writtenClaimOf({ writtenClaim: written })).toBeUndefined();
+    expect(writtenClaimOf(undefined)).toBeUndefined();
   });
 
   it('ignores a reply that is not a claim, and works without a gate (one try)', async () => {

@@ -37,6 +37,7 @@ describe('kit: the sub-path export', () => {
         'checkRunOverrides',
         'extendHandlerContext',
         'giveBackUnrun',
+        'writtenClaimOf',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',
