@@ -576,4 +576,38 @@ describe('idempotentEachMessage: a claim the store wrote before it failed, whose
       t.eachMessage.close();
     }
   });
+
+  it("failing open: given back (one try) before the runner's claim, which then runs the message claimed, as attempt 1 (it met its own claim as a CONFLICT: the partition paused)", async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 1000, storeFailureMode: 'open' },
+    );
+    const claim = store.claim.bind(store);
+    jest.spyOn(store, 'claim').mockImplementationOnce(async (id, options) => {
+      const reply = await claim(id, options);
+      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+      throw new StoreUnavailableError('Connection is closed.', {
+        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+      });
+    });
+    // The runner's own give-back goes unanswered; the store answers from then on.
+    jest.spyOn(store, 'release').mockRejectedValueOnce(new StoreUnavailableError('Connection is closed.'));
+    const seen: string[] = [];
+    const eachMessage = idempotentEachMessage(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      { groupId: 'g', conflictWaitMs: 0 },
+      ({ key, outcome, attempt }) => {
+        seen.push(`${key} ${outcome} #${attempt}`);
+      },
+    );
+    try {
+      await eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
+      expect(seen).toEqual(['k ACQUIRED #1']);
+      expect(await store.get({ scope: 'g/pay', key: 'k' })).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    } finally {
+      eachMessage.close();
+    }
+  });
 });

@@ -1080,4 +1080,44 @@ describe('a claim the store wrote before it failed, whose give-back went unanswe
     ]);
     expect(attempts).toEqual(['a#1', 'k#1']);
   });
+
+  it("failing open: a FIFO message's own written claim is given back (one try) before the runner's claim, which then runs it claimed, as attempt 1", async () => {
+    const store = new MemoryIdempotencyStore();
+    const sqs = new FakeSqs();
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 3000, storeFailureMode: 'open' },
+    );
+    const claim = store.claim.bind(store);
+    jest.spyOn(store, 'claim').mockImplementationOnce(async (id, options) => {
+      const reply = await claim(id, options);
+      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+      throw new StoreUnavailableError('Connection is closed.', {
+        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+      });
+    });
+    // The runner's own give-back goes unanswered; the store answers from then on.
+    jest.spyOn(store, 'release').mockRejectedValueOnce(new StoreUnavailableError('Connection is closed.'));
+    const outcomes: string[] = [];
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: `${QUEUE}.fifo`, waitTimeSeconds: 0 },
+      ({ key, outcome, attempt }) => {
+        outcomes.push(`${key} ${outcome} #${attempt}`);
+      },
+    );
+    await poller.start();
+    try {
+      // The batch claims the group's first message (a); the second (k) claims on its own, after a ran.
+      sqs.batches.push([message('1', { key: 'a', group: 'g' }), message('2', { key: 'k', group: 'g' })]);
+      await until('both deleted', () => sqs.deleted.length === 2);
+      expect(outcomes).toEqual(['a ACQUIRED #1', 'k ACQUIRED #1']);
+      expect(await store.get({ scope: 'orders.fifo', key: 'k' })).toMatchObject({
+        state: 'COMPLETED',
+        attempt: 1,
+      });
+    } finally {
+      await poller.stop();
+    }
+  });
 });
