@@ -1,12 +1,11 @@
 import {
-  type ClaimOptions,
   Idempotency,
   InvalidOptionError,
   MemoryIdempotencyStore,
   NonRetryableError,
-  type RecordId,
 } from '@idempotent-consumer/core';
 import { TelemetrySdk } from '../../../integration-tests/support/telemetry';
+import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/support/written-claim';
 import { idempotentEachMessage, type KafkaIdempotencyEvents, PartitionPausedError } from '../src';
 import { FakeConsumer, FakeProducer, message, messagePayload } from './fakes';
 
@@ -501,8 +500,8 @@ describe('idempotentEachMessage telemetry', () => {
 describe('idempotentEachMessage: a claim the store wrote before it failed, whose give-back went unanswered too (StoreUnavailableError.writtenClaim)', () => {
   /**
    * Makes `t`'s store fail like `RedisIdempotencyStore` with `waitForReplicas` whose `WAIT` (or `start`)
-   * and then the runner's own give-back go unanswered: the next `call` applies a counted claim, then
-   * rejects naming it (`before` runs first); `release` and `ping` reject until the adapter emits `storeUnavailable`, when the
+   * and then the runner's own give-back go unanswered: the next `call` applies a claim, then rejects
+   * naming it (`before` runs first: {@link nextClaimWrittenThenUnanswered}); `release` and `ping` reject until the adapter emits `storeUnavailable`, when the
    * store comes back.
    */
   async function writtenThenDown(
@@ -516,17 +515,7 @@ describe('idempotentEachMessage: a claim the store wrote before it failed, whose
       down = false;
     });
     const unanswered = () => Promise.reject(new StoreUnavailableError('Connection is closed.'));
-    const claim = t.store.claim.bind(t.store);
-    jest
-      .spyOn(t.store, call)
-      .mockImplementationOnce(async (...[id, options]: [RecordId, ClaimOptions, ...unknown[]]) => {
-        await before();
-        const reply = await claim(id, options);
-        if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
-        throw new StoreUnavailableError('Connection is closed.', {
-          writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
-        });
-      });
+    nextClaimWrittenThenUnanswered(t.store, call, { before });
     const release = t.store.release.bind(t.store);
     jest.spyOn(t.store, 'release').mockImplementation((...a) => (down ? unanswered() : release(...a)));
     jest.spyOn(t.store, 'ping').mockImplementation(() => (down ? unanswered() : Promise.resolve()));
@@ -584,14 +573,7 @@ describe('idempotentEachMessage: a claim the store wrote before it failed, whose
       { store, logger: false },
       { leaseMs: 1000, storeFailureMode: 'open' },
     );
-    const claim = store.claim.bind(store);
-    jest.spyOn(store, 'claim').mockImplementationOnce(async (id, options) => {
-      const reply = await claim(id, options);
-      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
-      throw new StoreUnavailableError('Connection is closed.', {
-        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
-      });
-    });
+    nextClaimWrittenThenUnanswered(store);
     // The runner's own give-back goes unanswered; the store answers from then on.
     jest.spyOn(store, 'release').mockRejectedValueOnce(new StoreUnavailableError('Connection is closed.'));
     const seen: string[] = [];

@@ -8,6 +8,7 @@ import {
   UnexpectedReplyError,
   type WriteReply,
 } from '@idempotent-consumer/core';
+import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/support/written-claim';
 import {
   createIdempotentConsumer,
   DEAD_LETTER_HEADERS,
@@ -495,16 +496,11 @@ describe('IdempotentConsumer failure paths', () => {
     // As RedisIdempotencyStore with waitForReplicas whose WAIT (or start) goes unanswered: the claim is
     // applied, counted, and the call rejects naming it; the store is down from then on (the runner's own
     // give-back goes unanswered too) until the consumer pauses.
-    const claim = store.claim.bind(store);
-    store.claim = async (...args) => {
-      store.claim = claim;
-      const reply = await claim(...args);
-      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
-      store.down = true;
-      throw new StoreUnavailableError('Connection is closed.', {
-        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
-      });
-    };
+    nextClaimWrittenThenUnanswered(store, 'claim', {
+      written: () => {
+        store.down = true;
+      },
+    });
     consumer.once('storeUnavailable', () => {
       store.down = false;
     });

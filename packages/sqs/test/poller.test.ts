@@ -1,12 +1,10 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import {
-  type ClaimOptions,
   Idempotency,
   type IdempotencyStore,
   InvalidOptionError,
   MemoryIdempotencyStore,
   NonRetryableError,
-  type RecordId,
   StoreUnavailableError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
@@ -21,6 +19,7 @@ import {
 
 type Settled = SqsEvents['settled'][0];
 
+import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/support/written-claim';
 import { SqsMessageProcessor } from '../src/message-processor';
 import { FakeSqs, message } from './fake-sqs';
 
@@ -972,8 +971,8 @@ async function processed(process: jest.SpyInstance, call = 0): Promise<void> {
 describe('a claim the store wrote before it failed, whose give-back went unanswered too (StoreUnavailableError.writtenClaim)', () => {
   /**
    * A memory store that fails like `RedisIdempotencyStore` with `waitForReplicas` whose `WAIT` (or `start`)
-   * and then the runner's own give-back go unanswered: the next `call` (after `before`) applies a counted
-   * claim, then rejects naming it; from then on `release` and `ping` reject until the poller emits
+   * and then the runner's own give-back go unanswered: the next `call` (after `before`) applies a claim,
+   * then rejects naming it ({@link nextClaimWrittenThenUnanswered}); from then on `release` and `ping` reject until the poller emits
    * `storeUnavailable`, when the store comes back. `givenBack` resolves once a release is answered.
    */
   function writtenThenDown(
@@ -985,18 +984,12 @@ describe('a claim the store wrote before it failed, whose give-back went unanswe
     // Down from the written claim on (the poller's start pings first).
     const state = { written: false, down: true };
     const unanswered = () => Promise.reject(new StoreUnavailableError('Connection is closed.'));
-    const claim = store.claim.bind(store);
-    jest
-      .spyOn(store, call)
-      .mockImplementationOnce(async (...[id, options]: [RecordId, ClaimOptions, ...unknown[]]) => {
-        await before(release);
+    nextClaimWrittenThenUnanswered(store, call, {
+      before: () => before(release),
+      written: () => {
         state.written = true;
-        const reply = await claim(id, { ...options, reserve: false });
-        if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
-        throw new StoreUnavailableError('Connection is closed.', {
-          writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
-        });
-      });
+      },
+    });
     let answered!: () => void;
     const givenBack = new Promise<void>((resolve) => (answered = resolve));
     jest.spyOn(store, 'release').mockImplementation(async (...a) => {
@@ -1088,14 +1081,7 @@ describe('a claim the store wrote before it failed, whose give-back went unanswe
       { store, logger: false },
       { leaseMs: 3000, storeFailureMode: 'open' },
     );
-    const claim = store.claim.bind(store);
-    jest.spyOn(store, 'claim').mockImplementationOnce(async (id, options) => {
-      const reply = await claim(id, options);
-      if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
-      throw new StoreUnavailableError('Connection is closed.', {
-        writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
-      });
-    });
+    nextClaimWrittenThenUnanswered(store);
     // The runner's own give-back goes unanswered; the store answers from then on.
     jest.spyOn(store, 'release').mockRejectedValueOnce(new StoreUnavailableError('Connection is closed.'));
     const outcomes: string[] = [];
