@@ -91,7 +91,11 @@ export async function giveBackUnrun(
  */
 export function writtenClaimOf(error: unknown): WrittenClaim | undefined {
   if (!isUnanswered(error)) return undefined;
-  return claimToGiveBack((error as { writtenClaim?: WrittenClaim }).writtenClaim);
+  const written = (error as { readonly writtenClaim?: unknown }).writtenClaim;
+  // Only the mark a StoreUnavailableError sets (`kind`) makes it a claim to give back.
+  return typeof written === 'object' && written !== null && (written as WrittenClaim).kind === 'written-claim'
+    ? (written as WrittenClaim)
+    : undefined;
 }
 
 /** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */

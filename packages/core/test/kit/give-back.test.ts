@@ -132,7 +132,9 @@ describe('kit: giveBackUnrun', () => {
 
   it('writtenClaimOf: the writtenClaim of a StoreUnavailableError, else undefined', () => {
     const written = { fencingToken: 7, outcome: 'ACQUIRED' as const };
-    expect(writtenClaimOf(new StoreUnavailableError('down', { writtenClaim: written }))).toBe(written);
+    const error = new StoreUnavailableError('down', { writtenClaim: written });
+    expect(writtenClaimOf(error)).toBe(error.writtenClaim);
+    expect(writtenClaimOf(error)).toEqual({ kind: 'written-claim', ...written });
     expect(writtenClaimOf(new StoreUnavailableError('down'))).toBeUndefined();
     expect(writtenClaimOf(new NonRetryableError('no'))).toBeUndefined();
     expect(writtenClaimOf({ writtenClaim: written })).toBeUndefined();
