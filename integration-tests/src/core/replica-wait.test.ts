@@ -151,83 +151,49 @@ describeWithPrograms(
     });
 
     it("storeFailureMode 'open': a claim written whose WAIT went unanswered runs the handler unprotected, and the next claim is ACQUIRED_STALE (was ACQUIRED: not told an earlier run may have happened)", async () => {
-      // A connection of the store's own, cut below while its claim's WAIT is pending: the commands in flight
-      // fail at once (maxRetriesPerRequest 0: not resent), then it reconnects.
-      const own = new Redis(primary.url, { maxRetriesPerRequest: 0 });
-      try {
-        const ownId = String(await own.client('ID'));
-        const store = new RedisIdempotencyStore(
-          { redis: own },
-          {
-            keyPrefix: prefix,
-            waitForReplicas: { replicas: 1, timeoutMs: 10_000 },
-            commandTimeoutMs: 15_000,
-          },
-        );
-        const idempotency = new Idempotency(
-          { store, logger: false },
-          { leaseMs: 500, storeFailureMode: 'open', writeAttempts: 3 },
-        );
-        const id = { scope: 's', key: 'fail-open-unanswered-wait' };
-        let entered!: (outcome: string) => void;
-        const handlerEntered = new Promise<string>((resolve) => {
-          entered = resolve;
-        });
-        let finish!: () => void;
-        const finished = new Promise<void>((resolve) => {
-          finish = resolve;
-        });
-        replica.freeze(); // acknowledges nothing: the claim's WAIT blocks (up to 10 s)
-        let run: ReturnType<typeof idempotency.run<string>>;
-        try {
-          run = idempotency.run(id, async ({ outcome }) => {
-            entered(outcome);
-            await finished;
-            return 'ran';
-          });
-          await waitFor(
-            'the claim written on the primary',
-            async () => (await client.hget(store.recordKey(id), 's')) === 'P',
-          );
-          await client.client('KILL', 'ID', ownId); // the WAIT fails: StoreUnavailableError
-          expect(await handlerEntered).toBe('UNPROTECTED');
-        } finally {
-          replica.resume();
-        }
-        finish();
-        expect(await run).toMatchObject({ outcome: 'UNPROTECTED', status: 'completed', result: 'ran' });
+      const id = { scope: 's', key: 'fail-open-unanswered-wait' };
+      // The store's own connection is cut while its claim's WAIT is pending (cutWhileWaiting, below).
+      const settled = await cutWhileWaiting(
+        (store) => store.recordKey(id),
+        (store) =>
+          new Idempotency(
+            { store, logger: false },
+            { leaseMs: 500, storeFailureMode: 'open', writeAttempts: 3 },
+          ).run(id, async ({ outcome }) => outcome),
+      );
+      expect(settled).toMatchObject({
+        resolved: { outcome: 'UNPROTECTED', status: 'completed', result: 'UNPROTECTED' },
+      });
 
-        // The next delivery, once the store answers: its handler is told an earlier run may have happened.
-        const next = new Idempotency(
-          {
-            store: new RedisIdempotencyStore(
-              { redis: client },
-              { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 1000 } },
-            ),
-            logger: false,
-          },
-          { leaseMs: 500 },
-        );
-        let result: Awaited<ReturnType<typeof next.run<string>>> | undefined;
-        await waitFor('a run that is not a CONFLICT', async () => {
-          result = await next.run(id, ({ outcome }) => outcome);
-          return result.outcome !== 'CONFLICT';
-        });
-        expect(result).toMatchObject({
-          outcome: 'ACQUIRED_STALE',
-          status: 'completed',
-          result: 'ACQUIRED_STALE',
-        });
-      } finally {
-        own.disconnect();
-      }
+      // The next delivery, once the store answers: its handler is told an earlier run may have happened.
+      const next = new Idempotency(
+        {
+          store: new RedisIdempotencyStore(
+            { redis: client },
+            { keyPrefix: prefix, waitForReplicas: { replicas: 1, timeoutMs: 1000 } },
+          ),
+          logger: false,
+        },
+        { leaseMs: 500 },
+      );
+      let result: Awaited<ReturnType<typeof next.run<string>>> | undefined;
+      await waitFor('a run that is not a CONFLICT', async () => {
+        result = await next.run(id, ({ outcome }) => outcome);
+        return result.outcome !== 'CONFLICT';
+      });
+      expect(result).toMatchObject({
+        outcome: 'ACQUIRED_STALE',
+        status: 'completed',
+        result: 'ACQUIRED_STALE',
+      });
     });
 
     /**
      * Runs `call` on a store of its own connection with `waitForReplicas` (10 s), and cuts that connection
      * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary and the replica is frozen:
      * the `WAIT` pending then fails at once (maxRetriesPerRequest 0: not resent), as an unanswered one does,
-     * and the connection reconnects. Resolves with what `call` rejected with.
+     * and the connection reconnects. Resolves with what `call` rejected with, or `{ resolved }` with what it
+     * resolved to.
      */
     async function cutWhileWaiting(
       written: (store: RedisIdempotencyStore) => string,
