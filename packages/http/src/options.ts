@@ -27,9 +27,12 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    */
   required?: boolean;
   /**
-   * The tenant a request belongs to (for example the authenticated account), added to the scope so that two
-   * tenants' equal keys never share a record. `undefined`: no tenant. A function that throws or rejects
-   * fails the request through the framework's error handling. @defaultValue no tenant
+   * The tenant a request belongs to, added to the scope so that two tenants' equal keys never share a
+   * record. Return the identity your authentication set from verified credentials (Express `req.user`,
+   * Fastify `request.user`), never a header, query parameter or body field the client chooses: with one, a
+   * client that names another tenant and sends a key and body that tenant used gets its stored response
+   * replayed. `undefined`: no tenant (all clients share the route's scope). A function that throws or
+   * rejects fails the request through the framework's error handling. @defaultValue no tenant
    */
   tenant?: (request: Req) => string | undefined | Promise<string | undefined>;
   /**

@@ -4,15 +4,27 @@ import { createIdempotencyMiddleware, recordIdempotencyError } from '@idempotent
 import express from 'express';
 import { Redis } from 'ioredis';
 
+declare global {
+  namespace Express {
+    interface Request {
+      /** Set by your authentication middleware from verified credentials (passport, a session). */
+      user?: { accountId: string };
+    }
+  }
+}
+/** Your authentication middleware: answers 401, or sets `req.user` from verified credentials. */
+declare const authenticate: express.RequestHandler;
+
 const store = new RedisIdempotencyStore({ redis: new Redis() }, { keyPrefix: 'api' });
 const idempotency = new Idempotency({ store }, { leaseMs: 30_000 });
 const idempotent = createIdempotencyMiddleware(
   { idempotency },
-  { required: true, tenant: (req) => req.header('x-account-id') },
+  // The tenant is who authentication says the caller is, never a header or body field the client chooses.
+  { required: true, tenant: (req) => req.user?.accountId },
 );
 
 const app = express();
-app.post('/orders', express.json(), idempotent, async (req, res) => {
+app.post('/orders', authenticate, express.json(), idempotent, async (req, res) => {
   // req.idempotency: { key, scope, fencingToken, attempt, outcome, signal }
   const order = { id: crypto.randomUUID(), ...req.body, fencingToken: req.idempotency?.fencingToken };
   res.status(201).location(`/orders/${order.id}`).json(order);
