@@ -190,16 +190,21 @@ describeWithPrograms(
 
     /**
      * Runs `call` on a store of its own connection with `waitForReplicas` (10 s), and cuts that connection
-     * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary and the replica is frozen:
-     * the `WAIT` pending then fails at once (maxRetriesPerRequest 0: not resent), as an unanswered one does,
-     * and the connection reconnects. Resolves with what `call` rejected with, or `{ resolved }` with what it
-     * resolved to.
+     * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary, with a fencing token above
+     * `tokenAbove` (another holder's), and the replica is frozen: the `WAIT` pending then fails at once
+     * (maxRetriesPerRequest 0: not resent), as an unanswered one does, and the connection reconnects, unless
+     * `reconnect` is false: then every later command on it (the give-back of the claim) fails too. Resolves
+     * with what `call` rejected with, or `{ resolved }` with what it resolved to.
      */
     async function cutWhileWaiting(
       written: (store: RedisIdempotencyStore) => string,
       call: (store: RedisIdempotencyStore) => Promise<unknown>,
+      { tokenAbove = 0, reconnect = true }: { tokenAbove?: number; reconnect?: boolean } = {},
     ): Promise<unknown> {
-      const own = new Redis(primary.url, { maxRetriesPerRequest: 0 });
+      const own = new Redis(primary.url, {
+        maxRetriesPerRequest: 0,
+        ...(reconnect ? {} : { retryStrategy: () => null }),
+      });
       try {
         const ownId = String(await own.client('ID'));
         const store = new RedisIdempotencyStore(
@@ -217,10 +222,10 @@ describeWithPrograms(
             (value) => ({ resolved: value }),
             (error: unknown) => error,
           );
-          await waitFor(
-            'the claim written on the primary',
-            async () => (await client.hget(written(store), 's')) === 'P',
-          );
+          await waitFor('the claim written on the primary', async () => {
+            const [state, token] = await client.hmget(written(store), 's', 't');
+            return state === 'P' && Number(token) > tokenAbove;
+          });
           await client.client('KILL', 'ID', ownId);
         } finally {
           replica.resume();
@@ -296,6 +301,56 @@ describeWithPrograms(
         attempt: 1,
       });
     });
+
+    it.each(['closed', 'open'] as const)(
+      "storeFailureMode '%s': the holder releases during a conflict wait, the claim the wait then wrote has its WAIT unanswered and its give-back too: run rejects naming it, nothing runs, and it can be given back (run resolved the CONFLICT it had: the key held until the claim's lease lapsed)",
+      async (storeFailureMode) => {
+        const id = { scope: 's', key: `conflict-wait-written-${storeFailureMode}` };
+        const options = { leaseMs: 60_000, retentionMs: 60_000, maxAttempts: 3 };
+        const plain = new RedisIdempotencyStore({ redis: client }, { keyPrefix: prefix });
+        const holder = await plain.claim(id, options);
+        if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
+        let ran = false;
+        let failOpen = false;
+        const error = await cutWhileWaiting(
+          (store) => store.recordKey(id),
+          (store) => {
+            const waiter = new Idempotency(
+              { store, logger: false },
+              { ...options, conflictWaitMs: 10_000, storeFailureMode },
+            );
+            waiter.on('failOpen', () => {
+              failOpen = true;
+            });
+            // The holder gives its claim back once the waiter met it (CONFLICT) and waits.
+            waiter.once('outcome', ({ outcome }) => {
+              if (outcome === 'CONFLICT') void plain.release(id, holder.fencingToken, options);
+            });
+            return waiter.run(id, () => {
+              ran = true;
+            });
+          },
+          { tokenAbove: holder.fencingToken, reconnect: false },
+        );
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        const record = await plain.get(id);
+        expect(record).toMatchObject({ state: 'IN_PROGRESS', reserved: true, attempt: 1 });
+        const written = (error as StoreUnavailableError).writtenClaim;
+        expect(written).toEqual({
+          kind: 'written-claim',
+          fencingToken: record!.fencingToken,
+          outcome: 'ACQUIRED',
+        });
+        expect([ran, failOpen]).toEqual([false, false]);
+        // Given back (as the adapters do, through the kit's giveBackUnrun), the key is claimable at once.
+        const runner = new Idempotency({ store: plain, logger: false }, options);
+        expect(await runner.release(id, written!)).toBe(true);
+        expect(await runner.run(id, ({ outcome, attempt }) => ({ outcome, attempt }))).toMatchObject({
+          status: 'completed',
+          result: { outcome: 'ACQUIRED', attempt: 2 },
+        });
+      },
+    );
 
     it('a replica that stopped answering: the complete rejects with REPLICATION_TIMEOUT instead of resolving', async () => {
       const store = new RedisIdempotencyStore(

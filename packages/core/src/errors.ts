@@ -137,9 +137,11 @@ export class StoreUnavailableError extends IdempotencyError {
    * `start` that counts it, went unanswered. Left alone it holds the key until its lease lapses (CONFLICT
    * meanwhile); a claim whose `start` Redis applied has counted an attempt, and the next claim is then
    * `ACQUIRED_STALE` although no handler ran. `Idempotency.run` failing open (`storeFailureMode: 'open'`)
-   * runs the handler without it, then releases it abandoned, so that the next claim is `ACQUIRED_STALE`;
-   * otherwise `run`, `claim` and `waitForOutcome` give it back unrun (`unrunReleaseOptions`: no attempt
-   * spent) before they reject, with this field cleared once the give-back was answered. Still set on the
+   * runs the handler without its own claim's, then releases it abandoned, so that the next claim is
+   * `ACQUIRED_STALE`; otherwise (and for a claim of `run`'s conflict wait, whatever `storeFailureMode`)
+   * `run`, `claim` and `waitForOutcome` give it back unrun (`unrunReleaseOptions`: no attempt
+   * spent) before they reject, with this field cleared once the give-back was answered (`run` then resolves
+   * the CONFLICT it waited on). Still set on the
    * error `claim`, `run` or `waitForOutcome` rejects with (that give-back went unanswered too), no handler
    * ran on it and it can be given back later: `Idempotency.release(id, writtenClaim)`, or the kit's
    * `giveBackUnrun` (again each time the store gate opens). The `storeError` of a fail-open (`UNPROTECTED`)

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import {
   Idempotency,
   type IdempotencyOptions,
@@ -235,6 +236,71 @@ describe('Idempotency runner: store outages', () => {
         });
       }
     });
+
+    it.each(['closed', 'open'] as const)(
+      'storeFailureMode %s: the holder releases during a conflict wait, the claim the wait then wrote goes unanswered and so does its give-back: run rejects naming it, nothing runs, no failOpen (it resolved the CONFLICT it had, and the claim held the key until its lease lapsed)',
+      async (storeFailureMode) => {
+        const inner = new MemoryIdempotencyStore();
+        const store = new FaultyStore(inner);
+        const runner = { leaseMs: 10_000, retentionMs: 60_000 };
+        const holder = new Idempotency({ store, logger: false }, runner);
+        const waiter = new Idempotency(
+          { store, logger: false },
+          { ...runner, conflictWaitMs: 5_000, storeFailureMode },
+        );
+        const events = recordEvents(waiter);
+        // The holder's handler runs until it is told to give up (a retryable error: its claim is released).
+        let giveUp!: () => void;
+        const holding = holder.run(
+          request,
+          () =>
+            new Promise((_, reject) => {
+              giveUp = () => reject(new Error('transient'));
+            }),
+        );
+        await once(holder, 'outcome');
+        // From now on, a claim that takes the key is written as a reservation, then its WAIT goes unanswered
+        // (RedisIdempotencyStore with waitForReplicas), and the store does not answer the give-back either.
+        const claim = inner.claim.bind(inner);
+        inner.claim = async (id, options) => {
+          const reply = await claim(id, { ...options, reserve: true });
+          if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') return reply;
+          store.inject('release', { kind: 'throw', error: unavailable });
+          throw new StoreUnavailableError('Redis is unavailable: Connection is closed.', {
+            writtenClaim: { fencingToken: reply.fencingToken, outcome: reply.outcome },
+          });
+        };
+        const handler = jest.fn();
+        const waiting = waiter.run(request, handler).catch((e: unknown) => e);
+        const [conflict] = await once(waiter, 'outcome');
+        expect(conflict).toMatchObject({ outcome: 'CONFLICT' });
+        giveUp();
+        expect(await holding).toMatchObject({ status: 'released', attempt: 1 });
+
+        const error = await waiting;
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        const record = await inner.get(request);
+        expect(record).toMatchObject({ state: 'IN_PROGRESS', reserved: true, attempt: 1 });
+        expect((error as StoreUnavailableError).writtenClaim).toEqual({
+          kind: 'written-claim',
+          fencingToken: record!.fencingToken,
+          outcome: 'ACQUIRED',
+        });
+        expect(handler).not.toHaveBeenCalled();
+        expect(events.map(([n, p]) => (p.operation ? `${n}:${p.operation}` : n))).toEqual([
+          'outcome',
+          'storeError:waitForOutcome',
+          'storeError:release',
+        ]);
+        // The caller gives it back (as the adapters do, through the kit's giveBackUnrun): no attempt spent.
+        inner.claim = claim;
+        expect(await waiter.release(request, (error as StoreUnavailableError).writtenClaim!)).toBe(true);
+        expect(await waiter.run(request, ({ outcome, attempt }) => ({ outcome, attempt }))).toMatchObject({
+          status: 'completed',
+          result: { outcome: 'ACQUIRED', attempt: 2 },
+        });
+      },
+    );
 
     it('fail-closed: a give-back the store does not answer leaves the error naming the claim; one its replicas did not acknowledge was applied, and the error names none', async () => {
       const down = writtenThenUnanswered(1);

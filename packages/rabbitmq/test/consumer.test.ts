@@ -487,12 +487,33 @@ describe('IdempotentConsumer failure paths', () => {
     await consumer.stop();
   });
 
+  /**
+   * After `k`'s first delivery was requeued with its written claim left to the consumer: waits until the
+   * consumer resumed and the claim was given back (RELEASED, no attempt spent), then redelivers `k` and
+   * waits for its ack. Bounded, then asserted: before the fix the claim stayed IN_PROGRESS until its lease
+   * lapsed.
+   */
+  async function givenBackThenRedelivered({ channel, store, consumer }: Awaited<ReturnType<typeof setup>>) {
+    await until('the consumer resumed', () => consumer.state === 'running');
+    const id = { scope: 'work', key: 'k' };
+    let record = await store.get(id);
+    for (const deadline = Date.now() + 2000; record?.state !== 'RELEASED' && Date.now() < deadline; ) {
+      await sleep(2);
+      record = await store.get(id);
+    }
+    expect(record).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    channel.deliver('{}', { messageId: 'k' }, true);
+    await until('the ack', () => channel.acked.length === 1);
+    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+  }
+
   it('a claim the store wrote before it failed, whose give-back went unanswered too (writtenClaim), is given back once the store answers: the requeued delivery runs at once, as attempt 1 (it met the claim as a CONFLICT until its lease lapsed)', async () => {
     const attempts: number[] = [];
-    const { channel, store, consumer } = await setup(({ attempt }) => {
+    const fixture = await setup(({ attempt }) => {
       attempts.push(attempt);
       return 'ok';
     });
+    const { channel, store, consumer } = fixture;
     // As RedisIdempotencyStore with waitForReplicas whose WAIT (or start) goes unanswered: the claim is
     // applied, counted, and the call rejects naming it; the store is down from then on (the runner's own
     // give-back goes unanswered too) until the consumer pauses.
@@ -506,19 +527,47 @@ describe('IdempotentConsumer failure paths', () => {
     });
     channel.deliver('{}', { messageId: 'k' });
     await until('the requeue', () => channel.nacked.length === 1);
-    await until('the consumer resumed', () => consumer.state === 'running');
-    const id = { scope: 'work', key: 'k' };
-    let record = await store.get(id);
-    // Bounded, then asserted: before the fix the claim stayed IN_PROGRESS until its lease lapsed.
-    for (const deadline = Date.now() + 2000; record?.state !== 'RELEASED' && Date.now() < deadline; ) {
-      await sleep(2);
-      record = await store.get(id);
-    }
-    expect(record).toMatchObject({ state: 'RELEASED', attempt: 0 });
-    channel.deliver('{}', { messageId: 'k' }, true);
-    await until('the ack', () => channel.acked.length === 1);
+    await givenBackThenRedelivered(fixture);
     expect(attempts).toEqual([1]);
-    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    await consumer.stop();
+  });
+
+  it('a claim of a CONFLICT wait, written once the holder let go, whose WAIT and give-back went unanswered (run rejects naming it), is given back once the store answers: nothing is acked before the handler ran, and the requeued delivery runs once, as attempt 1 (run resolved CONFLICT: the delivery was acked to a delay tier and the claim held the key until its lease lapsed)', async () => {
+    const handled: number[] = [];
+    let journal: Journal = [];
+    const fixture = await setup(
+      ({ attempt }) => {
+        handled.push(attempt);
+        journal.push(`handler:${attempt}`);
+        return 'ok';
+      },
+      { conflictWaitMs: 1000 },
+    );
+    const { channel, store, consumer } = fixture;
+    journal = fixture.journal;
+    const id = { scope: 'work', key: 'k' };
+    // Another worker holds k; it gives it up unrun as this delivery's wait begins, and the wait's claim
+    // takes it: applied, then its WAIT goes unanswered, and the store is down (the runner's own give-back
+    // goes unanswered too) until the consumer pauses.
+    const holder = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
+    if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
+    const unrun = { retentionMs: 60_000, neverStarted: true };
+    nextClaimWrittenThenUnanswered(store, 'waitForOutcome', {
+      before: () => store.release(id, holder.fencingToken, unrun),
+      written: () => {
+        store.down = true;
+      },
+    });
+    consumer.once('storeUnavailable', () => {
+      store.down = false;
+    });
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the delivery settled', () => channel.nacked.length + channel.acked.length > 0);
+    expect(channel.acked).toEqual([]);
+    expect(channel.nacked).toEqual([{ tag: 1, requeue: true }]);
+    await givenBackThenRedelivered(fixture);
+    expect(handled).toEqual([1]);
+    expect(journal.filter((j) => /^(handler|ack|publish)/.test(j))).toEqual(['handler:1', 'ack:2']);
     await consumer.stop();
   });
 });

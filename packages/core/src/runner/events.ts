@@ -39,7 +39,10 @@ export interface IdempotencyEvents {
    * call rejects with that error, as when the runner finds it before the store is touched.
    */
   storeError: [{ operation: string; error: unknown; subject?: EventSubject }];
-  /** `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer. */
+  /**
+   * `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer its
+   * claim (never during a `conflictWaitMs` wait: that runs nothing).
+   */
   failOpen: [EventSubject & { error: unknown }];
   /** A result above `maxResultBytes` was not stored (`onResultTooLarge: 'omit'`). */
   resultOmitted: [EventSubject & { bytes: number; maxResultBytes: number }];

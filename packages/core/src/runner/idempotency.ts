@@ -115,11 +115,19 @@ export interface ExecuteOptions extends RunOptions {
  * released abandoned, so the next claim is `ACQUIRED_STALE`. Failing closed, such a claim is given back
  * unrun (no attempt spent) before `run` rejects, so the redelivery can claim the key at once.
  *
+ * A store that stops answering during the `conflictWaitMs` wait runs nothing, whatever
+ * `storeFailureMode` (the holder may still be running: no `failOpen`): `run` resolves the CONFLICT it
+ * had. Unless the wait had written a claim of its own (the holder let go, and the claim's `WAIT` or
+ * `start` went unanswered) that {@link Idempotency.waitForOutcome} could not give back either: `run`
+ * then rejects with the `StoreUnavailableError` naming it (`writtenClaim`), for the caller to give back
+ * (`Idempotency.release`, the kit's `giveBackUnrun`); resolving CONFLICT dropped it, and it held the key
+ * until its lease lapsed.
+ *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
  * `StoreUnavailableError` (the store did not answer a claim and `storeFailureMode` is `closed`; or,
  * whatever `storeFailureMode`, it did not answer the one `extend` of a claim with less than one
- * heartbeat interval of its lease left when the handler was to start, e.g. after a long conflict wait:
- * nothing ran),
+ * heartbeat interval of its lease left when the handler was to start, e.g. after a long conflict wait,
+ * or a conflict wait left a claim written that it could not give back: nothing ran),
  * `UnexpectedReplyError`, `InvalidKeyError` (the request), `InvalidOptionError` (an option, or a handler
  * that is not a function) or `InvalidPayloadError` (a payload that cannot be fingerprinted, a
  * `fingerprint` that is not 64 hex characters); the last three before the store is touched. Anything a
@@ -194,6 +202,15 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   /**
    * Claims, runs and records one operation. See the class description for the steps and
    * {@link RunResult} for every result.
+   * @throws {@link StoreUnavailableError} when the store does not answer: the claim (`storeFailureMode:
+   *   'closed'`; a claim it had written is given back unrun first, and the error still names it as
+   *   `writtenClaim` only when that give-back went unanswered too), the one `extend` of a claim whose lease
+   *   ran short before its handler (whatever `storeFailureMode`), or, whatever `storeFailureMode`, the
+   *   `conflictWaitMs` wait after it had written a claim of its own whose give-back went unanswered too
+   *   (`writtenClaim` set: give it back with {@link Idempotency.release} or the kit's `giveBackUnrun`). A
+   *   wait that wrote no claim, or gave it back, resolves the CONFLICT it had. No handler ran in any case.
+   * @throws `UnexpectedReplyError`, `InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`: see the
+   *   class description.
    */
   async run<T>(
     request: RunRequest,
@@ -215,9 +232,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       return this.#runUnprotected(request, handler, error);
     }
     if (reply.outcome === 'CONFLICT' && (options.conflictWaitMs ?? this.options.conflictWaitMs) > 0) {
-      // A store that stops answering during the wait leaves the CONFLICT as it was: nothing runs.
+      // A store that stops answering during the wait leaves the CONFLICT as it was: nothing runs, whatever
+      // storeFailureMode (the holder may be running). Unless the wait had written a claim of its own that
+      // waitForOutcome could not give back either: that rejects, naming it, for the caller to give back.
       reply = await this.waitForOutcome(request, options).catch((error: unknown) => {
-        if (error instanceof StoreUnavailableError) return reply;
+        if (error instanceof StoreUnavailableError && error.writtenClaim === undefined) return reply;
         throw error;
       });
       requestedAt = this.#requestedAt.get(reply);
@@ -237,7 +256,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * batch, like `claimMany`'s default) a claim the wait ends with is a reservation: its attempt counts when
    * `execute` starts it, and giving it back with {@link Idempotency.release} costs none.
    * @throws {@link StoreUnavailableError} when the store does not answer; a claim the store had written
-   *   (`writtenClaim`) was given back unrun first (see {@link Idempotency.claim}).
+   *   (`writtenClaim`) was given back unrun first (see {@link Idempotency.claim}), and the error still
+   *   names it only when that give-back went unanswered too ({@link Idempotency.run} then rejects with it).
    */
   async waitForOutcome(
     request: RunRequest,

@@ -45,7 +45,8 @@ export interface IdempotencyOptions extends ResultOptions {
   /**
    * What to do when the store does not answer a claim: `closed` rejects with `StoreUnavailableError` and
    * runs nothing (the adapters then pause and ack nothing); `open` runs the handler without protection and
-   * emits `failOpen` (duplicates may then run twice). @defaultValue `'closed'`
+   * emits `failOpen` (duplicates may then run twice). Not for a store that stops answering during a
+   * `conflictWaitMs` wait: that runs nothing either way (`Idempotency.run`). @defaultValue `'closed'`
    */
   storeFailureMode?: 'closed' | 'open';
   /**

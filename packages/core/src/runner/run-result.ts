@@ -76,7 +76,12 @@ export interface DuplicateResult<T> {
   readonly completedAtMs: number;
 }
 
-/** Another worker holds a live lease; the handler did not run. Try again after `retryAfterMs`. */
+/**
+ * Another worker holds a live lease; the handler did not run. Try again after `retryAfterMs`. Also what
+ * `run` resolves when the store stopped answering during its `conflictWaitMs` wait (the CONFLICT it had,
+ * whatever `storeFailureMode`), unless that wait had written a claim of its own it could not give back:
+ * `run` then rejects with the `StoreUnavailableError` naming it (`writtenClaim`).
+ */
 export interface ConflictResult {
   readonly outcome: 'CONFLICT';
   /** The holder's remaining lease, in milliseconds. */
@@ -108,7 +113,9 @@ export interface FailedRecordResult {
 }
 
 /**
- * `storeFailureMode: 'open'` only: the store did not answer, and the handler ran without protection.
+ * `storeFailureMode: 'open'` only: the store did not answer the claim, and the handler ran without
+ * protection. Never after a CONFLICT: a store that stops answering during the `conflictWaitMs` wait runs
+ * nothing (see {@link ConflictResult}).
  */
 export type UnprotectedResult<T> =
   | {
