@@ -147,7 +147,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     expect(runs).toEqual(['lost', 'after']);
     expect(logger.lines.filter((l) => l.includes('lease lost'))).toHaveLength(1);
   });
-  it('eachMessage: a rebalance while a completion write waits for Redis passes the rebalance error to KafkaJS, not a storeError and a pause', async () => {
+  it('eachMessage: a rebalance while a completion write waits for Redis passes the rebalance error to KafkaJS, not a storeError and a pause; the write lands once Redis answers again, within the lease (the next owner meets a DUPLICATE)', async () => {
     // The handler's claim is answered; its COMPLETED write and the store gate's pings are not, until the outage ends.
     const store = new OutageStore(redis, 'complete');
     const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000, writeAttempts: 1 });
@@ -156,6 +156,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     const events: RecordedEvent[] = [];
     /** What the first consumer's eachMessage threw to KafkaJS. */
     const thrown: unknown[] = [];
+    let runs = 0;
     await producer.send({
       topic,
       messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'written-late' } }],
@@ -170,7 +171,10 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
             brokerHeartbeatIntervalMs: 100,
             storeProbeBackoff: { baseMs: 50, maxMs: 100 },
           },
-          () => 'done',
+          () => {
+            runs += 1;
+            return 'done';
+          },
         ),
         events,
       );
@@ -188,6 +192,7 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
     });
     consumers.push(consumer);
     let second: GroupMember | undefined;
+    const id = { scope: `${groupId}/${topic}`, key: 'written-late' };
     try {
       await waitFor('the completion write to wait for Redis', () =>
         events.some((e) => e.type === 'storeUnavailable'),
@@ -209,6 +214,16 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       expect(thrown[0]).toMatchObject({
         type: expect.stringMatching(/^(REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID)$/),
       });
+      expect(await store.get(id)).toMatchObject({ state: 'IN_PROGRESS' });
+      // Redis answers again, well within the claim's 20 s lease: the completion this process holds lands
+      // (given up on, the record stayed IN_PROGRESS and the re-fetch ran the handler again once it lapsed).
+      store.down = false;
+      await waitFor(
+        'the record to be COMPLETED',
+        async () => (await store.get(id))?.state === 'COMPLETED',
+        5_000,
+      );
+      expect(runs).toBe(1);
     } finally {
       store.down = false;
       await second?.stop();

@@ -29,7 +29,12 @@ export type CompletionWrite<T> =
  * `StoreUnavailableError` it closes the store gate and waits, heartbeating, for the gate's probe to
  * answer (`StoreGate.waitUntilOpen`: one probe loop for the whole consumer), then tries again; any other
  * error ends it (`refused`). It also ends when the delivery ends (`context.shouldStop()`, the wrapper's
- * `close()` through `signal`, a rejected heartbeat).
+ * `close()` through `signal`, a rejected heartbeat): the offset stays unresolved, but unless `close()`
+ * ended it, the write goes on in the background ({@link writeLate}) each time the gate opens, until the
+ * store takes it or refuses it, or `close()`. The claim outlives the delivery (its lease runs on), and
+ * this process knows the handler completed: given up on, the record stayed IN_PROGRESS, and the
+ * message's re-fetch (here or by the partition's new owner after a rebalance) ran the handler again once
+ * the lease lapsed, though the store answered again well within the lease.
  * @throws whatever `context.heartbeat()` rejects with (a rebalance).
  */
 export async function writeCompletion<T>(
@@ -44,8 +49,13 @@ export async function writeCompletion<T>(
 ): Promise<CompletionWrite<T>> {
   const shouldStop = () => signal.aborted || context.shouldStop();
   const waitContext: WaitContext = { heartbeat: () => context.heartbeat(), shouldStop };
+  /** The delivery ended before the write landed: the write goes on in the background (not after close()). */
+  const stopped = (): CompletionWrite<T> => {
+    writeLate(idempotency, id, run, gate, signal, events, context.source);
+    return { status: 'stopped' };
+  };
   for (;;) {
-    if (shouldStop()) return { status: 'stopped' };
+    if (shouldStop()) return stopped();
     try {
       return { status: 'written', result: await idempotency.completeClaim(id, run) };
     } catch (error) {
@@ -61,12 +71,50 @@ export async function writeCompletion<T>(
       signal.addEventListener('abort', onAbort, { once: true });
       try {
         const open = gate.waitUntilOpen(stop.signal);
-        const finished = await heartbeatUntil(open, waitContext, timing.brokerHeartbeatIntervalMs);
-        if (!finished || !(await open)) return { status: 'stopped' };
+        let finished: boolean;
+        try {
+          finished = await heartbeatUntil(open, waitContext, timing.brokerHeartbeatIntervalMs);
+        } catch (heartbeatError) {
+          stopped(); // a rebalance: passed on to the consumer, the write goes on
+          throw heartbeatError;
+        }
+        if (!finished || !(await open)) return stopped();
       } finally {
         stop.abort();
         signal.removeEventListener('abort', onAbort);
       }
     }
   }
+}
+
+/**
+ * The rest of a {@link writeCompletion} whose delivery ended first: tries the write each time the store
+ * gate opens (at once when it is open), until the store takes it (or refuses it: `LEASE_LOST` when the
+ * lease lapsed and another claim took the key, answered as a `lease-lost` run by the runner), it fails
+ * with an error that is not an outage, the gate is disposed or `signal` aborts (the wrapper's `close()`:
+ * not started then). Each failed try is a `storeError` event (`complete`). Never rejects; not awaited.
+ */
+function writeLate<T>(
+  idempotency: Idempotency,
+  id: RecordId,
+  run: CompletedResult<T>,
+  gate: StoreGate,
+  signal: AbortSignal,
+  events: KafkaEventEmitter,
+  source: KafkaSource,
+): void {
+  if (signal.aborted || gate.disposed) return;
+  void (async () => {
+    while (!signal.aborted && !gate.disposed && (await gate.waitUntilOpen(signal))) {
+      try {
+        await idempotency.completeClaim(id, run);
+        return;
+      } catch (error) {
+        events.emit('storeError', { operation: 'complete', error, source });
+        if (!gate.closeIfUnavailable(error)) return;
+      }
+    }
+  })().catch(() => {
+    // A listener's or the gate's bug must not become an unhandled rejection.
+  });
 }

@@ -25,7 +25,9 @@ export interface IdempotentEachMessage {
   readonly events: KafkaEventEmitter;
   /**
    * Ends every inline wait (a conflict, a retry, the store, a completion write while the store is down, a
-   * dead-letter produce the broker has not answered: their offsets stay unresolved), clears pending resume
+   * dead-letter produce the broker has not answered: their offsets stay unresolved) and the background
+   * completion writes of deliveries that ended before their write landed (a rebalance, a stale batch: each
+   * is tried again whenever the store answers until then), clears pending resume
    * timers and the store watcher, gives the consumer back its own `pause` and `resume` (the wrapper
    * records the application's calls through them, to never resume a partition the application paused),
    * stops listening to the Redis client. Call it before

@@ -270,6 +270,64 @@ describe('idempotentEachBatch waits', () => {
   });
 });
 
+describe('idempotentEachBatch completion written late', () => {
+  it('a completion write a stale batch ended lands once the store answers again: the offset stays unresolved, the record COMPLETED (the re-fetch is a DUPLICATE)', async () => {
+    const { StoreUnavailableError } = await import('@idempotent-consumer/core');
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, writeAttempts: 1 });
+    let down = true;
+    const complete = store.complete.bind(store);
+    jest.spyOn(store, 'complete').mockImplementation(async (...args) => {
+      if (down) throw new StoreUnavailableError('down');
+      return complete(...args);
+    });
+    const ping = store.ping.bind(store);
+    jest.spyOn(store, 'ping').mockImplementation(async () => {
+      if (down) throw new StoreUnavailableError('down');
+      return ping();
+    });
+    const runs: string[] = [];
+    const eachBatch = idempotentEachBatch(
+      { idempotency, consumer: new FakeConsumer(), producer: new FakeProducer(), logger: false },
+      {
+        groupId: 'g',
+        brokerHeartbeatIntervalMs: 1,
+        storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' },
+      },
+      ({ key }) => {
+        runs.push(key!);
+        return 'done';
+      },
+    );
+    let stale = false;
+    eachBatch.events.once('storeUnavailable', () => {
+      stale = true; // a seek or a rebalance made the batch stale while the write waits
+    });
+    const payload = batchPayload('pay', 0, [keyed(0, 'a')], { stale: () => stale });
+    await eachBatch(payload);
+    expect(payload.resolved).toEqual([]);
+    const id = { scope: 'g/pay', key: 'a' };
+    expect(await store.get(id)).toMatchObject({ state: 'IN_PROGRESS' });
+    try {
+      down = false; // well within the claim's lease
+      await settlesWithin(
+        'the late write',
+        (async () => {
+          while ((await store.get(id))?.state !== 'COMPLETED') await new Promise((r) => setTimeout(r, 5));
+        })(),
+        2000,
+      );
+      // The re-fetch of the message meets a DUPLICATE: the handler does not run again.
+      const again = batchPayload('pay', 0, [keyed(0, 'a')]);
+      await eachBatch(again);
+      expect(again.resolved).toEqual(['0']);
+      expect(runs).toEqual(['a']);
+    } finally {
+      eachBatch.close();
+    }
+  });
+});
+
 describe('idempotentEachBatch settled', () => {
   it("a message that ended while the previous one's completion was written is not reported settled when that write stops the batch: settled once, when its offset resolves", async () => {
     const { StoreUnavailableError } = await import('@idempotent-consumer/core');

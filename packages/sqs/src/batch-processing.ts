@@ -12,7 +12,9 @@ import { sqsRequestOf } from './report';
  * 2. runs standard messages concurrently, and the messages of one FIFO group one after another in the order
  *    SQS returned them; once a group's message does not finish (retry, conflict, store down), the rest of
  *    that group in this batch is not run and is made visible again (`fifo-blocked`), so SQS redelivers the
- *    group in order (a FIFO group stays locked while an earlier message of it is in flight);
+ *    group in order (a FIFO group stays locked while an earlier message of it is in flight); once the
+ *    processor is stopping (`SqsMessageProcessor.stopping`), no further handler starts: a message whose
+ *    turn comes then is made visible again (`stopping`), the batch claim's claim for it given back;
  * 3. calls `onProcessed` for each message as soon as its decision is known (the poller deletes it then).
  *
  * When the store does not answer the batch claim, nothing runs and every message is left invisible
@@ -56,10 +58,15 @@ export async function processBatch<T>(
           return;
         }
         let processed: ProcessedMessage<T>;
-        if (claims && !(claims instanceof Map))
-          processed = await processor.notRun(k, claims.storeUnavailable);
-        else if (blocked) processed = await processor.notRun(k);
-        else processed = await processor.process(k, i === 0 ? claims?.get(k.message) : undefined);
+        if (claims && !(claims instanceof Map)) processed = await processor.notRun(k, claims);
+        else if (blocked) processed = await processor.notRun(k, 'fifo-blocked');
+        else if (processor.stopping) {
+          // The consumer is stopping before its turn came (a FIFO message waiting behind its group, a batch
+          // claim answered after `stop()`): it does not start. The batch claim's claim is given back (no
+          // attempt spent), and the message is made visible again at once.
+          if (i === 0 && claims instanceof Map) await processor.giveBack(k, claims.get(k.message));
+          processed = await processor.notRun(k, 'stopping');
+        } else processed = await processor.process(k, i === 0 ? claims?.get(k.message) : undefined);
         if (sqsRequestOf(processed) !== 'delete') blocked = true;
         results.set(k.message, processed);
         await onProcessed(processed);

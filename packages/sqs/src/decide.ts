@@ -18,6 +18,8 @@ export type { DeadLetterReason };
  * - `invalid-key`: the key extractor threw, or the runner refused the key;
  * - `store-unavailable`: the store did not answer the claim (fail closed);
  * - `fifo-blocked`: an earlier message of its FIFO group in the same batch did not finish;
+ * - `stopping`: the consumer was stopping (the poller's `stop()`, the wiring's `close()`) before its
+ *   handler started (a claim it had was given back);
  * - `abandoned`: `stop()` gave up on it before its handler started (its claim was given back);
  * - `error`: an unexpected error (reported as `brokerError` by the caller).
  * `receiveCount` is the message's `ApproximateReceiveCount` (1 when unknown).
@@ -28,6 +30,7 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
   | { readonly kind: 'invalid-key'; readonly error: unknown }
   | { readonly kind: 'store-unavailable'; readonly error: unknown }
   | { readonly kind: 'fifo-blocked' }
+  | { readonly kind: 'stopping' }
   | { readonly kind: 'abandoned' }
   | { readonly kind: 'error'; readonly error: unknown }
 );
@@ -39,7 +42,8 @@ export type MessageResult<T> = { readonly receiveCount: number } & (
  *   is in the dead-letter queue: `dead-lettered-before`);
  * - `change-visibility`: it comes back after `visibilityTimeoutSeconds`: another worker holds the lease
  *   (`conflict`), the handler threw a retryable error (`handler-error`, as in the RabbitMQ and Kafka
- *   adapters), or an earlier message of its FIFO group did not finish (`fifo-blocked`, 0 s);
+ *   adapters), an earlier message of its FIFO group did not finish (`fifo-blocked`, 0 s), or the consumer
+ *   was stopping before its handler started (`stopping`, 0 s: another consumer takes it at once);
  * - `dead-letter`: a copy goes to the dead-letter queue and the message is deleted, or (redrive policy) it
  *   is made visible at once for SQS to move: the core's `DeadLetterDecision`, as in the RabbitMQ and Kafka
  *   adapters (`error` is the text the copy carries in `x-idempotency-error`);
@@ -55,7 +59,7 @@ export type Decision =
     }
   | {
       readonly action: 'change-visibility';
-      readonly reason: 'conflict' | 'handler-error' | 'fifo-blocked';
+      readonly reason: 'conflict' | 'handler-error' | 'fifo-blocked' | 'stopping';
       /** The new visibility timeout, in seconds from now (0 to 43200). */
       readonly visibilityTimeoutSeconds: number;
     }
@@ -106,7 +110,8 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
     case 'store-unavailable':
       return { action: 'leave', reason: 'store-unavailable' };
     case 'fifo-blocked':
-      return { action: 'change-visibility', reason: 'fifo-blocked', visibilityTimeoutSeconds: 0 };
+    case 'stopping':
+      return { action: 'change-visibility', reason: input.kind, visibilityTimeoutSeconds: 0 };
     case 'error':
       return { action: 'leave', reason: 'error' };
     case 'abandoned':

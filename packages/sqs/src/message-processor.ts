@@ -282,19 +282,37 @@ export class SqsMessageProcessor<T> {
     });
   }
 
-  /** A message that is not run (its FIFO group is blocked, or the batch claim met a store that is down). */
-  notRun(keyed: KeyedMessage, storeError?: unknown): Promise<ProcessedMessage<T>> {
+  /**
+   * A message that is not run: its FIFO group is blocked (`fifo-blocked`), the consumer is stopping
+   * (`stopping`: see {@link SqsMessageProcessor.stopping}), or the batch claim met a store that is down
+   * (`{ storeUnavailable }`). A claim it had is the caller's to give back.
+   */
+  notRun(
+    keyed: KeyedMessage,
+    why: 'fifo-blocked' | 'stopping' | { readonly storeUnavailable: unknown },
+  ): Promise<ProcessedMessage<T>> {
     const rc = receiveCount(keyed.message);
     const span = this.#startSpan(keyed.message);
     return span.run(() =>
       this.#finishTraced(
         keyed,
-        storeError === undefined
-          ? { kind: 'fifo-blocked', receiveCount: rc }
-          : { kind: 'store-unavailable', error: storeError, receiveCount: rc },
+        typeof why === 'string'
+          ? { kind: why, receiveCount: rc }
+          : { kind: 'store-unavailable', error: why.storeUnavailable, receiveCount: rc },
         span,
       ),
     );
+  }
+
+  /**
+   * Whether the consumer is stopping (the hooks' `stopping` signal aborted: the poller's `stop()`, the
+   * wiring's `close()`): no handler starts then. A message whose handler has not started is made visible
+   * again at once (`change-visibility`/`stopping`), its claim given back, so another consumer takes it
+   * instead of this one starting work while it shuts down (work `stop()` would give up on at
+   * `stopTimeoutMs`, left running after the process that awaited `stop()` exits).
+   */
+  get stopping(): boolean {
+    return this.#hooks.stopping?.()?.aborted === true;
   }
 
   /**
@@ -366,6 +384,8 @@ export class SqsMessageProcessor<T> {
         return { kind: 'invalid-key', error, receiveCount: rc };
       }
       if (this.#options.missingKey === 'process') {
+        // Stopping: no handler starts (it is made visible again at once).
+        if (this.stopping) return { kind: 'stopping', receiveCount: rc };
         if (rc > this.#policy.maxAttempts) {
           // Run on maxAttempts receives already, and the dead letter after the last was not carried out
           // (another consumer's, or a redrive that has not moved it yet): do not run it again.
@@ -427,6 +447,7 @@ export class SqsMessageProcessor<T> {
         // emits `failOpen` and runs the handler unprotected. Not once stop() gave up on it during the claim
         // (see the check before `execute`); there is no claim to give back.
         if (this.#hooks.abandoned?.(message)) return { kind: 'abandoned', receiveCount: rc };
+        if (this.stopping) return { kind: 'stopping', receiveCount: rc };
         return {
           kind: 'run',
           result: await this.#runThroughRunner(message, request, span),
@@ -457,6 +478,13 @@ export class SqsMessageProcessor<T> {
       // until its lease lapsed.
       await this.giveBack(keyed, reply);
       return { kind: 'abandoned', receiveCount: rc };
+    }
+    if (this.stopping) {
+      // The consumer is stopping (its claim, a CONFLICT wait or the visibility change before the handler
+      // answered after `stop()` was called): no handler starts. The claim is given back (no attempt
+      // spent) and the message made visible again, so another consumer runs it at once.
+      await this.giveBack(keyed, reply);
+      return { kind: 'stopping', receiveCount: rc };
     }
     try {
       const executed = await this.#idempotency.execute<T>(request, reply, this.#bind(message, span), {
@@ -665,6 +693,7 @@ function describe<T>(input: MessageResult<T>): Omit<ProcessedMessage<T>, 'messag
   const none = { outcome: undefined, attempt: 0, handler: 'not-run' as const, storeUnavailable: false };
   switch (input.kind) {
     case 'fifo-blocked':
+    case 'stopping':
     case 'abandoned':
       return none;
     case 'store-unavailable':

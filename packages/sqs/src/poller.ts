@@ -221,8 +221,12 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * request come back when their visibility timeout lapses), and a message waiting for the holder of its
    * key (the `conflictWaitMs` wait of a CONFLICT) stops waiting at once: it settles as a CONFLICT still
    * held does (its visibility set to `min(remaining lease, maxConflictDelayMs)`, sent with the last
-   * visibility changes below), so `stop()` does not wait `conflictWaitMs` for it. Then it waits up to
-   * `stopTimeoutMs` for every in-flight message to finish (handlers included). Messages still running
+   * visibility changes below), so `stop()` does not wait `conflictWaitMs` for it. No handler starts after
+   * `stop()` was called: a message whose handler had not started (a FIFO message waiting behind its group,
+   * one whose claim, CONFLICT wait or visibility change before its handler was answered after `stop()`) is
+   * made visible again at once (`change-visibility`/`stopping`), the claim it got given back without an
+   * attempt spent. Then it waits up to `stopTimeoutMs` for every in-flight message to finish (handlers
+   * included). Messages still running
    * then are abandoned: each is reported `settled` with `leave`/`abandoned`, nothing more is sent to SQS
    * for it, not even a dead-letter copy (its handler may still finish and record its outcome, which its
    * redelivery then meets), and it comes back after its visibility timeout. One whose handler had not

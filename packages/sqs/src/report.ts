@@ -60,7 +60,11 @@ export function reportProcessed<T>(
       handlerCompleted: processed.handler === 'completed',
     });
   }
-  if (decision.action === 'change-visibility' && decision.reason !== 'fifo-blocked') {
+  if (
+    decision.action === 'change-visibility' &&
+    decision.reason !== 'fifo-blocked' &&
+    decision.reason !== 'stopping'
+  ) {
     events.emit('retryScheduled', {
       ...subject,
       reason: decision.reason,

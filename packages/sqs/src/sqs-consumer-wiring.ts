@@ -68,7 +68,9 @@ export interface SqsConsumerWiring {
    * `preReceiveMessageCallback` awaiting it then rejects), the dead-letter copy (`SendMessage`) and the
    * visibility changes (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch`: retry backoff, CONFLICT
    * delay, lease heartbeat). It also ends a CONFLICT wait for the key's holder (`conflictWaitMs`; the message
-   * settles as a CONFLICT still held) and aborts the `signal` of an unprotected handler (outcome
+   * settles as a CONFLICT still held), starts no further handler (a message whose turn comes later, such
+   * as a FIFO message behind its group in a batch, is not run: the claim it got is given back, and it comes
+   * back when its visibility timeout lapses) and aborts the `signal` of an unprotected handler (outcome
    * `UNPROTECTED`, which holds no claim), as the poller's `stop()` does, so neither holds the Consumer's
    * last poll. An SQS endpoint that never answers one would otherwise hold the Consumer's last
    * poll (its `stopped` waits up to `pollingCompleteWaitTimeMs` for it) and a socket for up to the SDK's
