@@ -10,6 +10,7 @@ import {
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
+  callUnprotected,
   extendHandlerContext,
   giveBackUnrun,
   type HeaderCarrier,
@@ -169,7 +170,17 @@ export class DeliveryProcessor<T> {
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
         (context) =>
           delivery.span.timeHandler(() =>
-            handler(extendHandlerContext(context, { message }, signal.following(context))),
+            context.outcome === 'UNPROTECTED'
+              ? // Failing open, the runner's signal never aborts and no handlerTimeoutMs applies: bound the
+                // run as one without a key is (stop(), handlerTimeoutMs), as the Kafka and SQS adapters do.
+                callUnprotected(
+                  (bounded) =>
+                    handler({ ...context, message, signal: bounded } as RabbitMqHandlerContext),
+                  runOptions.signal,
+                  runOptions.handlerTimeoutMs ?? idempotency.options.handlerTimeoutMs,
+                  context,
+                )
+              : handler(extendHandlerContext(context, { message }, signal.following(context))),
           ),
         runOptions,
       );
