@@ -36,7 +36,10 @@ describeWithServices(['redis'], 'a write after the last attempt lapsed, on Redis
       { store: new UnansweredHeartbeats({ redis }, { keyPrefix }), logger: false },
       { leaseMs: 300, maxAttempts: 1 },
     );
-    const other = new Idempotency({ store, logger: false }, { leaseMs: 300, maxAttempts: 1, conflictWaitMs: 0 });
+    const other = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 300, maxAttempts: 1, conflictWaitMs: 0 },
+    );
     const id: RecordId = { scope: 'payments', key: 'pay-1' };
     const events: string[] = [];
     holder.on('failed', (e) => events.push(`failed recorded=${e.recorded}`));
@@ -55,7 +58,10 @@ describeWithServices(['redis'], 'a write after the last attempt lapsed, on Redis
 
     expect(otherClaim).toMatchObject({ outcome: 'FAILED' });
     const record = await store.get(id);
-    expect(record).toMatchObject({ state: 'FAILED', fencingToken: result.fencingToken });
+    expect(record).toMatchObject({
+      state: 'FAILED',
+      fencingToken: (result as { fencingToken: number }).fencingToken,
+    });
     expect(record!.error).toContain('lost its lease'); // the claim's error: the holder's fail changed nothing
     // The fail was refused: reported as such, so an adapter does not dead-letter a second copy of a
     // message whose FAILED record the other delivery already dead-lettered.

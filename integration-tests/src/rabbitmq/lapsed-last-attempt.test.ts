@@ -55,7 +55,9 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: the last attempt 
       "the holder's delivery settled for good",
       () =>
         events.deadLettered.length === 2 ||
-        events.settled.some((e) => e.decision.action === 'ack' && e.decision.reason === 'dead-lettered-before'),
+        events.settled.some(
+          (e) => e.decision.action === 'ack' && e.decision.reason === 'dead-lettered-before',
+        ),
     );
 
     const letters = await fx.deadLetters(1);

@@ -174,8 +174,7 @@ export class DeliveryProcessor<T> {
               ? // Failing open, the runner's signal never aborts and no handlerTimeoutMs applies: bound the
                 // run as one without a key is (stop(), handlerTimeoutMs), as the Kafka and SQS adapters do.
                 callUnprotected(
-                  (bounded) =>
-                    handler({ ...context, message, signal: bounded } as RabbitMqHandlerContext),
+                  (bounded) => handler(extendHandlerContext(context, { message }, { signal: bounded })),
                   runOptions.signal,
                   runOptions.handlerTimeoutMs ?? idempotency.options.handlerTimeoutMs,
                   context,

@@ -55,7 +55,9 @@ describe('IdempotentConsumer: a handler run failing open (storeFailureMode open)
       reason = aborted(signal);
       return reason; // resolves only once the signal aborts
     }, 50);
-    const settled = new Promise<IdempotentConsumerEvents['settled'][0]>((resolve) => consumer.once('settled', resolve));
+    const settled = new Promise<IdempotentConsumerEvents['settled'][0]>((resolve) =>
+      consumer.once('settled', resolve),
+    );
     channel.deliver('{}', { messageId: 'k1' });
 
     const event = await settled;
