@@ -17,7 +17,7 @@ import { fakeConnection } from './fake-amqp';
  */
 class LateClaimThenDown extends MemoryIdempotencyStore {
   /** The first claim meets a holder (CONFLICT); the wait that follows ends with the key claimed. */
-  override async claim(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
+  override async claim(_id: RecordId, _options: ClaimOptions): Promise<ClaimReply> {
     return { outcome: 'CONFLICT', fencingToken: 1, attempt: 1, remainingLeaseMs: 1000 };
   }
   override async waitForOutcome(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
