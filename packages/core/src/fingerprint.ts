@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { types } from 'node:util';
 import canonicalize from 'canonicalize';
 import { InvalidPayloadError } from './errors';
 
@@ -19,8 +20,10 @@ const FINGERPRINT = /^[0-9a-f]{64}$/;
  * SHA-256 of a payload as 64 lowercase hex characters. The record stores it at claim; a later claim of the
  * same key with another fingerprint returns `PAYLOAD_MISMATCH` (docs/design.md#fingerprints).
  *
- * A JSON value must be what JSON can carry: `bigint`, functions, symbols, `NaN`/`Infinity` and cycles are
- * refused (they would be dropped or changed silently), as is anything whose getter or `toJSON` throws.
+ * A JSON value must be what JSON can carry: `bigint`, functions, symbols, `NaN`/`Infinity`, cycles, and
+ * objects JSON writes as `{}` whatever they hold (`Map`, `Set`, `WeakMap`, `WeakSet`, `ArrayBuffer`,
+ * `DataView`, `Promise`; one with a `toJSON` goes through it) are refused (they would be dropped or changed
+ * silently), as is anything whose getter or `toJSON` throws. Raw bytes go in a `Uint8Array` (or `Buffer`).
  * Properties whose value is `undefined` are left out, as `JSON.stringify` does.
  *
  * @throws {@link InvalidPayloadError} when the payload cannot be fingerprinted; the cause says why.
@@ -75,11 +78,30 @@ function checkJson(value: unknown, path: string, ancestors: object[]): void {
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function') {
     checkJson(toJSON.call(value), path, inner);
-  } else if (Array.isArray(value)) {
+    return;
+  }
+  const opaque = opaqueKind(value);
+  if (opaque !== undefined) bad(opaque);
+  if (Array.isArray(value)) {
     for (const [i, v] of value.entries()) checkJson(v, `${path}[${i}]`, inner);
   } else {
     for (const [k, v] of Object.entries(value)) if (v !== undefined) checkJson(v, `${path}.${k}`, inner);
   }
+}
+
+/**
+ * What JSON turns into `{}` whatever it holds (a Map, a Set, raw bytes not in a `Uint8Array`, a Promise):
+ * two different payloads of that kind would share one fingerprint, so a PAYLOAD_MISMATCH passed as a
+ * DUPLICATE. `undefined` for anything else. Recognised across realms (`util.types`).
+ */
+function opaqueKind(value: object): string | undefined {
+  if (types.isMap(value)) return 'a Map';
+  if (types.isSet(value)) return 'a Set';
+  if (types.isWeakMap(value) || types.isWeakSet(value)) return 'a WeakMap or WeakSet';
+  if (types.isAnyArrayBuffer(value)) return 'an ArrayBuffer (pass a Uint8Array over it)';
+  if (types.isDataView(value)) return 'a DataView (pass a Uint8Array over its buffer)';
+  if (types.isPromise(value)) return 'a Promise';
+  return undefined;
 }
 
 function describeCause(cause: unknown): string {

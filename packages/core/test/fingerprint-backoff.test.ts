@@ -47,6 +47,14 @@ describe('fingerprint', () => {
         },
       },
     ],
+    // JSON turns these into {} whatever they hold: two different payloads would share one fingerprint,
+    // and a PAYLOAD_MISMATCH would pass as a DUPLICATE.
+    ['a Map', { m: new Map([['amount', 10]]) }],
+    ['a Set', new Set([1, 2])],
+    ['an ArrayBuffer (raw bytes: pass a Uint8Array over it)', new Uint8Array([1, 2]).buffer],
+    ['a DataView', new DataView(new ArrayBuffer(2))],
+    ['a WeakMap', [new WeakMap()]],
+    ['a Promise', { p: Promise.resolve(1) }],
   ])('refuses %s with InvalidPayloadError (INVALID_PAYLOAD)', (_, payload) => {
     expect(() => fingerprint(payload as never)).toThrow(InvalidPayloadError);
     try {

@@ -298,7 +298,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   /**
    * Stops consuming (`basic.cancel`), requeues deliveries not started yet (`nack`), ends the waits for a
    * conflicting holder at once (such a delivery goes to its delay tier, as a CONFLICT still held does)
-   * and the signal of handlers run without a claim (`missingKey: 'process'`), then waits up to
+   * and the signal of handlers run without a claim (`missingKey: 'process'`, or failing open under the
+   * runner's `storeFailureMode: 'open'`), then waits up to
    * `stopTimeoutMs` for the deliveries in flight to finish: their handlers, the outcome writes, the
    * republishes and their publisher confirms, the acks. Called during `start()` or a reconnect, that wait
    * includes the step under way (a `connect()` under way is not waited for: the connection it opens later

@@ -10,6 +10,7 @@ import {
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
+  callUnprotected,
   extendHandlerContext,
   giveBackUnrun,
   type HeaderCarrier,
@@ -46,7 +47,10 @@ export interface DeliveryProcessorContext<T> {
   readonly settler: Settler;
   /** Whether deliveries may run now; `paused` or `stopping` when not (they are requeued). */
   readonly admission: () => 'running' | 'paused' | 'stopping';
-  /** Called with the `StoreUnavailableError` of a claim: the consumer pauses (fail closed). */
+  /**
+   * Called with the `StoreUnavailableError` of a claim: the consumer pauses (fail closed). Not called
+   * under the runner's `storeFailureMode: 'open'` (such a delivery is requeued later, consumption goes on).
+   */
   readonly storeUnavailable: (error: unknown) => void;
   /**
    * The consumer's store gate: a claim a failed `run` had written and could not give back
@@ -169,7 +173,16 @@ export class DeliveryProcessor<T> {
         { scope: options.scope, key, ...(payload === undefined ? {} : { payload }) },
         (context) =>
           delivery.span.timeHandler(() =>
-            handler(extendHandlerContext(context, { message }, signal.following(context))),
+            context.outcome === 'UNPROTECTED'
+              ? // Failing open, the runner's signal never aborts and no handlerTimeoutMs applies: bound the
+                // run as one without a key is (stop(), handlerTimeoutMs), as the Kafka and SQS adapters do.
+                callUnprotected(
+                  (bounded) => handler(extendHandlerContext(context, { message }, { signal: bounded })),
+                  runOptions.signal,
+                  runOptions.handlerTimeoutMs ?? idempotency.options.handlerTimeoutMs,
+                  context,
+                )
+              : handler(extendHandlerContext(context, { message }, signal.following(context))),
           ),
         runOptions,
       );
@@ -180,6 +193,13 @@ export class DeliveryProcessor<T> {
           return undefined;
         }
         if (error.code === 'STORE_UNAVAILABLE') {
+          if (idempotency.options.storeFailureMode === 'open') {
+            // Failing open, a claim the store did not answer runs unprotected: this is the runner's one
+            // extension before the handler, unanswered (nothing ran). Consumption goes on; the delivery
+            // comes back after the shortest delay tier, and runs unprotected if the store is still down.
+            await settler.requeueLater(delivery, 'store-unavailable');
+            return undefined;
+          }
           // Fail closed: ack nothing, pause until the store answers.
           this.context.storeUnavailable(error);
           this.#giveBackWritten(delivery, key, error);

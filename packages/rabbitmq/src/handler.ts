@@ -8,7 +8,9 @@ import type { ConsumeMessage } from 'amqplib';
  * A delivery without an idempotency key run under `missingKey: 'process'` has `outcome: 'UNPROTECTED'`,
  * `key: undefined`, `fencingToken: 0`, and `attempt` counted in the `x-idempotency-attempt` header (1 for
  * the first). A delivery run unprotected because the store did not answer (`storeFailureMode: 'open'`)
- * keeps its key. The same shape in the Kafka and SQS adapters.
+ * keeps its key. Either `UNPROTECTED` run has a `signal` that aborts when the consumer stops or past
+ * `handlerTimeoutMs` (`HandlerTimeoutError`), as a claimed run's does past `handlerTimeoutMs`. The same
+ * shape in the Kafka and SQS adapters.
  */
 export interface RabbitMqHandlerContext extends Omit<HandlerContext, 'key'> {
   /** The idempotency key; `undefined` only for a delivery without one run under `missingKey: 'process'`. */

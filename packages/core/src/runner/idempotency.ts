@@ -854,11 +854,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // The first try runs outside backOff: exponential-backoff builds its options and a promise chain per
       // call, which showed in the profile of every message (bench/README.md); retries still go through it.
       let reply: WriteReply;
+      // Whether a try went unanswered: the store may have applied it, only its reply was lost.
+      let unanswered = false;
       try {
         reply = await call();
       } catch (error) {
         this.#storeError(operation, error, subject);
         if (!(error instanceof StoreUnavailableError) || this.options.writeAttempts <= 1) throw error;
+        unanswered = true;
         reply = await backOff(() => this.#store(operation, subject, call), {
           numOfAttempts: this.options.writeAttempts - 1,
           startingDelay: 100,
@@ -870,10 +873,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       }
       if (reply.ok) return 'ok';
       // A try that timed out on our side may still have been applied by the store; the retry then finds
-      // the record already in the target state under our own token. Sound because tokens never repeat
-      // for a key, even after the record was lost (lua/claim.lua): only this claim ever held this token,
-      // so only our own earlier try can have written it.
-      return reply.currentFencingToken === fencingToken && reply.state === WRITE_TARGET[operation]
+      // the record already in the target state under our own token. Tokens never repeat for a key, even
+      // after the record was lost (lua/claim.lua): only this claim ever held this token. But the store
+      // writes a state under it without this claim too (a claim past maxAttempts turns the record FAILED
+      // when this last attempt's lease lapsed; an operator's release), so a first try refused is lost:
+      // no earlier try of ours can have written it.
+      return unanswered &&
+        reply.currentFencingToken === fencingToken &&
+        reply.state === WRITE_TARGET[operation]
         ? 'ok'
         : 'lost';
     } catch (error) {
