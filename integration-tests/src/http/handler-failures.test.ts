@@ -398,6 +398,48 @@ describeWithServices(
       });
     });
 
+    describe('fastify, a client that disconnects while an async handler runs that answers by returning nothing', () => {
+      /** Answers by `return undefined` after setting the status (Fastify sends that empty answer itself, unless the client went away); its first run waits for the client to go. */
+      function returningNothing(firstStatus: number) {
+        let runs = 0;
+        const started = deferred();
+        const handler = async (reply: FastifyReply) => {
+          runs += 1;
+          if (runs > 1) return 'second';
+          const gone = once(reply.raw, 'close');
+          started.resolve();
+          await gone;
+          reply.code(firstStatus).header('location', '/orders/7');
+        };
+        return { handler, started: started.promise, runs: () => runs };
+      }
+
+      it('the answer Fastify no longer sends is recorded as it would have gone out: a retry gets it replayed and does not run (was held in progress while the process lives: Fastify sends nothing for an undefined return once the client is gone, so onSend never ran)', async () => {
+        const { handler, started, runs } = returningNothing(204);
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 5000 }), async (url) => {
+          const key = freshKey();
+          await postThenDisconnect(url, key, started);
+          // The retry waits for the first request's outcome (conflictWaitMs).
+          const retry = await post(url, '/fail', { key, body: { a: 1 } });
+          expect(retry.json).toBeUndefined();
+          expect(retry.status).toBe(204);
+          expect(retry.headers.get('location')).toBe('/orders/7');
+          expect(retry.headers.get('idempotent-replayed')).toBe('true');
+        });
+        expect(runs()).toBe(1);
+      });
+
+      it('a 5xx set that way releases the key: a retry runs again', async () => {
+        const { handler, started, runs } = returningNothing(503);
+        await using(startFastify(idempotency, handler, { conflictWaitMs: 5000 }), async (url) => {
+          const key = freshKey();
+          await postThenDisconnect(url, key, started);
+          await expectRetryRunsAgain(url, key);
+        });
+        expect(runs()).toBe(2);
+      });
+    });
+
     describe('fastify, reply.hijack()', () => {
       it('a handler that answers on the raw response completes the key without a stored response: a retry gets 409 response-not-stored and does not run (was held while the process lives)', async () => {
         let runs = 0;

@@ -18,7 +18,9 @@ type PreHandler = NonNullable<RouteOptions['preHandler']>;
  *
  * The route's handler is guarded too: should an `onRoute` hook registered after the plugin replace the
  * route's `preHandler` hooks (dropping the claim while the mark stays), the handler does not run unclaimed
- * (every retry would run it again): it fails with an `InvalidOptionError` (a 500) that says why.
+ * (every retry would run it again): it fails with an `InvalidOptionError` (a 500) that says why. And the
+ * value an async handler resolves with is reported to the plugin (`returned`): Fastify sends nothing for
+ * an `undefined` one once the client went away, so the plugin's onSend would never see that answer.
  */
 export class ClaimPlacement {
   /** Requests whose route's claim hook ran (claimed, or found not covered). */
@@ -26,11 +28,14 @@ export class ClaimPlacement {
 
   /**
    * The plugin's `onRoute` hook: appends `claim` to the route's `preHandler` hooks, marks its config, and
-   * guards its handler (see the class description).
+   * guards its handler (see the class description). `returned` is called with the value an async handler
+   * resolved with, in a reaction that runs before Fastify's own to that promise (which may send it): to see
+   * what Fastify did, `returned` must look later (the plugin's waits for `setImmediate`).
    */
   place(
     routeOptions: RouteOptions,
     claim: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+    returned: (request: FastifyRequest, reply: FastifyReply, payload: unknown) => void,
   ): void {
     const claimed = this.#claimed;
     const last: PreHandler = (request, reply) => {
@@ -48,7 +53,15 @@ export class ClaimPlacement {
           `The idempotency claim of ${route} did not run before its handler: an onRoute hook registered after the idempotency plugin replaced the route's preHandler hooks. Append to them instead, or register that hook before the plugin`,
         );
       }
-      return handler.call(this as never, request, reply);
+      const result: unknown = handler.call(this as never, request, reply);
+      if (typeof (result as PromiseLike<unknown> | null)?.then === 'function') {
+        // A rejection is Fastify's to handle (its error answer goes through onSend); this only watches.
+        (result as PromiseLike<unknown>).then(
+          (payload) => returned(request, reply, payload),
+          () => undefined,
+        );
+      }
+      return result;
     } as RouteHandlerMethod;
   }
 

@@ -50,6 +50,8 @@ interface InFlight {
   /** Aborts when the response closes: the client went away, or the response was sent. */
   readonly gone: AbortSignal;
   error?: unknown;
+  /** Set when `reply.send` was called (by the handler, or by Fastify for it). */
+  sent?: boolean;
 }
 
 /**
@@ -89,7 +91,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
 
   const placement = new ClaimPlacement();
-  fastify.addHook('onRoute', (routeOptions) => placement.place(routeOptions, claim));
+  fastify.addHook('onRoute', (routeOptions) => placement.place(routeOptions, claim, handlerReturned));
   // A route registered before the plugin is not seen by onRoute: the instance hook claims for it.
   const warnedRoutes = new Set<string>();
   fastify.addHook('preHandler', async (request, reply) => {
@@ -133,7 +135,28 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
     inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
     finishOnHijack(request, reply, state);
-    sendOnce(request, reply);
+    sendOnce(request, reply, state);
+  }
+
+  /**
+   * An async handler resolved with `payload`. Fastify sends an `undefined` one itself (the empty answer
+   * under the status and headers the handler set, such as a 204), but not once the client went away
+   * (`wrap-thenable`: an aborted request, a destroyed socket): nothing then reaches onSend, and without
+   * this the claim would be held, and heartbeated, for as long as the process lives, though the handler
+   * ran. Once Fastify's own reaction to the handler's promise has run, a claimed request for which
+   * `reply.send` was never called (nor hijacked) is finished with the answer Fastify would have sent: that
+   * status and those headers, an empty body (stored and replayed; a 5xx releases the key). Routes
+   * registered before the plugin are not seen (their handlers are not wrapped).
+   */
+  function handlerReturned(request: FastifyRequest, reply: FastifyReply, payload: unknown): void {
+    const state = inFlight.get(request);
+    if (!state || state.sent || payload !== undefined) return;
+    setImmediate(() => {
+      if (state.sent || reply.sent || inFlight.get(request) !== state) return;
+      inFlight.delete(request);
+      const { statusCode: status } = reply;
+      void state.exchange.finish({ status, headers: reply.getHeaders(), body: Buffer.alloc(0), bytes: 0 });
+    });
   }
 
   /**
@@ -145,9 +168,10 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
    * error sent meanwhile (an async handler that rejects after `reply.send`) is logged as Fastify logs it
    * once the response ended, at `error`: dropped as a second answer, it was lost.
    */
-  function sendOnce(request: FastifyRequest, reply: FastifyReply): void {
+  function sendOnce(request: FastifyRequest, reply: FastifyReply, state: InFlight): void {
     const send = reply.send;
     reply.send = function sendUnlessAnswering(this: FastifyReply, payload?: unknown) {
+      state.sent = true;
       if (!answering.has(request)) return send.call(this, payload);
       if (payload instanceof Error)
         this.log.error({ err: payload }, 'Promise errored, but reply.sent = true was set');
