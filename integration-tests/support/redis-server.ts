@@ -137,3 +137,35 @@ export function usePrivateRedis(): PrivateRedis {
   });
   return handle;
 }
+
+/** What {@link useFailFastRedis} gives a suite; read its fields inside tests (they are set in hooks). */
+export interface FailFastRedis {
+  /** The suite's own server, to stop and restart. */
+  readonly server: RedisServer;
+  /** This test's client: no offline queue and no retry, so commands fail at once while the server is down. */
+  readonly redis: Redis;
+}
+
+/**
+ * Starts a private redis-server for the calling `describe` (in `beforeAll`, with `args` added to its
+ * command line), and before each test a client of it that fails fast while it is down (no offline queue,
+ * in-flight commands rejected at once, reconnecting every 100 ms), disconnected after the test. Call it
+ * after the suite's own fixture hooks, so the client is disconnected after the fixture's cleanup.
+ */
+export function useFailFastRedis(args: string[] = []): FailFastRedis {
+  const handle = {} as { server: RedisServer; redis: Redis };
+  beforeAll(async () => {
+    handle.server = await RedisServer.start({ args });
+  });
+  afterAll(() => handle.server?.dispose());
+  beforeEach(async () => {
+    handle.redis = new Redis(handle.server.url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 100,
+    });
+    await waitFor('the store client', () => handle.redis.status === 'ready');
+  });
+  afterEach(() => handle.redis.disconnect());
+  return handle;
+}

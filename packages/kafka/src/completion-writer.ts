@@ -1,5 +1,5 @@
 import type { CompletedResult, ExecutionResult, Idempotency, RecordId } from '@idempotent-consumer/core';
-import type { StoreGate } from '@idempotent-consumer/core/kit';
+import { recordCompletionLate, type StoreGate } from '@idempotent-consumer/core/kit';
 import type { KafkaEventEmitter, KafkaSource } from './events';
 import { heartbeatUntil, type WaitContext } from './inline-wait';
 
@@ -88,11 +88,14 @@ export async function writeCompletion<T>(
 }
 
 /**
- * The rest of a {@link writeCompletion} whose delivery ended first: tries the write each time the store
- * gate opens (at once when it is open), until the store takes it (or refuses it: `LEASE_LOST` when the
- * lease lapsed and another claim took the key, answered as a `lease-lost` run by the runner), it fails
- * with an error that is not an outage, the gate is disposed or `signal` aborts (the wrapper's `close()`:
- * not started then). Each failed try is a `storeError` event (`complete`). Never rejects; not awaited.
+ * The rest of a {@link writeCompletion} whose delivery ended first, handed to the kit's
+ * `recordCompletionLate`: tries the write each time the store gate opens (at once when it is open), until
+ * the store takes it (or refuses it: `LEASE_LOST` when the lease lapsed and another claim took the key,
+ * answered as a `lease-lost` run by the runner), it fails with an error that is not an outage, the gate is
+ * disposed or `signal` aborts (the wrapper's `close()`: not started then). Each failed try is a
+ * `storeError` event (`complete`) and, when the store did not answer, closes the gate whatever
+ * `storeFailureMode` (as the inline write does: the offset stays unresolved while the completion is
+ * unwritten, so this wrapper needs the probe to learn when to try again). Never rejects; not awaited.
  */
 function writeLate<T>(
   idempotency: Idempotency,
@@ -103,18 +106,12 @@ function writeLate<T>(
   events: KafkaEventEmitter,
   source: KafkaSource,
 ): void {
-  if (signal.aborted || gate.disposed) return;
-  void (async () => {
-    while (!signal.aborted && !gate.disposed && (await gate.waitUntilOpen(signal))) {
-      try {
-        await idempotency.completeClaim(id, run);
-        return;
-      } catch (error) {
-        events.emit('storeError', { operation: 'complete', error, source });
-        if (!gate.closeIfUnavailable(error)) return;
-      }
-    }
-  })().catch(() => {
-    // A listener's or the gate's bug must not become an unhandled rejection.
+  void recordCompletionLate(idempotency, id, run, {
+    gate,
+    signal,
+    onStoreError: (error) => {
+      events.emit('storeError', { operation: 'complete', error, source });
+      gate.closeIfUnavailable(error);
+    },
   });
 }

@@ -153,8 +153,11 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       idempotency.store,
       { storeProbeBackoff: this.#options.storeProbeBackoff, log: this.#log },
       {
-        onStoreUnavailable: ({ error }) =>
-          this.emit('storeUnavailable', { queue: this.#options.queue, error }),
+        // Whoever closed it (a claim, a give-back or a completion written late failing closed): pause.
+        onStoreUnavailable: ({ error }) => {
+          this.emit('storeUnavailable', { queue: this.#options.queue, error });
+          this.#paused();
+        },
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queue: this.#options.queue, downMs }),
       },
     );
@@ -524,9 +527,19 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     void task.finally(() => this.#inFlight.delete(task));
   }
 
-  /** Fails closed: stops consuming until a store probe answers, then consumes again. */
+  /**
+   * Fails closed: stops consuming until a store probe answers, then consumes again. Closes the store gate,
+   * whose `onStoreUnavailable` pauses ({@link #paused}).
+   */
   #pause(error: unknown): void {
-    if (!this.#gate.close(error)) return;
+    this.#gate.close(error);
+  }
+
+  /**
+   * The store gate closed (by {@link #pause}, or by the kit's `giveBackUnrun` or `recordCompletionLate`
+   * when a try of theirs went unanswered after it had opened): stops consuming until a probe answers.
+   */
+  #paused(): void {
     if (this.#state === 'running') {
       this.#state = 'paused';
       void this.#cancel();

@@ -7,6 +7,7 @@ import {
   type Payload,
   type RunOptions,
   type RunResult,
+  StoreUnavailableError,
 } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
@@ -15,6 +16,7 @@ import {
   giveBackUnrun,
   type HeaderCarrier,
   type MessageTelemetry,
+  recordCompletionLate,
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
@@ -267,6 +269,9 @@ export class DeliveryProcessor<T> {
   ): Promise<void> {
     const decision = decide(result, this.context.policy);
     const subject = { ...delivery.subject, outcome: result.outcome, attempt: result.attempt };
+    if ('status' in result && result.status === 'completed' && !result.recorded) {
+      this.#recordCompletionLate({ ...delivery, subject }, result);
+    }
     delivery.span.result(result, subject.key);
     if ('status' in result && result.status === 'lease-lost') {
       this.context.emit('leaseLost', {
@@ -276,6 +281,41 @@ export class DeliveryProcessor<T> {
       });
     }
     await this.context.settler.apply({ ...delivery, subject }, decision);
+  }
+
+  /**
+   * A handler that completed whose COMPLETED write the store did not take (`recorded: false`: it did not
+   * answer through the runner's `writeAttempts`). The delivery is still acked (its handler completed).
+   * Under the runner's `storeFailureMode: 'closed'` the consumer pauses first, as for a claim the store
+   * does not answer (`storeUnavailable`, then `storeRecovered` once a probe answers). The write is handed
+   * to the kit's `recordCompletionLate` with the store gate and the stop signal: tried each time the gate
+   * opens (before consumption resumes) until the store takes it (a redelivery of the key is then a
+   * `DUPLICATE`, not an `ACQUIRED_STALE` run once the lease lapsed) or refuses it (`LEASE_LOST`), or
+   * `stop()`; the record then lapses with its lease. Failing open, it is tried once, now. Each failed try
+   * is a `storeError` event (`complete`). Not awaited.
+   */
+  #recordCompletionLate(delivery: Delivery, run: RunResult<T>): void {
+    const { idempotency, options, storeGate, runOptions } = this.context;
+    const { key, attempt } = delivery.subject;
+    if (key === undefined) return; // a run through the runner always has one
+    if (idempotency.options.storeFailureMode === 'closed') {
+      this.context.storeUnavailable(
+        new StoreUnavailableError(
+          `the store did not take the COMPLETED write of a handler that completed (key ${key}, attempt ${attempt}); it is written once the store answers`,
+        ),
+      );
+    }
+    void recordCompletionLate(idempotency, { scope: options.scope, key }, run, {
+      gate: storeGate,
+      signal: runOptions.signal,
+      onStoreError: (error) =>
+        this.context.emit('storeError', {
+          queue: options.queue,
+          operation: 'complete',
+          error,
+          source: delivery.subject.source,
+        }),
+    });
   }
 
   /**

@@ -706,3 +706,50 @@ describe('IdempotentConsumer pausing while basic.consume is in flight', () => {
     expect(channel.consumes - channel.cancels).toBe(0);
   });
 });
+
+describe('IdempotentConsumer: a handler that completed whose COMPLETED write the store did not answer (recorded: false)', () => {
+  it('acks it once; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
+    const fake = fakeConnection();
+    const store = new RecordingStore(fake.journal);
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, writeAttempts: 1 });
+    const written = new Promise<'written' | 'not written'>((resolve) => {
+      idempotency.on('completed', (e) => {
+        if (e.recorded) resolve('written');
+      });
+      setTimeout(resolve, 3_000, 'not written').unref();
+    });
+    let runs = 0;
+    const consumer = createIdempotentConsumer(
+      { idempotency, connection: fake.connection, logger: false },
+      { queue: 'work', ...FAST },
+      () => {
+        runs += 1;
+        store.down = true; // Redis stops answering as the handler returns
+        return 'done';
+      },
+    );
+    const settled: string[] = [];
+    consumer.on('settled', (e) => settled.push(`${e.outcome} ${e.decision.action}`));
+    await consumer.start();
+    const { channel } = fake;
+    try {
+      channel.deliver('{}', { messageId: 'k' });
+      await until('the ack', () => channel.acked.length === 1);
+      // Redis answers again, well within the claim's lease.
+      store.down = false;
+      expect(await written).toBe('written');
+      const id = { scope: 'work', key: 'k' };
+      expect(await store.get(id)).toMatchObject({ state: 'COMPLETED' });
+      await until('the consumer consuming', () => consumer.state === 'running');
+      // The same key again (a producer's second send, a redelivery after a channel loss).
+      channel.deliver('{}', { messageId: 'k' }, true);
+      await until('the second ack', () => channel.acked.length === 2);
+      expect(settled).toEqual(['ACQUIRED ack', 'DUPLICATE ack']);
+      expect(channel.nacked).toEqual([]);
+      expect(runs).toBe(1);
+    } finally {
+      store.down = false;
+      await consumer.stop();
+    }
+  });
+});

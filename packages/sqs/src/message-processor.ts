@@ -20,6 +20,7 @@ import {
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
+  recordCompletionLate,
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
@@ -279,6 +280,26 @@ export class SqsMessageProcessor<T> {
       gate: this.#hooks.storeGate?.(),
       signal: this.#hooks.stopping?.(),
       onStoreError: (error) => this.#hooks.onStoreError?.('release', error, keyed.message),
+    });
+  }
+
+  /**
+   * A handler that completed whose COMPLETED write the store did not take (`recorded: false`: it did not
+   * answer through the runner's `writeAttempts`). The message is still deleted (its handler completed); the
+   * store gate closes now (as the caller's settle does for any unrecorded write: polling pauses until a
+   * ping answers, whatever `storeFailureMode`), and the write is handed to the kit's
+   * `recordCompletionLate`: tried each time the gate opens until the store takes it (a redelivery of the
+   * key is then a `DUPLICATE`, not an `ACQUIRED_STALE` run once the lease lapsed) or refuses it
+   * (`LEASE_LOST`), or the consumer stops (`stopping`: the record then lapses with its lease). Each failed
+   * try is a `storeError` (`complete`). Not awaited. `storeError`: what the message's `storeError` says.
+   */
+  #recordCompletionLate(keyed: KeyedMessage, run: RunResult<T>, storeError: unknown): void {
+    if (!keyed.request) return;
+    this.#hooks.storeGate?.()?.close(storeError);
+    void recordCompletionLate(this.#idempotency, keyed.request, run, {
+      gate: this.#hooks.storeGate?.(),
+      signal: this.#hooks.stopping?.(),
+      onStoreError: (error) => this.#hooks.onStoreError?.('complete', error, keyed.message),
     });
   }
 
@@ -610,6 +631,9 @@ export class SqsMessageProcessor<T> {
     const { message } = keyed;
     const key = keyed.request?.key;
     const described = describe(input);
+    if (input.kind === 'run' && described.handler === 'completed' && described.storeUnavailable) {
+      this.#recordCompletionLate(keyed, input.result, described.storeError);
+    }
     let decision: Decision = held ?? decide(input, this.#policy);
     const base = { message, key, ...described };
     if (input.kind === 'missing-key' || input.kind === 'invalid-key') this.#warnKey(input.kind, input.error);
@@ -728,7 +752,9 @@ function describe<T>(input: MessageResult<T>): Omit<ProcessedMessage<T>, 'messag
       : {
           storeUnavailable: true,
           storeError: new StoreUnavailableError(
-            `the store did not take the ${r.status} write of the handler's outcome (attempt ${r.attempt}); the record stays IN_PROGRESS until its lease expires`,
+            r.status === 'completed'
+              ? `the store did not take the completed write of the handler's outcome (attempt ${r.attempt}); it is written once the store answers again, else the record stays IN_PROGRESS until its lease expires`
+              : `the store did not take the ${r.status} write of the handler's outcome (attempt ${r.attempt}); the record stays IN_PROGRESS until its lease expires`,
           ),
         };
   switch (r.status) {

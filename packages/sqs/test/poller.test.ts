@@ -1107,3 +1107,104 @@ describe('a claim the store wrote before it failed, whose give-back went unanswe
     }
   });
 });
+
+describe('a handler that completed whose COMPLETED write the store did not answer (recorded: false)', () => {
+  /**
+   * A memory store that stops answering `complete` and `ping` as the handler returns (`down`), until the
+   * consumer reports `storeUnavailable` (see each test); a runner with one write attempt. `written`
+   * resolves with the first `completed` event whose write was recorded (a 3 s bound: before the fix none
+   * came, and the record stayed IN_PROGRESS until its lease lapsed).
+   */
+  function downAfterHandler() {
+    const store = new MemoryIdempotencyStore();
+    const state = { down: false };
+    const unanswered = () => Promise.reject(new StoreUnavailableError('Connection is closed.'));
+    const complete = store.complete.bind(store);
+    jest.spyOn(store, 'complete').mockImplementation((...a) => (state.down ? unanswered() : complete(...a)));
+    jest.spyOn(store, 'ping').mockImplementation(() => (state.down ? unanswered() : Promise.resolve()));
+    const sqs = new FakeSqs();
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, writeAttempts: 1 });
+    const unrecorded: unknown[] = [];
+    idempotency.on('completed', (e) => {
+      if (!e.recorded) unrecorded.push(e);
+    });
+    const written = new Promise<'written' | 'not written'>((resolve) => {
+      idempotency.on('completed', (e) => {
+        if (e.recorded) resolve('written');
+      });
+      setTimeout(resolve, 3_000, 'not written').unref();
+    });
+    let runs = 0;
+    const handler = () => {
+      runs += 1;
+      state.down = true;
+      return 'done';
+    };
+    return { store, state, sqs, idempotency, unrecorded, written, handler, runs: () => runs };
+  }
+
+  it('poller: the message is deleted; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
+    const t = downAfterHandler();
+    const poller = new IdempotentSqsPoller(
+      { idempotency: t.idempotency, sqs: t.sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+      t.handler,
+    );
+    const settled: Settled[] = [];
+    poller.on('settled', (e) => settled.push(e));
+    poller.once('storeUnavailable', () => {
+      t.state.down = false;
+    });
+    await poller.start();
+    try {
+      const first = message('x', { key: 'k' });
+      t.sqs.batches.push([first]);
+      expect(await t.written).toBe('written');
+      expect(t.unrecorded).toHaveLength(1);
+      await until('the message deleted', () => settled.length === 1);
+      expect(t.sqs.deleted).toEqual([first.ReceiptHandle]);
+      expect(await t.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
+      // The same key again (a producer's second send, or SQS delivering a deleted message again).
+      const again = message('x', { key: 'k' });
+      t.sqs.batches.push([again]);
+      await until('the redelivery deleted', () => t.sqs.deleted.length === 2);
+      expect(settled.map((e) => `${e.outcome} ${e.decision.action}`)).toEqual([
+        'ACQUIRED delete',
+        'DUPLICATE delete',
+      ]);
+      expect(t.runs()).toBe(1);
+    } finally {
+      await poller.stop();
+    }
+  });
+
+  it('sqs-consumer wiring: the message is returned for deletion; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
+    const t = downAfterHandler();
+    const wiring = createSqsConsumerWiring(
+      { idempotency: t.idempotency, sqs: t.sqs.client, logger: false },
+      { queueUrl: QUEUE, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+      t.handler,
+    );
+    const settled: Settled[] = [];
+    wiring.events.on('settled', (e) => settled.push(e));
+    wiring.events.once('storeUnavailable', () => {
+      t.state.down = false;
+    });
+    try {
+      const first = message('x', { key: 'k' });
+      expect(await wiring.handleMessage!(first)).toBe(first);
+      expect(await t.written).toBe('written');
+      expect(await t.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
+      await wiring.preReceiveMessageCallback(); // the gate is open again
+      const again = message('x', { key: 'k' });
+      expect(await wiring.handleMessage!(again)).toBe(again);
+      expect(settled.map((e) => `${e.outcome} ${e.decision.action}`)).toEqual([
+        'ACQUIRED delete',
+        'DUPLICATE delete',
+      ]);
+      expect(t.runs()).toBe(1);
+    } finally {
+      wiring.close();
+    }
+  });
+});

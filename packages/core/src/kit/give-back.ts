@@ -1,9 +1,9 @@
-import { isIdempotencyError, type WrittenClaim } from '../errors';
+import type { WrittenClaim } from '../errors';
 import type { RecordId } from '../keys';
 import type { Idempotency } from '../runner/idempotency';
 import type { ClaimReply } from '../store/idempotency-store';
 import { claimToGiveBack } from '../store/unrun-release';
-import { callIsolated } from './isolate';
+import { isUnanswered, tryUntilAnswered } from './retry-when-open';
 import type { StoreGate } from './store-gate';
 
 /** Options of {@link giveBackUnrun}. */
@@ -55,29 +55,8 @@ export async function giveBackUnrun(
 ): Promise<void> {
   const held = claimToGiveBack(claim);
   if (held === undefined) return;
-  const { gate, signal } = options;
-  /** One try; resolves whether to try again once the gate opens. */
-  const tryOnce = async (): Promise<boolean> => {
-    try {
-      await idempotency.release(id, held);
-      return false;
-    } catch (error) {
-      callIsolated(() => options.onStoreError?.(error));
-      if (gate === undefined || gate.disposed || !isUnanswered(error)) return false;
-      if (idempotency.options.storeFailureMode === 'closed') gate.close(error);
-      return gate.closed;
-    }
-  };
-  const onceOpen = async (): Promise<void> => {
-    while (!gate!.disposed && !signal?.aborted && (await gate!.waitUntilOpen(signal))) {
-      if (!(await tryOnce())) return;
-    }
-  };
-  if (gate?.closed) {
-    void onceOpen();
-    return;
-  }
-  if (await tryOnce()) void onceOpen();
+  const failClosed = idempotency.options.storeFailureMode === 'closed';
+  await tryUntilAnswered(failClosed, () => idempotency.release(id, held), options);
 }
 
 /**
@@ -96,9 +75,4 @@ export function writtenClaimOf(error: unknown): WrittenClaim | undefined {
   return typeof written === 'object' && written !== null && (written as WrittenClaim).kind === 'written-claim'
     ? (written as WrittenClaim)
     : undefined;
-}
-
-/** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
-function isUnanswered(error: unknown): boolean {
-  return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
 }

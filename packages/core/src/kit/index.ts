@@ -7,6 +7,7 @@
  * - {@link StoreGate}: fail closed while the store does not answer, one probe loop per consumer;
  * - {@link LeaseKeeperSet}: the leases of a batch's claims kept alive until each message runs;
  * - {@link giveBackUnrun}: a claim whose handler never started given back, again once the store answers;
+ * - {@link recordCompletionLate}: a completion the runner could not record written, again once the store answers;
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
@@ -68,6 +69,7 @@ export {
   checkOneOf,
   checkPositiveInteger,
 } from './option-checks';
+export { type RecordCompletionLateOptions, recordCompletionLate } from './record-completion-late';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sharedAbortController } from './shared-abort';
 export { sleep } from './sleep';

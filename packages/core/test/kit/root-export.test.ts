@@ -37,6 +37,7 @@ describe('kit: the sub-path export', () => {
         'checkRunOverrides',
         'extendHandlerContext',
         'giveBackUnrun',
+        'recordCompletionLate',
         'writtenClaimOf',
         'heartbeatIntervalFor',
         'pickRunOverrides',
