@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { buildRecordKey, Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { httpScope } from '@idempotent-consumer/http';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
@@ -43,6 +44,25 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key on real Redis', ({ redis: 
       expect(again.headers.get('location')).toBe(first.headers.get('location'));
       expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
       expect(server.calls.get('orders')).toBe((first.json as { n: number }).n);
+    });
+
+    it('a retry whose stored response this version cannot decode (a newer version stored it) gets a 500; the handler does not run again', async () => {
+      const key = freshKey();
+      const first = await post(server.url, '/orders', { key, body: { amount: 7 } });
+      expect(first.status).toBe(201);
+      const before = server.calls.get('orders');
+      // The stored response rewritten in an encoding this version does not know.
+      const recordKey = buildRecordKey(keyPrefix, {
+        scope: httpScope('POST', '/orders', undefined),
+        key: JSON.parse(key),
+      });
+      expect(await redis.hset(recordKey, 'r', 'x{"v":2}')).toBe(0);
+      const again = await post(server.url, '/orders', { key, body: { amount: 7 } });
+      expect(again.status).toBe(500);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(server.calls.get('orders')).toBe(before);
+      // The record stays COMPLETED: an instance that can decode it replays it.
+      expect(await redis.hget(recordKey, 's')).toBe('C');
     });
 
     it('stores a 4xx: the replay has the same status and bytes, the handler ran once', async () => {

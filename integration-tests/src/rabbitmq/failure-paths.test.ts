@@ -1,4 +1,9 @@
-import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
+import {
+  NonRetryableError,
+  RedisIdempotencyStore,
+  StoreUnavailableError,
+  UnreadableResultError,
+} from '@idempotent-consumer/core';
 import {
   createIdempotentConsumer,
   DEAD_LETTER_HEADERS,
@@ -124,6 +129,41 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
     await pause(300);
     expect(await fx.depth(`${fx.queue}.dlq`)).toBe(0);
     expect(runs).toBe(1);
+  });
+
+  it('a DUPLICATE whose stored result this version cannot decode (a newer version wrote it) is acked as a duplicate, with a storeError; the handler does not run', async () => {
+    const idempotency = fx.idempotency();
+    const id = { scope: fx.queue, key: 'newer-1' };
+    const claim = await idempotency.claim(id);
+    // COMPLETED in Redis with a result in an encoding this version does not know.
+    await idempotency.store.complete(id, claim.fencingToken, { retentionMs: 60_000, result: 'x{"v":2}' });
+    let runs = 0;
+    const { consumer, events } = await fx.consumer(idempotency, { fingerprint: false }, () => {
+      runs += 1;
+    });
+    const storeErrors: { operation: string; error: unknown }[] = [];
+    consumer.on('storeError', (e) => storeErrors.push(e));
+    fx.publish({ n: 1 }, { messageId: 'newer-1' });
+    await waitFor('the delivery settled', () => events.settled.length >= 1);
+    expect(events.settled[0]).toMatchObject({
+      decision: { action: 'ack', reason: 'duplicate' },
+      outcome: 'DUPLICATE',
+      key: 'newer-1',
+      attempt: 1,
+    });
+    expect(storeErrors).toEqual([
+      {
+        queue: fx.queue,
+        operation: 'run',
+        error: expect.any(UnreadableResultError),
+        source: expect.anything(),
+      },
+    ]);
+    expect(runs).toBe(0);
+    await consumer.stop();
+    // Acked for good: nothing came back to the queue.
+    expect(events.settled).toHaveLength(1);
+    expect(await fx.depth()).toBe(0);
   });
 
   /** A quorum work queue adds `x-delivery-count` to each redelivery: the requeued message is still recognised. */

@@ -1,6 +1,13 @@
 import { ChangeMessageVisibilityBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { NonRetryableError, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import {
+  type Idempotency,
+  NonRetryableError,
+  RedisIdempotencyStore,
+  StoreUnavailableError,
+  UnreadableResultError,
+} from '@idempotent-consumer/core';
+import { createSqsConsumerWiring, IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { Consumer } from 'sqs-consumer';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
@@ -156,6 +163,75 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
     ]);
     await waitFor('the original deleted', async () => (await queueDepth(fx.sqs, q.url)) === 0, 10_000);
   });
+
+  /** `key` COMPLETED in Redis with a result in an encoding this version does not know (a newer version's). */
+  async function completedUnreadable(idempotency: Idempotency, queueUrl: string, key: string): Promise<void> {
+    const id = { scope: queueUrl.split('/').pop()!, key };
+    const claim = await idempotency.claim(id);
+    await idempotency.store.complete(id, claim.fencingToken, { retentionMs: 60_000, result: 'x{"v":2}' });
+  }
+
+  type UnreadableCase = 'poller' | 'sqs-consumer wiring' | 'sqs-consumer wiring (batch)';
+  it.each(['poller', 'sqs-consumer wiring', 'sqs-consumer wiring (batch)'] as UnreadableCase[])(
+    'a DUPLICATE whose stored result this version cannot decode is deleted as a duplicate, with a storeError; the handler does not run (%s)',
+    async (form) => {
+      const q = await fx.queue(`unreadable-${form.replace(/\W+/g, '-')}`);
+      const idempotency = fx.idempotency();
+      await completedUnreadable(idempotency, q.url, 'newer');
+      let runs = 0;
+      const handler = () => {
+        runs += 1;
+      };
+      const settled: SqsEvents['settled'][0][] = [];
+      const storeErrors: SqsEvents['storeError'][0][] = [];
+      const events =
+        form === 'poller'
+          ? (() => {
+              const poller = new IdempotentSqsPoller(
+                { idempotency, sqs: fx.sqs, logger: false },
+                { queueUrl: q.url, waitTimeSeconds: 1 },
+                handler,
+              );
+              stops.push(() => poller.stop());
+              return { poller };
+            })()
+          : (() => {
+              const wiring = createSqsConsumerWiring(
+                { idempotency, sqs: fx.sqs, logger: false },
+                { queueUrl: q.url, batch: form === 'sqs-consumer wiring (batch)' },
+                handler,
+              );
+              const c = Consumer.create({ ...wiring, queueUrl: q.url, sqs: fx.sqs, waitTimeSeconds: 1 });
+              c.on('error', () => {});
+              stops.push(async () => {
+                const stopped = new Promise<void>((resolve) => c.once('stopped', () => resolve()));
+                c.stop({ abort: true });
+                wiring.close();
+                await stopped;
+              });
+              return { wiring, c };
+            })();
+      const emitter = 'poller' in events ? events.poller : events.wiring.events;
+      emitter.on('settled', (e: SqsEvents['settled'][0]) => settled.push(e));
+      emitter.on('storeError', (e: SqsEvents['storeError'][0]) => storeErrors.push(e));
+      if ('poller' in events) await events.poller.start();
+      else events.c.start();
+      await sendMessage(fx.sqs, q.url, 'charge', { key: 'newer' });
+      await waitFor('the message settled', () => settled.length >= 1, 20_000);
+      expect(settled[0]).toMatchObject({
+        decision: { action: 'delete', reason: 'duplicate' },
+        outcome: 'DUPLICATE',
+        key: 'newer',
+        attempt: 1,
+      });
+      expect(storeErrors).toEqual([
+        expect.objectContaining({ operation: 'settle', error: expect.any(UnreadableResultError) }),
+      ]);
+      expect(runs).toBe(0);
+      // Deleted for good: it does not come back after its visibility timeout.
+      await waitFor('the message deleted', async () => (await queueDepth(fx.sqs, q.url)) === 0, 10_000);
+    },
+  );
 
   it('a FAILED record is dead-lettered once: a later message with its key is deleted without a second copy', async () => {
     const dlq = await fx.queue('failed-once-dlq', {}, false, { redrive: false });

@@ -21,6 +21,7 @@ export type IdempotencyErrorCode =
   | 'INVALID_PAYLOAD'
   | 'STORE_UNAVAILABLE'
   | 'UNEXPECTED_STORE_REPLY'
+  | 'UNREADABLE_RESULT'
   | 'LEASE_LOST'
   | 'HANDLER_TIMEOUT'
   | 'RESULT_TOO_LARGE'
@@ -170,11 +171,58 @@ export class StoreUnavailableError extends IdempotencyError {
   }
 }
 
-/** The store answered with a reply shape this version does not know. Not retryable: a bug or version skew. */
+/**
+ * The store answered with a reply shape this version does not know. Not retryable: a bug or version skew.
+ * Its subclass {@link UnreadableResultError} (its own `name` and `code`) is a DUPLICATE whose stored result
+ * cannot be decoded.
+ */
 export class UnexpectedReplyError extends IdempotencyError {
-  override readonly name = 'UnexpectedReplyError' as const;
-  readonly code = 'UNEXPECTED_STORE_REPLY' as const;
+  override readonly name: 'UnexpectedReplyError' | 'UnreadableResultError' = 'UnexpectedReplyError';
+  readonly code: 'UNEXPECTED_STORE_REPLY' | 'UNREADABLE_RESULT' = 'UNEXPECTED_STORE_REPLY';
   readonly retryable = false;
+}
+
+/** The facts of a DUPLICATE claim reply whose stored result could not be decoded ({@link UnreadableResultError}). */
+export interface UnreadableDuplicate {
+  /** The completed record's fencing token. */
+  readonly fencingToken: number;
+  /** The attempt that completed it (1 for the first). */
+  readonly attempt: number;
+  /** When the key completed, in ms since the epoch on the store's clock. */
+  readonly completedAtMs: number;
+}
+
+/**
+ * The key's record is COMPLETED (the claim answered DUPLICATE: the operation is done, the handler did not
+ * run), but its stored result cannot be decoded by this version: an unknown encoding prefix (a newer SDK
+ * wrote it, met by an older one during a rolling upgrade) or corrupt bytes. Thrown by `Idempotency.settle`,
+ * and so by `run` (and a `makeIdempotent` function), which cannot replay a result they cannot read.
+ * Not retryable: the same record reads the same way until this version can decode it or the record expires.
+ * A subclass of {@link UnexpectedReplyError} (`instanceof` holds), with a `code` of its own.
+ *
+ * A consumer never needs the stored result: the broker adapters settle such a message as a DUPLICATE (ack,
+ * offset resolved, delete) and report the error as a `storeError` event, through the kit's
+ * `unreadableDuplicateOf`, which recognises it from any installed copy of this package.
+ */
+export class UnreadableResultError extends UnexpectedReplyError {
+  override readonly name = 'UnreadableResultError' as const;
+  override readonly code = 'UNREADABLE_RESULT' as const;
+  /** The DUPLICATE the claim answered: the completed record's facts. All 0 when not given. */
+  readonly duplicate: UnreadableDuplicate;
+
+  /**
+   * @param options - `duplicate`: the DUPLICATE reply's fencing token, attempt and completion time;
+   *   `cause`: why decoding failed (the codec's `UnexpectedReplyError`).
+   */
+  constructor(message: string, options?: IdempotencyErrorOptions & { duplicate?: UnreadableDuplicate }) {
+    super(message, options);
+    const d = options?.duplicate;
+    this.duplicate = {
+      fencingToken: d?.fencingToken ?? 0,
+      attempt: d?.attempt ?? 0,
+      completedAtMs: d?.completedAtMs ?? 0,
+    };
+  }
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   StoreUnavailableError,
   TopologyMismatchError,
   UnexpectedReplyError,
+  UnreadableResultError,
 } from '../src';
 
 describe('errors', () => {
@@ -27,6 +28,7 @@ describe('errors', () => {
     [InvalidPayloadError, 'INVALID_PAYLOAD', false],
     [StoreUnavailableError, 'STORE_UNAVAILABLE', true],
     [UnexpectedReplyError, 'UNEXPECTED_STORE_REPLY', false],
+    [UnreadableResultError, 'UNREADABLE_RESULT', false],
     [LeaseLostError, 'LEASE_LOST', true],
     [HandlerTimeoutError, 'HANDLER_TIMEOUT', true],
     [ResultTooLargeError, 'RESULT_TOO_LARGE', false],

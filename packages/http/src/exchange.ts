@@ -103,7 +103,9 @@ export class HttpIdempotency<Req> {
    * Decides what a request gets: pass, an answer, or a claimed run.
    * @throws what the `tenant` function throws, an `InvalidPayloadError` from an unserializable parsed
    *   body, and the runner's `UnexpectedReplyError` and `InvalidOptionError`; the adapters hand them to the
-   *   framework's error handling.
+   *   framework's error handling (a 500 by default). Among them `UnreadableResultError`: the key completed
+   *   but its stored response cannot be decoded by this version (a newer version's encoding, or corrupt
+   *   bytes); the handler does not run again, and an instance that can decode it replays it.
    */
   async admit(incoming: IncomingRequest<Req>): Promise<Admission> {
     const o = this.options;

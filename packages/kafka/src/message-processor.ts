@@ -1,6 +1,7 @@
 import {
   type ClaimReply,
   type CompletedResult,
+  type DuplicateResult,
   describeError,
   fingerprint,
   type Idempotency,
@@ -26,6 +27,7 @@ import {
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
+  unreadableDuplicateOf,
   writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import { writeCompletion } from './completion-writer';
@@ -440,7 +442,7 @@ export class MessageProcessor<T> {
           continue;
         }
       } else {
-        result = this.idempotency.settle<T>(current);
+        result = this.#settle(delivery, current);
       }
       const end = await this.#afterRun(delivery, request, result);
       if (end !== 'again') return end;
@@ -756,21 +758,49 @@ export class MessageProcessor<T> {
   ): Promise<RunResult<T>> {
     const span = delivery.span ?? NOOP_MESSAGE_SPAN;
     const broker = this.#brokerFields(delivery);
-    return this.idempotency.run<T>(
-      request,
-      (context) =>
-        span.timeHandler(() =>
-          context.outcome === 'UNPROTECTED'
-            ? callUnprotected(
-                (signal) => this.handler({ ...context, ...broker, attempt, signal }),
-                this.stopping,
-                this.#handlerTimeoutMs(),
-                context,
-              )
-            : this.handler(extendHandlerContext(context, broker)),
-        ),
-      { ...runOptions, conflictWaitMs: 0 },
-    );
+    return this.idempotency
+      .run<T>(
+        request,
+        (context) =>
+          span.timeHandler(() =>
+            context.outcome === 'UNPROTECTED'
+              ? callUnprotected(
+                  (signal) => this.handler({ ...context, ...broker, attempt, signal }),
+                  this.stopping,
+                  this.#handlerTimeoutMs(),
+                  context,
+                )
+              : this.handler(extendHandlerContext(context, broker)),
+          ),
+        { ...runOptions, conflictWaitMs: 0 },
+      )
+      .catch((error: unknown) => this.#unreadableDuplicate(delivery, error));
+  }
+
+  /**
+   * `Idempotency.settle` of a claim whose handler must not run; a DUPLICATE whose stored result this
+   * version cannot decode is settled as a DUPLICATE all the same ({@link MessageProcessor.#unreadableDuplicate}).
+   */
+  #settle(delivery: Delivery, reply: ClaimReply): Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }> {
+    try {
+      return this.idempotency.settle<T>(reply);
+    } catch (error) {
+      return this.#unreadableDuplicate(delivery, error);
+    }
+  }
+
+  /**
+   * A DUPLICATE whose stored result this version cannot decode (`UnreadableResultError`: a newer version's
+   * encoding during a rolling upgrade, or corrupt bytes): the operation completed and a consumer never
+   * needs the result, so its offset is resolved as any DUPLICATE's, with a `storeError` event (`settle`)
+   * and one warning per wrapper (the kit's `unreadableDuplicateOf`), instead of a partition paused for
+   * good. @throws `error` itself when it is anything else.
+   */
+  #unreadableDuplicate(delivery: Delivery, error: unknown): DuplicateResult<never> {
+    const duplicate = unreadableDuplicateOf(error, this.log);
+    if (!duplicate) throw error;
+    this.events.emit('storeError', { operation: 'settle', error, source: sourceOf(delivery) });
+    return duplicate;
   }
 
   /** What a Kafka handler's context adds to the runner's. */

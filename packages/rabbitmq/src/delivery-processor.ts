@@ -20,6 +20,7 @@ import {
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
+  unreadableDuplicateOf,
   writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
@@ -76,7 +77,9 @@ type HeldDecision = Extract<Decision, { action: 'ack' | 'dead-letter' }>;
  * ({@link decide}) and hands the decision to the {@link Settler}. A store that does not answer the claim
  * (`StoreUnavailableError`) requeues the delivery and pauses the consumer: nothing is acked that did not
  * complete. A key the store refuses, or a payload that cannot be fingerprinted, is dead-lettered as
- * `invalid-key`; any other store error requeues the delivery after the shortest delay tier.
+ * `invalid-key`; a DUPLICATE whose stored result cannot be decoded (`UnreadableResultError`) is acked as a
+ * duplicate (with a `storeError` event); any other store error requeues the delivery after the shortest
+ * delay tier.
  */
 export class DeliveryProcessor<T> {
   /** Unprotected runs whose decision could not be carried out, by message digest (see `#unprotectedId`). */
@@ -209,13 +212,18 @@ export class DeliveryProcessor<T> {
           return undefined;
         }
       }
-      // Not an outage (a reply this version cannot read, a bug): no pause, the delivery comes back later.
+      // Not an outage (a reply this version cannot read, a bug): reported, no pause.
       this.context.emit('storeError', {
         queue: options.queue,
         operation: 'run',
         error,
         source: delivery.subject.source,
       });
+      // A DUPLICATE whose stored result this version cannot decode (a newer version's, or corrupt): the
+      // operation completed, and a consumer never needs the result, so it is acked as any DUPLICATE.
+      const duplicate = unreadableDuplicateOf(error, this.context.log);
+      if (duplicate) return duplicate;
+      // Anything else comes back after the shortest delay tier.
       await settler.requeueLater(delivery, 'store-error');
       return undefined;
     } finally {

@@ -92,7 +92,10 @@ export interface IdempotentConsumerEvents {
   /**
    * The store answered with an error that is not an outage (an unexpected reply: a bug or version skew):
    * the delivery is requeued after the shortest delay tier and consumption goes on (only a
-   * `StoreUnavailableError` pauses it).
+   * `StoreUnavailableError` pauses it). Except an `UnreadableResultError` (code `UNREADABLE_RESULT`): the
+   * key's record is COMPLETED but its stored result cannot be decoded by this version (a newer version
+   * wrote it, during a rolling upgrade; or corrupt bytes): the delivery is acked as a DUPLICATE (`settled`
+   * with `ack`/`duplicate`), and this event tells an operator of the version skew.
    */
   storeError: [{ queue: string; operation: string; error: unknown; source: RabbitMqSource | undefined }];
   /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */

@@ -1,6 +1,7 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import {
   type ClaimReply,
+  type DuplicateResult,
   describeError,
   type Handler,
   type Idempotency,
@@ -24,6 +25,7 @@ import {
   runUnprotected,
   type StoreGate,
   UnprotectedRuns,
+  unreadableDuplicateOf,
   writtenClaimOf,
 } from '@idempotent-consumer/core/kit';
 import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-route';
@@ -56,7 +58,10 @@ export interface ProcessorHooks {
    * then not carried out, as nothing more may be sent to SQS for it. @defaultValue never
    */
   abandoned?(message: Message): boolean;
-  /** A store call the processor absorbed failed (`markDeadLettered`, `release`). */
+  /**
+   * A store call the processor absorbed failed (`markDeadLettered`, `release`), or a DUPLICATE's stored
+   * result could not be decoded (`settle`: the message is deleted as a duplicate).
+   */
   onStoreError?(operation: string, error: unknown, message: Message): void;
   /**
    * The consumer's store gate, read for each give-back: a claim given back unrun (`giveBack`) while the
@@ -488,7 +493,7 @@ export class SqsMessageProcessor<T> {
       }
     }
     if (reply.outcome !== 'ACQUIRED' && reply.outcome !== 'ACQUIRED_STALE') {
-      return { kind: 'run', result: this.#idempotency.settle<T>(reply), receiveCount: rc };
+      return { kind: 'run', result: this.#settle(message, reply), receiveCount: rc };
     }
     await this.#hooks.beforeExecute?.(message, this.leaseMs);
     if (this.#hooks.abandoned?.(message)) {
@@ -527,11 +532,39 @@ export class SqsMessageProcessor<T> {
   }
 
   #runThroughRunner(message: Message, request: RunRequest, span: MessageSpan): Promise<RunResult<T>> {
-    return this.#idempotency.run<T>(request, this.#bind(message, span), {
-      ...this.runOptions,
-      conflictWaitMs: 0,
-      onHeartbeat: this.#heartbeat(message),
-    });
+    return this.#idempotency
+      .run<T>(request, this.#bind(message, span), {
+        ...this.runOptions,
+        conflictWaitMs: 0,
+        onHeartbeat: this.#heartbeat(message),
+      })
+      .catch((error: unknown) => this.#unreadableDuplicate(message, error));
+  }
+
+  /**
+   * `Idempotency.settle` of a claim whose handler must not run; a DUPLICATE whose stored result this
+   * version cannot decode is settled as a DUPLICATE all the same ({@link SqsMessageProcessor.#unreadableDuplicate}).
+   */
+  #settle(message: Message, reply: ClaimReply): RunResult<T> {
+    try {
+      return this.#idempotency.settle<T>(reply);
+    } catch (error) {
+      return this.#unreadableDuplicate(message, error);
+    }
+  }
+
+  /**
+   * A DUPLICATE whose stored result this version cannot decode (`UnreadableResultError`: a newer version's
+   * encoding during a rolling upgrade, or corrupt bytes): the operation completed and a consumer never
+   * needs the result, so the message is deleted as any DUPLICATE, with a `storeError` event (`settle`) and
+   * one warning per consumer (the kit's `unreadableDuplicateOf`), instead of coming back after each
+   * visibility timeout. @throws `error` itself when it is anything else.
+   */
+  #unreadableDuplicate(message: Message, error: unknown): DuplicateResult<never> {
+    const duplicate = unreadableDuplicateOf(error, this.#log);
+    if (!duplicate) throw error;
+    this.#hooks.onStoreError?.('settle', error, message);
+    return duplicate;
   }
 
   /**

@@ -8,6 +8,7 @@
  * - {@link LeaseKeeperSet}: the leases of a batch's claims kept alive until each message runs;
  * - {@link giveBackUnrun}: a claim whose handler never started given back, again once the store answers;
  * - {@link recordCompletionLate}: a completion the runner could not record written, again once the store answers;
+ * - {@link unreadableDuplicateOf}: a DUPLICATE whose stored result cannot be decoded, settled as a DUPLICATE;
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
@@ -97,4 +98,5 @@ export {
   type UnprotectedRunOptions,
 } from './unprotected-run';
 export { type UnprotectedRunEntry, UnprotectedRuns } from './unprotected-runs';
+export { unreadableDuplicateOf } from './unreadable-duplicate';
 export { within } from './within';

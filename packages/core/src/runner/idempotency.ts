@@ -10,6 +10,7 @@ import {
   ReplicationTimeoutError,
   ResultTooLargeError,
   StoreUnavailableError,
+  type UnreadableResultError,
   type WrittenClaim,
 } from '../errors';
 import { checkFingerprint, fingerprint as computeFingerprint, type Payload } from '../fingerprint';
@@ -38,7 +39,7 @@ import {
   type ResolvedIdempotencyOptions,
   resolveOptions,
 } from './options';
-import { decodeResult, encodeResult } from './result-codec';
+import { decodeDuplicateResult, encodeResult } from './result-codec';
 import type { CompletedResult, ExecutionResult, LeaseLostResult, RunResult } from './run-result';
 
 /** One operation to run: its scope and idempotency key, and optionally its payload. */
@@ -128,7 +129,9 @@ export interface ExecuteOptions extends RunOptions {
  * whatever `storeFailureMode`, it did not answer the one `extend` of a claim with less than one
  * heartbeat interval of its lease left when the handler was to start, e.g. after a long conflict wait,
  * or a conflict wait left a claim written that it could not give back: nothing ran),
- * `UnexpectedReplyError`, `InvalidKeyError` (the request), `InvalidOptionError` (an option, or a handler
+ * `UnexpectedReplyError` (its subclass `UnreadableResultError` for a DUPLICATE, also after a conflict
+ * wait, whose stored result this version cannot decode: the operation completed, no handler ran),
+ * `InvalidKeyError` (the request), `InvalidOptionError` (an option, or a handler
  * that is not a function) or `InvalidPayloadError` (a payload that cannot be fingerprinted, a
  * `fingerprint` that is not 64 hex characters); the last three before the store is touched. Anything a
  * handler throws, whatever it is, is described safely and the record released or failed.
@@ -209,6 +212,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   `conflictWaitMs` wait after it had written a claim of its own whose give-back went unanswered too
    *   (`writtenClaim` set: give it back with {@link Idempotency.release} or the kit's `giveBackUnrun`). A
    *   wait that wrote no claim, or gave it back, resolves the CONFLICT it had. No handler ran in any case.
+   * @throws {@link UnreadableResultError} for a DUPLICATE whose stored result cannot be decoded (see
+   *   {@link Idempotency.settle}).
    * @throws `UnexpectedReplyError`, `InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`: see the
    *   class description.
    */
@@ -353,6 +358,10 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Turns a claim reply whose handler must not run (DUPLICATE, CONFLICT, PAYLOAD_MISMATCH, FAILED) into
    * its result; DUPLICATE's stored result is decoded.
    * @throws {@link InvalidOptionError} when given an ACQUIRED reply (use {@link Idempotency.execute}).
+   * @throws {@link UnreadableResultError} for a DUPLICATE whose stored result cannot be decoded (an unknown
+   *   encoding, written by a newer version, or corrupt bytes): the operation completed, and the error
+   *   carries the DUPLICATE's facts (`duplicate`); a consumer settles it as a DUPLICATE all the same (the
+   *   kit's `unreadableDuplicateOf`).
    */
   settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
     // Literals, not a shared `base` spread: the duplicate path runs per message too.
@@ -363,7 +372,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           outcome: 'DUPLICATE',
           fencingToken,
           attempt,
-          result: decodeResult<T>(reply.result),
+          result: reply.result === undefined ? undefined : decodeDuplicateResult<T>(reply),
           hasResult: reply.result !== undefined,
           completedAtMs: reply.completedAtMs,
         };

@@ -1,5 +1,6 @@
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import { UnexpectedReplyError } from '../errors';
+import { UnexpectedReplyError, UnreadableResultError } from '../errors';
+import type { DuplicateReply } from '../store/idempotency-store';
 
 /** How handler results are stored (docs/design.md#the-record-and-its-states). */
 export interface ResultOptions {
@@ -70,4 +71,22 @@ export function decodeResult<T>(stored: string | undefined): T | undefined {
   throw new UnexpectedReplyError(
     `A stored result has an unknown encoding ${JSON.stringify(stored.slice(0, 1))}`,
   );
+}
+
+/**
+ * Decodes the stored result of a DUPLICATE claim reply ({@link decodeResult}).
+ * @throws {@link UnreadableResultError} (naming the DUPLICATE's fencing token, attempt and completion time,
+ *   with the codec's `UnexpectedReplyError` as its `cause`) when the stored value has an unknown prefix or
+ *   is corrupt.
+ */
+export function decodeDuplicateResult<T>(reply: DuplicateReply): T | undefined {
+  try {
+    return decodeResult<T>(reply.result);
+  } catch (cause) {
+    const { fencingToken, attempt, completedAtMs } = reply;
+    throw new UnreadableResultError(
+      `The key completed (DUPLICATE, fencing token ${fencingToken}), but its stored result cannot be decoded by this version (${(cause as Error).message}): a newer version's encoding, or corrupt bytes`,
+      { cause, duplicate: { fencingToken, attempt, completedAtMs } },
+    );
+  }
 }
