@@ -39,6 +39,7 @@ describe('kit: the sub-path export', () => {
         'giveBackUnrun',
         'recordCompletionLate',
         'writtenClaimOf',
+        'unreadableDuplicateOf',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',
