@@ -154,7 +154,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
     expect(storeErrors).toEqual([
       {
         queue: fx.queue,
-        operation: 'run',
+        operation: 'settle',
         error: expect.any(UnreadableResultError),
         source: expect.anything(),
       },

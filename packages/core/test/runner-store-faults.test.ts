@@ -431,6 +431,23 @@ describe('Idempotency runner: store outages', () => {
     },
   );
 
+  it('a complete whose first try reached the store twice (a client resending it after a reconnect) is recorded: COMPLETED under its own token is only ever its own write', async () => {
+    class ResendingStore extends MemoryIdempotencyStore {
+      override async complete(...args: Parameters<MemoryIdempotencyStore['complete']>) {
+        await super.complete(...args); // the first send, applied; its reply never reached the caller
+        return super.complete(...args); // the resent one, refused: LEASE_LOST, COMPLETED, our token
+      }
+    }
+    const idempotency = new Idempotency(
+      { store: new ResendingStore() },
+      { leaseMs: 10_000, retentionMs: 60_000 },
+    );
+    const events = recordEvents(idempotency);
+    const result = await idempotency.run(request, () => 'value');
+    expect(result).toMatchObject({ status: 'completed', recorded: true });
+    expect(events.some(([n]) => n === 'leaseLost')).toBe(false);
+  });
+
   it('after writeAttempts unanswered tries the result is unrecorded (recorded: false), never a rejection', async () => {
     const { store, idempotency, events } = setup({ writeAttempts: 3 });
     store.breakAlways('complete', unavailable);

@@ -200,8 +200,11 @@ export class DeliveryProcessor<T> {
         if (error.code === 'STORE_UNAVAILABLE') {
           if (idempotency.options.storeFailureMode === 'open') {
             // Failing open, a claim the store did not answer runs unprotected: this is the runner's one
-            // extension before the handler, unanswered (nothing ran). Consumption goes on; the delivery
-            // comes back after the shortest delay tier, and runs unprotected if the store is still down.
+            // extension before the handler, or a conflict wait whose own claim went unanswered after Redis
+            // applied it (nothing ran in either). Consumption goes on; a claim the error still names is
+            // given back (one try: the gate stays open), and the delivery comes back after the shortest
+            // delay tier, to run unprotected if the store is still down.
+            this.#giveBackWritten(delivery, key, error);
             await settler.requeueLater(delivery, 'store-unavailable');
             return undefined;
           }
@@ -212,16 +215,17 @@ export class DeliveryProcessor<T> {
           return undefined;
         }
       }
-      // Not an outage (a reply this version cannot read, a bug): reported, no pause.
+      // Not an outage (a reply this version cannot read, a bug): reported, no pause. A DUPLICATE whose
+      // stored result this version cannot decode (a newer version's, or corrupt) is reported as the Kafka
+      // and SQS adapters do (`settle`): the operation completed, and a consumer never needs the result,
+      // so it is acked as any DUPLICATE.
+      const duplicate = unreadableDuplicateOf(error, this.context.log);
       this.context.emit('storeError', {
         queue: options.queue,
-        operation: 'run',
+        operation: duplicate ? 'settle' : 'run',
         error,
         source: delivery.subject.source,
       });
-      // A DUPLICATE whose stored result this version cannot decode (a newer version's, or corrupt): the
-      // operation completed, and a consumer never needs the result, so it is acked as any DUPLICATE.
-      const duplicate = unreadableDuplicateOf(error, this.context.log);
       if (duplicate) return duplicate;
       // Anything else comes back after the shortest delay tier.
       await settler.requeueLater(delivery, 'store-error');
@@ -238,7 +242,8 @@ export class DeliveryProcessor<T> {
    * kit's `giveBackUnrun`; a failed try is a `storeError` event, `operation` `release`). The consumer
    * resumes only once the gate opens, so the requeued delivery's claim comes after the give-back was sent:
    * left alone, the claim held the key IN_PROGRESS until its lease lapsed, and each redelivery met it as a
-   * CONFLICT.
+   * CONFLICT. Under the runner's `storeFailureMode: 'open'` the gate stays open: one try, at once (an
+   * unanswered one lapses with the claim's lease), as in the Kafka and SQS adapters.
    */
   #giveBackWritten(delivery: Delivery, key: string, error: unknown): void {
     const { idempotency, options, storeGate, runOptions } = this.context;

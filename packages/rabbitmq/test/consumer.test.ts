@@ -51,10 +51,17 @@ const FAST: Partial<IdempotentConsumerOptions> = {
   storeProbeBackoff: { baseMs: 5, maxMs: 20, jitter: 'none' },
 };
 
-async function setup(handler: Parameters<typeof createIdempotentConsumer>[2], options = {}) {
+async function setup(
+  handler: Parameters<typeof createIdempotentConsumer>[2],
+  options = {},
+  runnerOptions: { storeFailureMode?: 'open' | 'closed' } = {},
+) {
   const fake = fakeConnection();
   const store = new RecordingStore(fake.journal);
-  const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1000, maxAttempts: 3 });
+  const idempotency = new Idempotency(
+    { store, logger: false },
+    { leaseMs: 1000, maxAttempts: 3, ...runnerOptions },
+  );
   const consumer = createIdempotentConsumer(
     { idempotency, connection: fake.connection, logger: false },
     { queue: 'work', ...FAST, ...options },
@@ -568,6 +575,52 @@ describe('IdempotentConsumer failure paths', () => {
     await givenBackThenRedelivered(fixture);
     expect(handled).toEqual([1]);
     expect(journal.filter((j) => /^(handler|ack|publish)/.test(j))).toEqual(['handler:1', 'ack:2']);
+    await consumer.stop();
+  });
+  it('storeFailureMode open: a claim of a CONFLICT wait whose WAIT and give-back went unanswered (run rejects naming it) is given back by the consumer: the delivery is requeued, the claim is RELEASED with no attempt spent, and the redelivery runs once, as attempt 1 (the claim held the key until its lease lapsed)', async () => {
+    const handled: number[] = [];
+    const fixture = await setup(
+      ({ attempt }) => {
+        handled.push(attempt);
+        return 'ok';
+      },
+      { conflictWaitMs: 1000 },
+      { storeFailureMode: 'open' },
+    );
+    const { channel, store, idempotency, consumer } = fixture;
+    const id = { scope: 'work', key: 'k' };
+    const holder = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
+    if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
+    const unrun = { retentionMs: 60_000, neverStarted: true };
+    nextClaimWrittenThenUnanswered(store, 'waitForOutcome', {
+      before: () => store.release(id, holder.fencingToken, unrun),
+      written: () => {
+        store.down = true;
+      },
+    });
+    // The runner's own give-back goes unanswered (its storeError); the store answers again from then on.
+    idempotency.on('storeError', ({ operation }) => {
+      if (operation === 'release') store.down = false;
+    });
+    const storeErrors: string[] = [];
+    consumer.on('storeError', (e) => storeErrors.push(e.operation));
+    channel.deliver('{}', { messageId: 'k' });
+    await until('the delivery settled', () => channel.nacked.length + channel.acked.length > 0);
+    // Requeued (after the shortest delay tier when there is one): nothing acked before the handler ran.
+    expect(channel.acked).toEqual([]);
+    expect(channel.nacked).toEqual([{ tag: 1, requeue: true }]);
+    let record = await store.get(id);
+    for (const deadline = Date.now() + 2000; record?.state !== 'RELEASED' && Date.now() < deadline; ) {
+      await sleep(2);
+      record = await store.get(id);
+    }
+    expect(record).toMatchObject({ state: 'RELEASED', attempt: 0 });
+    expect(consumer.state).toBe('running');
+    channel.deliver('{}', { messageId: 'k' }, true);
+    await until('the ack', () => channel.acked.length === 1);
+    expect(handled).toEqual([1]);
+    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    expect(storeErrors).toEqual([]);
     await consumer.stop();
   });
 });

@@ -300,11 +300,17 @@ export class SqsMessageProcessor<T> {
    */
   #recordCompletionLate(keyed: KeyedMessage, run: RunResult<T>, storeError: unknown): void {
     if (!keyed.request) return;
-    this.#hooks.storeGate?.()?.close(storeError);
+    const gate = this.#hooks.storeGate?.();
+    gate?.close(storeError);
     void recordCompletionLate(this.#idempotency, keyed.request, run, {
-      gate: this.#hooks.storeGate?.(),
+      gate,
       signal: this.#hooks.stopping?.(),
-      onStoreError: (error) => this.#hooks.onStoreError?.('complete', error, keyed.message),
+      onStoreError: (error) => {
+        // Whatever storeFailureMode (as the pause above): an unanswered try closes the gate again, so the
+        // write is tried once more when it opens (failing open, the kit alone would stop after one).
+        gate?.closeIfUnavailable(error);
+        this.#hooks.onStoreError?.('complete', error, keyed.message);
+      },
     });
   }
 

@@ -1178,6 +1178,45 @@ describe('a handler that completed whose COMPLETED write the store did not answe
     }
   });
 
+  it('storeFailureMode open: a late try the store does not answer either is tried again when the gate opens next, until the write lands (it stopped after one)', async () => {
+    const store = new MemoryIdempotencyStore();
+    const complete = store.complete.bind(store);
+    let unanswered = 2; // the runner's own write, then the first late try
+    jest.spyOn(store, 'complete').mockImplementation((...a) => {
+      if (unanswered === 0) return complete(...a);
+      unanswered -= 1;
+      return Promise.reject(new StoreUnavailableError('Connection is closed.'));
+    });
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 10_000, writeAttempts: 1, storeFailureMode: 'open' },
+    );
+    const written = new Promise<'written' | 'not written'>((resolve) => {
+      idempotency.on('completed', (e) => {
+        if (e.recorded) resolve('written');
+      });
+      setTimeout(resolve, 3_000, 'not written').unref();
+    });
+    const sqs = new FakeSqs();
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0, storeProbeBackoff: { baseMs: 5, maxMs: 5, jitter: 'none' } },
+      () => 'done',
+    );
+    const storeErrors: string[] = [];
+    poller.on('storeError', (e) => storeErrors.push(e.operation));
+    await poller.start();
+    try {
+      sqs.batches.push([message('x', { key: 'k' })]);
+      expect(await written).toBe('written');
+      expect(await store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
+      expect(storeErrors).toEqual(['complete']);
+      await until('the message deleted', () => sqs.deleted.length === 1);
+    } finally {
+      await poller.stop();
+    }
+  });
+
   it('sqs-consumer wiring: the message is returned for deletion; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
     const t = downAfterHandler();
     const wiring = createSqsConsumerWiring(

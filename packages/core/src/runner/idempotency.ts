@@ -883,13 +883,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       if (reply.ok) return 'ok';
       // A try that timed out on our side may still have been applied by the store; the retry then finds
       // the record already in the target state under our own token. Tokens never repeat for a key, even
-      // after the record was lost (lua/claim.lua): only this claim ever held this token. But the store
-      // writes a state under it without this claim too (a claim past maxAttempts turns the record FAILED
-      // when this last attempt's lease lapsed; an operator's release), so a first try refused is lost:
-      // no earlier try of ours can have written it.
-      return unanswered &&
-        reply.currentFencingToken === fencingToken &&
-        reply.state === WRITE_TARGET[operation]
+      // after the record was lost (lua/claim.lua): only this claim ever held this token. COMPLETED under
+      // it is always this claim's own write: only complete.lua writes that state, fenced by the token
+      // (ioredis may also have sent a first try twice, resending it after a reconnect). FAILED and
+      // RELEASED are also written under it without this claim (a claim past maxAttempts turns the record
+      // FAILED when this last attempt's lease lapsed; an operator's release), so those count as ours
+      // only after a try of ours went unanswered.
+      const ours = operation === 'complete' || unanswered;
+      return ours && reply.currentFencingToken === fencingToken && reply.state === WRITE_TARGET[operation]
         ? 'ok'
         : 'lost';
     } catch (error) {
