@@ -514,6 +514,24 @@ describe('IdempotentConsumer failure paths', () => {
     expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
   }
 
+  /**
+   * Another worker holds `k`; it gives it up unrun as a delivery's `conflictWaitMs` wait begins, and the
+   * wait's claim takes it: applied, then its `WAIT` goes unanswered (`run` rejects naming it when the
+   * runner's own give-back goes unanswered too), and the store is down from then on (`store.down`).
+   */
+  async function heldThenClaimedByTheWait(store: RecordingStore) {
+    const id = { scope: 'work', key: 'k' };
+    const holder = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
+    if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
+    const unrun = { retentionMs: 60_000, neverStarted: true };
+    nextClaimWrittenThenUnanswered(store, 'waitForOutcome', {
+      before: () => store.release(id, holder.fencingToken, unrun),
+      written: () => {
+        store.down = true;
+      },
+    });
+  }
+
   it('a claim the store wrote before it failed, whose give-back went unanswered too (writtenClaim), is given back once the store answers: the requeued delivery runs at once, as attempt 1 (it met the claim as a CONFLICT until its lease lapsed)', async () => {
     const attempts: number[] = [];
     const fixture = await setup(({ attempt }) => {
@@ -552,19 +570,9 @@ describe('IdempotentConsumer failure paths', () => {
     );
     const { channel, store, consumer } = fixture;
     journal = fixture.journal;
-    const id = { scope: 'work', key: 'k' };
-    // Another worker holds k; it gives it up unrun as this delivery's wait begins, and the wait's claim
-    // takes it: applied, then its WAIT goes unanswered, and the store is down (the runner's own give-back
-    // goes unanswered too) until the consumer pauses.
-    const holder = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
-    if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
-    const unrun = { retentionMs: 60_000, neverStarted: true };
-    nextClaimWrittenThenUnanswered(store, 'waitForOutcome', {
-      before: () => store.release(id, holder.fencingToken, unrun),
-      written: () => {
-        store.down = true;
-      },
-    });
+    // The store is down from the wait's claim on (the runner's own give-back goes unanswered too) until
+    // the consumer pauses.
+    await heldThenClaimedByTheWait(store);
     consumer.once('storeUnavailable', () => {
       store.down = false;
     });
@@ -577,6 +585,7 @@ describe('IdempotentConsumer failure paths', () => {
     expect(journal.filter((j) => /^(handler|ack|publish)/.test(j))).toEqual(['handler:1', 'ack:2']);
     await consumer.stop();
   });
+
   it('storeFailureMode open: a claim of a CONFLICT wait whose WAIT and give-back went unanswered (run rejects naming it) is given back by the consumer: the delivery is requeued, the claim is RELEASED with no attempt spent, and the redelivery runs once, as attempt 1 (the claim held the key until its lease lapsed)', async () => {
     const handled: number[] = [];
     const fixture = await setup(
@@ -588,16 +597,7 @@ describe('IdempotentConsumer failure paths', () => {
       { storeFailureMode: 'open' },
     );
     const { channel, store, idempotency, consumer } = fixture;
-    const id = { scope: 'work', key: 'k' };
-    const holder = await store.claim(id, { leaseMs: 60_000, retentionMs: 60_000, reserve: true });
-    if (holder.outcome !== 'ACQUIRED') throw new Error(holder.outcome);
-    const unrun = { retentionMs: 60_000, neverStarted: true };
-    nextClaimWrittenThenUnanswered(store, 'waitForOutcome', {
-      before: () => store.release(id, holder.fencingToken, unrun),
-      written: () => {
-        store.down = true;
-      },
-    });
+    await heldThenClaimedByTheWait(store);
     // The runner's own give-back goes unanswered (its storeError); the store answers again from then on.
     idempotency.on('storeError', ({ operation }) => {
       if (operation === 'release') store.down = false;
@@ -609,17 +609,8 @@ describe('IdempotentConsumer failure paths', () => {
     // Requeued (after the shortest delay tier when there is one): nothing acked before the handler ran.
     expect(channel.acked).toEqual([]);
     expect(channel.nacked).toEqual([{ tag: 1, requeue: true }]);
-    let record = await store.get(id);
-    for (const deadline = Date.now() + 2000; record?.state !== 'RELEASED' && Date.now() < deadline; ) {
-      await sleep(2);
-      record = await store.get(id);
-    }
-    expect(record).toMatchObject({ state: 'RELEASED', attempt: 0 });
-    expect(consumer.state).toBe('running');
-    channel.deliver('{}', { messageId: 'k' }, true);
-    await until('the ack', () => channel.acked.length === 1);
+    await givenBackThenRedelivered(fixture);
     expect(handled).toEqual([1]);
-    expect(await store.get(id)).toMatchObject({ state: 'COMPLETED', attempt: 1 });
     expect(storeErrors).toEqual([]);
     await consumer.stop();
   });
