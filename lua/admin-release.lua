@@ -5,9 +5,11 @@
   The record becomes RELEASED with its fencing token unchanged: the worker that held the claim can no
   longer complete, release, fail or extend it (they require IN_PROGRESS), and the next claim gets a higher
   token. The attempt count restarts at 0, so the next claim runs attempt 1 under maxAttempts afresh; the
-  recorded error, the lease and the flags (v reserved, l lapsed, d dead-lettered) are dropped. An
-  IN_PROGRESS record whose handler started is released abandoned (b = '1', see claim.lua): that handler
-  may be partial or still running, so the next claim is ACQUIRED_STALE.
+  recorded error, the lease and the flags (v reserved, l lapsed, d dead-lettered) are dropped. A record
+  whose last handler recorded no outcome is released abandoned (b = '1', see claim.lua): that handler may
+  be partial or still running, so the next claim is ACQUIRED_STALE. That is an IN_PROGRESS record whose
+  handler started, a FAILED one whose last lease lapsed (l = '1'), and one already marked b (a FAILED
+  record that exhausted maxAttempts after an abandoned handler keeps b).
 
   KEYS[1]  record key
 
@@ -36,7 +38,7 @@ if not expectedToken or expectedToken < 0 or not retentionMs or retentionMs <= 0
   return redis.error_reply('ERR idempotency admin-release: bad arguments')
 end
 
-local rec = rcall('HMGET', key, 's', 't', 'v')
+local rec = rcall('HMGET', key, 's', 't', 'v', 'l', 'b')
 local state = rec[1]
 local token = tonumber(rec[2] or '0')
 if not state then
@@ -51,7 +53,7 @@ end
 
 local now = serverClock()
 rcall('HSET', key, 's', 'R', 'a', 0, 'u', now)
-if state == 'P' and rec[3] ~= '1' then
+if (state == 'P' and rec[3] ~= '1') or (state == 'F' and (rec[4] == '1' or rec[5] == '1')) then
   rcall('HSET', key, 'b', '1')
 end
 rcall('HDEL', key, 'e', 'x', 'v', 'l', 'd')

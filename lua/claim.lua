@@ -27,7 +27,8 @@
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs),
     a reservation that took over from a handler whose lease lapsed, or a claim given back unrun after it
     was ACQUIRED_STALE (release.lua abandoned); the next claim is ACQUIRED_STALE; cleared when a handler
-    starts: a counted claim, or start.lua. The record does not say which cause set it).
+    starts: a counted claim, or start.lua; a record FAILED by maxAttempts keeps it, for admin-release.lua.
+    The record does not say which cause set it).
   Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
   without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
   bench/README.md, memory). Records written before this layout may carry h ('0': completed
@@ -140,7 +141,9 @@ if state and maxAttempts > 0 and attempt >= maxAttempts then
     err = err .. ', the last one recorded no outcome (abandoned by its handler timeout, or its lease lapsed)'
   end
   rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
-  rcall('HDEL', key, 'e', 'v', 'b')
+  -- b stays: the FAILED record still says that its last handler may be partial or still running, so an
+  -- operator's release (admin-release.lua) makes the next claim ACQUIRED_STALE.
+  rcall('HDEL', key, 'e', 'v')
   rcall('PEXPIRE', key, retentionMs)
   return {'FAILED', token, attempt, err, 0}
 end

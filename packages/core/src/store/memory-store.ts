@@ -170,7 +170,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
         updatedAtMs: now,
         leaseExpiresAtMs: undefined,
         reserved: false,
-        abandoned: false,
+        // Like lua/claim.lua: a record FAILED by maxAttempts keeps saying that its last handler may be
+        // partial (b), for an operator's release (lua/admin-release.lua).
         lapsed: ranBefore,
       });
       rec.expiresAtMs = now + retentionMs;

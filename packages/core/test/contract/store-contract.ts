@@ -264,10 +264,11 @@ const exhaustedOnStale = (
     error: `ATTEMPTS_EXHAUSTED: 1 of 1 attempts used, ${NO_OUTCOME}`,
   },
   // Not lapsed: the stale record's last handler was abandoned or given back, its holder cannot complete.
+  // Still abandoned: an operator's release (lua/admin-release.lua) makes the next claim ACQUIRED_STALE.
   record: {
     state: 'FAILED',
     attempt: 1,
-    abandoned: false,
+    abandoned: true,
     reserved: false,
     lapsed: false,
     leaseExpiresAtMs: undefined,
