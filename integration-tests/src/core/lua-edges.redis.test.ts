@@ -2,13 +2,13 @@ import { type ClaimOptions, type RecordId, RedisIdempotencyAdmin } from '@idempo
 import { describeWithServices } from '../../support/service';
 import { useRedisStore } from './redis-target';
 
-// Edge cases of the Lua scripts found in review: an operator's release of a FAILED record whose last
+// Edge cases of the Lua scripts: an operator's release of a FAILED record whose last
 // handler recorded no outcome, and the largest leases and retentions the options accept.
 
 const RETENTION_MS = 600_000;
 
 describeWithServices(['redis'], 'the Lua scripts at their edges', ({ redis: url }) => {
-  const suite = useRedisStore(url, 'store-review');
+  const suite = useRedisStore(url, 'lua-edges');
 
   /** Claims `id` with a 1 ms lease until a claim is not CONFLICT (the previous lease lapsed). */
   async function claimPastLease(id: RecordId, options: ClaimOptions) {
