@@ -1,3 +1,4 @@
+import { buildRecordKey } from '@idempotent-consumer/core';
 import { describeWithServices } from '../../support/service';
 import { useRedisStore } from '../core/redis-target';
 import { cli } from './run-cli';
@@ -165,6 +166,28 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
     await suite.store.claim({ scope, key: 'other' }, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
     const human = await run(['--yes', 'release', scope, 'other']);
     expect(human.stdout).toMatch(/Released \(was IN_PROGRESS, .*a worker's lease had \d+ ms left/);
+  });
+
+  it('a key of the scope that is not a hash (another program wrote it) is left out of list and stats, and kept by purge (was: WRONGTYPE, exit 1)', async () => {
+    const scope = 'not-a-hash';
+    const claim = await suite.store.claim(
+      { scope, key: 'a' },
+      { leaseMs: LEASE_MS, retentionMs: RETENTION_MS },
+    );
+    await suite.store.complete({ scope, key: 'a' }, claim.fencingToken, { retentionMs: RETENTION_MS });
+    const foreign = buildRecordKey(suite.prefix, { scope, key: 'b' });
+    await suite.redis.set(foreign, 'not a record');
+    const stats = await run(['--json', 'stats', scope]);
+    expect(stats.stderr).toBe('');
+    expect(stats.status).toBe(0);
+    expect(stats.json()).toMatchObject({ total: 1, states: { COMPLETED: 1 } });
+    const listed = await run(['--json', 'list', scope]);
+    expect(listed.status).toBe(0);
+    expect(listed.json<{ records: { key: string }[] }>().records.map((r) => r.key)).toEqual(['a']);
+    const purged = await run(['--json', '--yes', 'purge', scope]);
+    expect(purged.status).toBe(0);
+    expect(purged.json()).toEqual({ scope, deleted: 1, skipped: { NOT_A_RECORD: 1 } });
+    expect(await suite.redis.get(foreign)).toBe('not a record');
   });
 
   it('purge asks the same question with --json as without (count, states, scope) and keeps stdout JSON', async () => {
