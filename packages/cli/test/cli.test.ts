@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { runCli } from '../src';
 import { viewFields } from '../src/commands/inspect';
-import { redactUrl } from '../src/connect';
 import { cut, flagsOf, recordView } from '../src/record-view';
 import { trackWrites } from '../src/tracked-stream';
 import { versionFrom } from '../src/version';
