@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { MultiBar, Presets } from 'cli-progress';
 /**
  * The payments demo (README: `npm run demo`). Publishes a few thousand payment messages with duplicates,
@@ -111,7 +112,7 @@ async function main(): Promise<number> {
     await redis.ping();
   } catch (error) {
     console.error(
-      `Redis is not reachable at ${opts.redisUrl} (${(error as Error).message}).\n` +
+      `Redis is not reachable at ${redactUrl(opts.redisUrl)} (${(error as Error).message}).\n` +
         'Start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no\n' +
         'or pass --redis-url / REDIS_URL.',
     );

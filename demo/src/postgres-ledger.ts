@@ -1,3 +1,4 @@
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { pgClient, pgTransaction, type SqlClient, TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { Pool } from 'pg';
 import type { PaymentMessage } from './broker';
@@ -31,7 +32,7 @@ export async function postgresPreflight(databaseUrl: string): Promise<string | n
     return null;
   } catch (error) {
     return (
-      `PostgreSQL is not reachable at ${databaseUrl} (${(error as Error).message}).\n` +
+      `PostgreSQL is not reachable at ${redactUrl(databaseUrl)} (${(error as Error).message}).\n` +
       'Start it (for example: docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16) ' +
       'or pass --database-url / DATABASE_URL.'
     );

@@ -3,6 +3,8 @@
  * idempotency key); each consumer process consumes it with `@idempotent-consumer/rabbitmq` (`sdk`) or
  * with plain amqplib, acking after the charge (`naive`).
  */
+
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { createIdempotentConsumer, type IdempotentConsumerOptions } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } from 'amqplib';
@@ -61,7 +63,7 @@ export function rabbitmqBroker(): DemoBroker {
         await open();
         return null;
       } catch (error) {
-        return `RabbitMQ is not reachable at ${amqpUrl()} (${(error as Error).message}); start it with \`rabbitmq-server -detached\` or set AMQP_URL`;
+        return `RabbitMQ is not reachable at ${redactUrl(amqpUrl())} (${(error as Error).message}); start it with \`rabbitmq-server -detached\` or set AMQP_URL`;
       }
     },
     async setup(runId: string, _mode: DemoMode) {

@@ -135,7 +135,11 @@ describeWithServices(['redis'], 'idempotent-consumer CLI on real Redis', ({ redi
     const yes = await run(['release', scope, 'held'], 'y\n');
     expect(yes.status).toBe(0);
     expect(yes.stderr).toMatch(/lease has \d+ ms left/);
-    expect(yes.stdout).toMatch(new RegExp(`Released \\(was IN_PROGRESS, fencing token ${heldToken}\\)`));
+    expect(yes.stdout).toMatch(
+      new RegExp(
+        `Released \\(was IN_PROGRESS, fencing token ${heldToken}; a worker's lease had \\d+ ms left`,
+      ),
+    );
     // The stuck worker's late write is refused; the next message runs the handler as attempt 1, told
     // that the stuck one may be partial or still running (ACQUIRED_STALE).
     expect(await store.complete({ scope, key: 'held' }, heldToken, { retentionMs: 60_000 })).toMatchObject({

@@ -1,3 +1,4 @@
+import { buildRecordKey } from '@idempotent-consumer/core';
 import { describeWithServices } from '../../support/service';
 import { useRedisStore } from '../core/redis-target';
 import { cli } from './run-cli';
@@ -119,6 +120,74 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
     expect(scripted.status).toBe(0);
     expect(scripted.stderr).toBe('');
     expect(scripted.json()).toMatchObject({ outcome: 'OK', fencingToken: again.fencingToken });
+  });
+
+  it('control characters of a key, a result or an error are shown escaped in tables, never sent to the terminal (was: raw ESC sequences)', async () => {
+    const scope = 'escapes';
+    // A key and an error text come from messages and handlers: an ESC sequence there would retitle,
+    // clear or rewrite the operator's terminal, and a CR would print over what the table says.
+    const key = 'evil\u001b]0;PWNED\u0007\u001b[2J\r\u009b31m';
+    const id = { scope, key };
+    const claim = await suite.store.claim(id, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
+    await suite.store.fail(id, claim.fencingToken, {
+      retentionMs: RETENTION_MS,
+      error: 'boom\u001b[31mRED\u001b[0m\rok',
+    });
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: what must not reach the terminal
+    const control = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+    const listed = await run(['list', scope]);
+    expect(listed.status).toBe(0);
+    expect(listed.stdout).not.toMatch(control);
+    expect(listed.stdout).toContain('evil\\u001b]0;PWNED\\u0007\\u001b[2J\\r\\u009b31m');
+    const inspected = await run(['inspect', scope, key]);
+    expect(inspected.status).toBe(0);
+    expect(inspected.stdout).not.toMatch(control);
+    expect(inspected.stdout).toContain('boom\\u001b[31mRED\\u001b[0m\\rok');
+    const refused = await run(['release', scope, key]);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).not.toMatch(control);
+    // --json keeps the text itself (JSON escapes it).
+    expect((await run(['--json', 'inspect', scope, key])).json()).toMatchObject({ key });
+  });
+
+  it('release --json --yes of a record whose lease a worker holds says so in its report (was: nothing said)', async () => {
+    const scope = 'release-held';
+    const id = { scope, key: 'held' };
+    await suite.store.claim(id, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
+    const scripted = await run(['--json', '--yes', 'release', scope, id.key]);
+    expect(scripted.status).toBe(0);
+    expect(scripted.json()).toMatchObject({
+      outcome: 'OK',
+      previousState: 'IN_PROGRESS',
+      leaseHeld: true,
+      leaseRemainingMs: expect.any(Number),
+    });
+    expect(scripted.json<{ leaseRemainingMs: number }>().leaseRemainingMs).toBeGreaterThan(0);
+    await suite.store.claim({ scope, key: 'other' }, { leaseMs: LEASE_MS, retentionMs: RETENTION_MS });
+    const human = await run(['--yes', 'release', scope, 'other']);
+    expect(human.stdout).toMatch(/Released \(was IN_PROGRESS, .*a worker's lease had \d+ ms left/);
+  });
+
+  it('a key of the scope that is not a hash (another program wrote it) is left out of list and stats, and kept by purge (was: WRONGTYPE, exit 1)', async () => {
+    const scope = 'not-a-hash';
+    const claim = await suite.store.claim(
+      { scope, key: 'a' },
+      { leaseMs: LEASE_MS, retentionMs: RETENTION_MS },
+    );
+    await suite.store.complete({ scope, key: 'a' }, claim.fencingToken, { retentionMs: RETENTION_MS });
+    const foreign = buildRecordKey(suite.prefix, { scope, key: 'b' });
+    await suite.redis.set(foreign, 'not a record');
+    const stats = await run(['--json', 'stats', scope]);
+    expect(stats.stderr).toBe('');
+    expect(stats.status).toBe(0);
+    expect(stats.json()).toMatchObject({ total: 1, states: { COMPLETED: 1 } });
+    const listed = await run(['--json', 'list', scope]);
+    expect(listed.status).toBe(0);
+    expect(listed.json<{ records: { key: string }[] }>().records.map((r) => r.key)).toEqual(['a']);
+    const purged = await run(['--json', '--yes', 'purge', scope]);
+    expect(purged.status).toBe(0);
+    expect(purged.json()).toEqual({ scope, deleted: 1, skipped: { NOT_A_RECORD: 1 } });
+    expect(await suite.redis.get(foreign)).toBe('not a record');
   });
 
   it('purge asks the same question with --json as without (count, states, scope) and keeps stdout JSON', async () => {

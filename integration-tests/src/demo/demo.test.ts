@@ -60,3 +60,37 @@ describeWithServices(['redis', 'sqs'], 'demo on SQS', ({ redis, sqs }) => {
     expectEffectivelyOnce(await runDemo('sqs', { REDIS_URL: redis, SQS_ENDPOINT: sqs }));
   });
 });
+
+describe('demo preflight', () => {
+  /** The demo's stderr and exit status when it stops before running (a service not reachable). */
+  async function stopped(args: string[]): Promise<{ code: number; stderr: string }> {
+    if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (npm test does)`);
+    return run(process.execPath, [cli, ...args], { timeout: 60_000 }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+    );
+  }
+
+  it.each([
+    [
+      ['--redis-url', 'redis://demo:secret@127.0.0.1:1'],
+      /Redis is not reachable at redis:\/\/demo:\*\*\*@127\.0\.0\.1:1/,
+    ],
+    [
+      ['--redis-url', 'demo:secret@127.0.0.1:1'],
+      /Redis is not reachable at redis:\/\/demo:\*\*\*@127\.0\.0\.1:1/,
+    ],
+    [
+      ['--amqp-url', 'amqp://demo:secret@127.0.0.1:1'],
+      /RabbitMQ is not reachable at amqp:\/\/demo:\*\*\*@127\.0\.0\.1:1/,
+    ],
+  ])(
+    '%j: the service not reachable is told, its password hidden (was: printed whole)',
+    async (args, told) => {
+      const { code, stderr } = await stopped(args);
+      expect(code).toBe(2);
+      expect(stderr).toMatch(told);
+      expect(stderr).not.toContain('secret');
+    },
+  );
+});

@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { CliIo } from './io';
+import { printable } from './output';
 
 /** Thrown when a change needs a confirmation that was not given; the CLI exits with status 2. */
 export class NotConfirmedError extends Error {
@@ -7,12 +8,13 @@ export class NotConfirmedError extends Error {
 }
 
 /**
- * Asks `question [y/N]` on stderr and reads the answer from stdin; resolves when the answer is `y` or
+ * Asks `text [y/N]` (its control characters written out, see `printable`) on stderr and reads the answer from stdin; resolves when the answer is `y` or
  * `yes`. With `yes` (the `--yes` flag) it does not ask. When nobody can answer (stdin is not a terminal)
  * and `yes` is not set, it rejects with {@link NotConfirmedError} rather than guess.
  */
-export async function confirm(io: CliIo, question: string, yes: boolean): Promise<void> {
+export async function confirm(io: CliIo, text: string, yes: boolean): Promise<void> {
   if (yes) return;
+  const question = printable(text); // it names a key, which may hold control characters
   if (!io.interactive) {
     throw new NotConfirmedError(`${question} Not confirmed: stdin is not a terminal; pass --yes to confirm`);
   }

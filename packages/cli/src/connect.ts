@@ -1,3 +1,4 @@
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { Cluster, Redis } from 'ioredis';
 
 /** How to reach Redis: a URL, and whether it is a Cluster (`undefined`: ask the server). */
@@ -77,19 +78,4 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
   cluster.on('error', () => {});
   await cluster.connect();
   return cluster;
-}
-
-/**
- * The URL without its password, for messages: the one before the host and a `password` parameter, which
- * ioredis also reads (`redis://host:6379?password=…`).
- */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
-    return parsed.toString();
-  } catch {
-    return '(an unparsable URL)';
-  }
 }

@@ -4,9 +4,15 @@ import type { TrackedStream } from './tracked-stream';
 /** Writes a command's result: JSON for `--json`, otherwise the human form. */
 export interface Output {
   readonly json: boolean;
-  /** Writes `value` as one JSON document (with `--json`) or calls `human` to print it. */
+  /**
+   * Writes `value` as one JSON document (with `--json`) or calls `human` to print it, its control characters
+   * written out ({@link printable}).
+   */
   result(value: unknown, human: () => string): void;
-  /** A line for a person on stderr (progress, warnings); kept out of stdout so `--json` stays parseable. */
+  /**
+   * A line for a person on stderr (progress, warnings), control characters written out; kept out of stdout
+   * so `--json` stays parseable.
+   */
   note(line: string): void;
 }
 
@@ -18,25 +24,44 @@ export function output(
   return {
     json,
     result(value, human) {
-      streams.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+      streams.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${printable(human())}\n`);
     },
     note(line) {
-      streams.stderr.write(`${line}\n`);
+      streams.stderr.write(`${printable(line)}\n`);
     },
   };
+}
+
+/** C0 control characters but tab and line feed, DEL, and the C1 controls (`\u009b` is a CSI of its own). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it finds
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * `text` with its control characters written out (`\r`, `\u001b`), line feeds and tabs kept: keys, results
+ * and errors come from messages and handlers, and an ESC sequence or a carriage return among them would
+ * otherwise reach the operator's terminal (retitle or clear it, print over the table). Text without them
+ * is returned as it is; a text already made printable stays the same.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) =>
+    c === '\r' ? '\\r' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** cli-table3 drawing characters without the rule between rows. */
 const COMPACT = { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' };
 
-/** A table with a header row (cli-table3), borders kept plain so it pastes well into tickets. */
+/**
+ * A table with a header row (cli-table3), borders kept plain so it pastes well into tickets; control
+ * characters in cells written out ({@link printable}).
+ */
 export function table(head: string[], rows: (string | number)[][]): string {
   const t = new Table({ head, chars: COMPACT, style: { head: [], border: [] } });
-  t.push(...rows.map((r) => r.map(String)));
+  t.push(...rows.map((r) => r.map((cell) => printable(String(cell)))));
   return t.toString();
 }
 
-/** A two-column field/value table for one record. */
+/** A two-column field/value table for one record, control characters written out ({@link printable}). */
 export function fieldTable(fields: [string, string | number][]): string {
   const t = new Table({
     chars: COMPACT,
@@ -44,6 +69,6 @@ export function fieldTable(fields: [string, string | number][]): string {
     wordWrap: true,
     colWidths: [22, 78],
   });
-  t.push(...fields.map(([name, value]) => ({ [name]: String(value) })));
+  t.push(...fields.map(([name, value]) => ({ [name]: printable(String(value)) })));
   return t.toString();
 }

@@ -9,7 +9,7 @@ import { stats } from './commands/stats';
 import { NotConfirmedError } from './confirm';
 import { connect, NotStandaloneError } from './connect';
 import { type CliIo, EXIT } from './io';
-import { output } from './output';
+import { output, printable } from './output';
 import { type TrackedStream, trackWrites, type WritesOutcome } from './tracked-stream';
 import { cliVersion } from './version';
 
@@ -211,7 +211,7 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
     return error.exitCode === 0 ? EXIT.ok : EXIT.usage; // help and version exit 0
   }
   if (error instanceof NotConfirmedError) {
-    stderr.write(`${error.message}\n`);
+    stderr.write(`${error.message}\n`); // its question was made printable by confirm
     return EXIT.usage;
   }
   if (error instanceof NotStandaloneError) {
@@ -219,7 +219,8 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
     return EXIT.usage;
   }
   const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
-  stderr.write(`idempotent-consumer: ${error instanceof Error ? error.message : String(error)}${code}\n`);
+  const message = printable(error instanceof Error ? error.message : String(error));
+  stderr.write(`idempotent-consumer: ${message}${code}\n`);
   // A scope, key or prefix the core refuses (empty, a lone surrogate) is the operator's input, not Redis.
   const badInput =
     isIdempotencyError(error) &&

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
+import { redactUrl } from '@idempotent-consumer/core/kit';
 import { runCli } from '../src';
 import { viewFields } from '../src/commands/inspect';
 import { cut, flagsOf, recordView } from '../src/record-view';
@@ -83,6 +84,21 @@ describe('idempotent-consumer CLI (no Redis)', () => {
     expect(status).toBe(1);
     expect(err).toMatch(/^idempotent-consumer: Cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1/);
     expect(err).not.toContain('secret');
+  });
+
+  it.each([['admin:secret@127.0.0.1:1'], ['//admin:secret@127.0.0.1:1'], ['127.0.0.1:1?password=secret']])(
+    'a URL without its redis:// (%s: ioredis adds it and reads the password) is hidden too (was: printed whole)',
+    async (url) => {
+      const { status, err } = await run(['--url', url, 'stats', 's']);
+      expect(status).toBe(1);
+      expect(err).toMatch(/^idempotent-consumer: Cannot reach Redis at .*ECONNREFUSED/);
+      expect(err).not.toContain('secret');
+    },
+  );
+
+  it('a Unix socket path keeps its form, its password parameter hidden', () => {
+    expect(redactUrl('/run/redis.sock?password=secret&db=1')).toBe('/run/redis.sock?password=***&db=1');
+    expect(redactUrl('/run/redis.sock')).toBe('/run/redis.sock');
   });
 
   it('a password given as a URL parameter (?password=, which ioredis reads) is hidden too', async () => {

@@ -10,7 +10,8 @@ import { viewFields } from './inspect';
  * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it (on stderr, as `inspect`
  * shows it; with `--json` only when it asks) and asking (unless `--yes`). The
  * script is given the fencing token and the state shown, so a record claimed or written meanwhile is left
- * alone (`TOKEN_CHANGED`, exit status 3).
+ * alone (`TOKEN_CHANGED`, exit status 3). The report (`--json`: `leaseHeld`, `leaseRemainingMs`, the lease
+ * left when it was read, `null` unless IN_PROGRESS) says whether a worker's lease was still held.
  */
 export async function release(
   ctx: CommandContext,
@@ -52,9 +53,14 @@ export async function release(
     expectedState: record.state,
   });
   if (reply.outcome === 'OK') ctx.changed();
-  ctx.out.result({ scope, key, ...reply }, () =>
+  // Said in the report too, which is all `--json --yes` prints: the holder may still be running.
+  const lease = { leaseHeld: held, leaseRemainingMs: view.leaseRemainingMs };
+  const heldNote = held
+    ? `; a worker's lease had ${view.leaseRemainingMs} ms left: its writes are now refused, its handler may still be running`
+    : '';
+  ctx.out.result({ scope, key, ...reply, ...lease }, () =>
     reply.outcome === 'OK'
-      ? `Released (was ${reply.previousState}, fencing token ${reply.fencingToken}); the next claim runs attempt 1`
+      ? `Released (was ${reply.previousState}, fencing token ${reply.fencingToken}${heldNote}); the next claim runs attempt 1`
       : reply.outcome === 'TOKEN_CHANGED'
         ? `Not released: the record changed since it was read (now ${reply.state}, token ${reply.fencingToken}); inspect it again`
         : `Not released: ${reply.outcome}`,

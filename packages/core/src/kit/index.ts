@@ -24,6 +24,7 @@
  * - {@link runUnprotected}: a run without a claim, whose `signal` aborts when the consumer stops;
  * - {@link UnprotectedRuns}: the bound on runs without a claim when the broker cannot settle them;
  * - {@link extendHandlerContext}: the runner's handler context with the adapter's fields, `signal` still lazy;
+ * - {@link redactUrl}: a Redis (or other service) URL for a message, its password hidden;
  * - the option checks (`checkPositiveInteger`, …), each throwing `InvalidOptionError` with the option's name;
  * - the dead-letter vocabulary ({@link DEAD_LETTER_FIELDS}, {@link deadLetterReasonOf}, {@link unprotectedDeadLetter}, {@link NO_CLAIM_OUTCOME}),
  *   the stored result's codec ({@link encodeResult}, {@link decodeResult}), {@link SCRIPT_NUMBER_OF_KEYS} and
@@ -71,6 +72,7 @@ export {
   checkPositiveInteger,
 } from './option-checks';
 export { type RecordCompletionLateOptions, recordCompletionLate } from './record-completion-late';
+export { redactUrl } from './redact-url';
 export { checkRunOverrides, pickRunOverrides, type RunOverrides } from './run-overrides';
 export { sharedAbortController } from './shared-abort';
 export { sleep } from './sleep';
