@@ -40,6 +40,7 @@ describe('kit: the sub-path export', () => {
         'recordCompletionLate',
         'writtenClaimOf',
         'unreadableDuplicateOf',
+        'redactUrl',
         'heartbeatIntervalFor',
         'pickRunOverrides',
         'callUnprotected',
