@@ -20,7 +20,9 @@ export interface RecordView {
   /**
    * RELEASED (or IN_PROGRESS under a reservation) after a handler that may be partial or still running: it
    * was released abandoned (a handler timeout, or the CLI's `release` of a started IN_PROGRESS record), or
-   * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`.
+   * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`. On a
+   * FAILED record (it exhausted its attempts after such a release), `release` makes the claim after it
+   * `ACQUIRED_STALE`.
    */
   readonly abandoned: boolean;
   /**
@@ -66,7 +68,8 @@ export const RECORD_FLAGS = [
   {
     field: 'abandoned',
     name: 'abandoned',
-    meaning: 'the last handler may be partial or still running; the next claim is ACQUIRED_STALE',
+    meaning:
+      'the last handler may be partial or still running; the next claim is ACQUIRED_STALE (FAILED: the one after a release)',
   },
   {
     field: 'lapsed',

@@ -218,7 +218,10 @@ export interface IdempotencyRecord {
    * The next claim is `ACQUIRED_STALE`, as no handler started since the last one that ran recorded no
    * outcome: RELEASED (or reserved since) by a holder that abandoned a handler that may still run
    * (`release` with `abandoned: true`, also a claim given back unrun after `ACQUIRED_STALE`), or reserved
-   * by a claim that took over from a handler whose lease lapsed. The record does not say which.
+   * by a claim that took over from a handler whose lease lapsed. The record does not say which. On a
+   * FAILED record (one that exhausted `maxAttempts` after such a release): that last handler may be partial
+   * or still running; the next claim is FAILED, and an operator's release (`RedisIdempotencyAdmin.release`)
+   * makes the claim after it `ACQUIRED_STALE`.
    */
   readonly abandoned: boolean;
   /**
