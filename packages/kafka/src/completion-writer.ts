@@ -108,10 +108,8 @@ function writeLate<T>(
 ): void {
   void recordCompletionLate(idempotency, id, run, {
     gate,
+    closeGate: 'always',
     signal,
-    onStoreError: (error) => {
-      events.emit('storeError', { operation: 'complete', error, source });
-      gate.closeIfUnavailable(error);
-    },
+    onStoreError: (error) => events.emit('storeError', { operation: 'complete', error, source }),
   });
 }

@@ -304,13 +304,11 @@ export class SqsMessageProcessor<T> {
     gate?.close(storeError);
     void recordCompletionLate(this.#idempotency, keyed.request, run, {
       gate,
+      // Whatever storeFailureMode (as the pause above): an unanswered try closes the gate again, so the
+      // write is tried once more when it opens.
+      closeGate: 'always',
       signal: this.#hooks.stopping?.(),
-      onStoreError: (error) => {
-        // Whatever storeFailureMode (as the pause above): an unanswered try closes the gate again, so the
-        // write is tried once more when it opens (failing open, the kit alone would stop after one).
-        gate?.closeIfUnavailable(error);
-        this.#hooks.onStoreError?.('complete', error, keyed.message);
-      },
+      onStoreError: (error) => this.#hooks.onStoreError?.('complete', error, keyed.message),
     });
   }
 

@@ -9,13 +9,21 @@ export interface RecordCompletionLateOptions {
   /**
    * The consumer's {@link StoreGate}. A write the store does not answer (`STORE_UNAVAILABLE`) is tried
    * again each time the gate opens (a ping answered), until one is answered; under the runner's
-   * `storeFailureMode: 'closed'` that failure closes the gate (its probe loop starts, and the consumer
-   * pauses as for any store call it fails closed on). An adapter that wants the retries whatever
-   * `storeFailureMode` closes the gate itself (in `onStoreError`, or before the call). Without a gate, or
-   * when it stays open, there is one try and the record stays IN_PROGRESS until its lease lapses.
+   * `storeFailureMode: 'closed'` (or with {@link RecordCompletionLateOptions.closeGate}) that failure closes
+   * the gate (its probe loop starts, and the consumer pauses as for any store call it fails closed on).
+   * Without a gate, or when it stays open, there is one try and the record stays IN_PROGRESS until its
+   * lease lapses.
    * @defaultValue none
    */
   readonly gate?: StoreGate;
+  /**
+   * Whether a try the store does not answer closes the gate, so the write is tried again when it opens:
+   * `'always'` for an adapter that pauses for an unwritten completion whatever `storeFailureMode` (the
+   * Kafka wrappers, whose offset waits for it; the SQS processor, which pauses polling for it), `'when
+   * failing closed'` to follow the runner's `storeFailureMode`.
+   * @defaultValue `'when failing closed'`
+   */
+  readonly closeGate?: 'always' | 'when failing closed';
   /**
    * The consumer's stop signal. Already aborted: nothing is tried. Aborted later: no further try (one under
    * way still lands or fails); the record then stays IN_PROGRESS until its lease lapses. @defaultValue none
@@ -69,7 +77,7 @@ export async function recordCompletionLate<T>(
 ): Promise<void> {
   const completed = unrecordedCompletion(run);
   if (completed === undefined || options.signal?.aborted || options.gate?.disposed) return;
-  const failClosed = idempotency.options.storeFailureMode === 'closed';
+  const failClosed = options.closeGate === 'always' || idempotency.options.storeFailureMode === 'closed';
   await tryUntilAnswered(failClosed, () => idempotency.completeClaim(id, completed), options);
 }
 

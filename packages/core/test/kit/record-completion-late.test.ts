@@ -110,6 +110,16 @@ describe('kit: recordCompletionLate', () => {
     expect(store.calls.complete).toBe(2);
   });
 
+  it("closeGate: 'always' closes it for a runner that fails open too: tried again once a ping answers", async () => {
+    const { store, idempotency, run, gate, errors, onStoreError } = await unrecorded('open');
+    store.inject('complete', { kind: 'throw', error: down });
+    const completed = once(idempotency, 'completed');
+    await recordCompletionLate(idempotency, id, run, { gate, closeGate: 'always', onStoreError });
+    expect(errors).toHaveLength(1);
+    expect((await completed)[0]).toMatchObject({ recorded: true });
+    expect(store.calls.complete).toBe(3); // the runner's, the first late try, the one after the ping
+  });
+
   it('tries nothing once the signal aborted or the gate was disposed, and stops trying when the signal aborts', async () => {
     const { store, idempotency, run, gate } = await unrecorded();
     const stopped = AbortSignal.abort();
