@@ -190,6 +190,47 @@ describeWithServices(['redis'], 'idempotent-consumer CLI on real Redis', ({ redi
     await admin.release(id, { retentionMs: 60_000 });
   });
 
+  it('admin-release and admin-purge leave a key that is not a record as it was (value and TTL): another type, or a hash without a state', async () => {
+    const admin = new RedisIdempotencyAdmin({ redis }, { keyPrefix: prefix });
+    const foreignScope = 'foreign';
+    const id = (key: string) => ({ scope: foreignScope, key });
+    const keyOf = (key: string) => buildRecordKey(prefix, id(key));
+    await redis.set(keyOf('string'), 'not a record', 'PX', 600_000);
+    await redis.rpush(keyOf('list'), 'a', 'b');
+    await redis.sadd(keyOf('set'), 'a');
+    await redis.zadd(keyOf('zset'), 1, 'a');
+    await redis.xadd(keyOf('stream'), '*', 'f', 'v');
+    // A hash of another program, even with a fencing-token-like field, but no state (`s`).
+    await redis.hset(keyOf('hash'), 't', '5', 'e', '0', 'x', 'theirs');
+    const types = ['string', 'list', 'set', 'zset', 'stream', 'hash'] as const;
+    const snapshot = async () =>
+      Promise.all(
+        types.map(async (type) => ({
+          type,
+          dump: (await redis.dumpBuffer(keyOf(type)))?.toString('hex'),
+          ttl: (await redis.pttl(keyOf(type))) > 0 ? 'some' : await redis.pttl(keyOf(type)),
+        })),
+      );
+    const before = await snapshot();
+    expect(before.every((s) => s.dump !== undefined)).toBe(true);
+    for (const type of types) {
+      for (const options of [
+        { retentionMs: 1 },
+        { retentionMs: 1, expectedFencingToken: 5, expectedState: 'IN_PROGRESS' as const },
+        { retentionMs: 1, expectedFencingToken: 5, expectedState: 'FAILED' as const },
+      ]) {
+        const released = admin.release(id(type), options);
+        if (type === 'hash') await expect(released).resolves.toEqual({ outcome: 'NOT_FOUND' });
+        else await expect(released).rejects.toMatchObject({ code: 'UNEXPECTED_STORE_REPLY' });
+      }
+      for (const states of [[], ['IN_PROGRESS'], ['COMPLETED', 'RELEASED', 'FAILED']] as const) {
+        expect(await admin.purge(id(type), { states })).toEqual({ outcome: 'NOT_A_RECORD', type });
+      }
+    }
+    expect(await snapshot()).toEqual(before);
+    await redis.del(...types.map(keyOf));
+  });
+
   it('purge deletes the scope but keeps a held lease and other scopes', async () => {
     await store.claim({ scope, key: 'still-held' }, { leaseMs: LEASE_MS, retentionMs: 60_000 });
     const refused = await run(['purge', scope]);

@@ -190,6 +190,49 @@ describeWithServices(['redis'], 'idempotent-consumer CLI: what the operator is s
     expect(await suite.redis.get(foreign)).toBe('not a record');
   });
 
+  it('inspect and release of a key that is not a hash (another program wrote it) answer NOT_A_RECORD with exit status 3, in tables and --json, and leave the key alone (was: WRONGTYPE, exit 1)', async () => {
+    const scope = 'not-a-hash-by-key';
+    const foreign = buildRecordKey(suite.prefix, { scope, key: 'theirs' });
+    const listKey = buildRecordKey(suite.prefix, { scope, key: 'their-list' });
+    await suite.redis.set(foreign, 'not a record', 'PX', 600_000);
+    await suite.redis.rpush(listKey, 'x', 'y');
+    const untouched = async () => {
+      expect(await suite.redis.get(foreign)).toBe('not a record');
+      expect(await suite.redis.pttl(foreign)).toBeGreaterThan(500_000);
+      expect(await suite.redis.lrange(listKey, 0, -1)).toEqual(['x', 'y']);
+      expect(await suite.redis.pttl(listKey)).toBe(-1);
+    };
+    for (const key of ['theirs', 'their-list']) {
+      const human = await run(['inspect', scope, key]);
+      expect({ status: human.status, stderr: human.stderr }).toEqual({ status: 3, stderr: '' });
+      expect(human.stdout).toBe(
+        `Key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} is not an idempotency record (not a hash: another program's key)\n`,
+      );
+      const json = await run(['--json', 'inspect', scope, key]);
+      expect({ status: json.status, stderr: json.stderr }).toEqual({ status: 3, stderr: '' });
+      expect(json.json()).toEqual({ scope, key, found: false, notARecord: true });
+
+      for (const yes of [[], ['--yes']]) {
+        const released = await run([...yes, 'release', scope, key], 'y\n');
+        expect({ status: released.status, stderr: released.stderr }).toEqual({ status: 3, stderr: '' });
+        expect(released.stdout).toBe(
+          `Not released: key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} is not an idempotency record (not a hash: another program's key); nothing changed\n`,
+        );
+        const releasedJson = await run(['--json', ...yes, 'release', scope, key], 'y\n');
+        expect({ status: releasedJson.status, stderr: releasedJson.stderr }).toEqual({
+          status: 3,
+          stderr: '',
+        });
+        expect(releasedJson.json()).toEqual({ scope, key, outcome: 'NOT_A_RECORD' });
+      }
+    }
+    await untouched();
+    const purged = await run(['--json', '--yes', 'purge', scope]);
+    expect(purged.status).toBe(0);
+    expect(purged.json()).toEqual({ scope, deleted: 0, skipped: {} });
+    await untouched();
+  });
+
   it('purge asks the same question with --json as without (count, states, scope) and keeps stdout JSON', async () => {
     const scope = 'purge-json';
     for (const key of ['a', 'b']) {

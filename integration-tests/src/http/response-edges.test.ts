@@ -11,7 +11,7 @@ import Fastify, { type FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
-import { listenExpress } from './servers';
+import { incompressibleBytes, listenExpress } from './servers';
 
 /** A route's handler, written once for both frameworks: what it answers on its `n`th call. */
 interface Answer {
@@ -180,6 +180,74 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ r
         expect(reused.headers.get('access-control-allow-origin')).toBe('*');
       });
     });
+
+    it.each([
+      ['a body above maxResponseBytes sent whole', { maxResponseBytes: 1024 }, () => 'x'.repeat(5000)],
+      [
+        'a body above maxResponseBytes streamed in pieces',
+        { maxResponseBytes: 1024 },
+        () => Readable.from(Array.from({ length: 5 }, () => Buffer.alloc(1000, 'y'))),
+      ],
+      [
+        "a stored form above the runner's maxResultBytes (onResultTooLarge: 'fail')",
+        { runner: true },
+        // Bytes that do not deflate: their stored form (base64) passes 1 KiB.
+        () => incompressibleBytes(3000),
+      ],
+    ] as const)(
+      'the 500 response-too-large for %s keeps the headers set before the middleware (CORS), never the handler’s (was: all dropped)',
+      async (_what, limits, body) => {
+        const answer = (): Answer => ({
+          status: 201,
+          headers: {
+            'content-type': 'text/plain',
+            location: '/orders/1',
+            'cache-control': 'max-age=600',
+            'x-handler': 'set by the handler',
+          },
+          body: body(),
+        });
+        // A runner whose stored result may be at most 1 KiB, and fails the key above it.
+        const runner =
+          'runner' in limits
+            ? new Idempotency(
+                { store, logger: false },
+                { leaseMs: 10_000, maxResultBytes: 1024, onResultTooLarge: 'fail' },
+              )
+            : idempotency;
+        const options = 'maxResponseBytes' in limits ? limits : {};
+        const server = await start(runner, answer, { ...options, onResponseTooLarge: 'fail' });
+        try {
+          const key = freshKey();
+          const first = await post(server.url, '/edge', { key, body: { a: 1 } });
+          expect(first.json).toMatchObject({
+            type: 'urn:idempotent-consumer:problem:response-too-large',
+            status: 500,
+          });
+          expect({
+            status: first.status,
+            cors: first.headers.get('access-control-allow-origin'),
+            type: first.headers.get('content-type'),
+            location: first.headers.get('location'),
+            cacheControl: first.headers.get('cache-control'),
+            handler: first.headers.get('x-handler'),
+          }).toEqual({
+            status: 500,
+            cors: '*',
+            type: 'application/problem+json',
+            location: null,
+            cacheControl: null,
+            handler: null,
+          });
+          const retry = await post(server.url, '/edge', { key, body: { a: 1 } });
+          expect(retry.status).toBe(409);
+          expect(retry.headers.get('access-control-allow-origin')).toBe('*');
+          expect(server.runs()).toBe(1);
+        } finally {
+          await server.close();
+        }
+      },
+    );
 
     it('a streamed body that fails is a 500 that releases the key: a retry runs again instead of 409 for the lease', async () => {
       const answer = (n: number): Answer => {

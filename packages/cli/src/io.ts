@@ -32,7 +32,10 @@ export const EXIT = {
   error: 1,
   /** Bad usage, or a change was not confirmed. */
   usage: 2,
-  /** Nothing to do: no such record, or it is not in a state the command changes. */
+  /**
+   * Nothing to do: no such record, a key that is not a record (another program's, not a hash), or a record
+   * not in a state the command changes.
+   */
   nothingDone: 3,
   /**
    * The output was cut: stdout closed before the report of a `release` or `purge` that changed records was

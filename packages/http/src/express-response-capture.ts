@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { replaceHeaders } from './answer';
+import { headersBefore, replaceHeaders, withHeadersBefore } from './answer';
 import type { Exchange } from './exchange';
 import type { HttpAnswer } from './problem';
 import type { OutgoingHeaders } from './stored-response';
@@ -16,7 +16,9 @@ type Chunk = string | Buffer | Uint8Array;
  * A body that passes `maxResponseBytes`: with `pass-through` the buffered part and the rest are streamed as
  * written and the exchange finishes (without a stored response) when the handler ends the response; with
  * `fail` the exchange finishes at once, its 500 answer is sent, and the rest of the handler's writes are
- * dropped.
+ * dropped. An answer that replaces the handler's (500 `response-too-large`) goes out with the headers
+ * `res` had when the capture began (set by middleware before the idempotency middleware: CORS...) and its
+ * own, never the handler's.
  *
  * An error handler answering after the handler failed mid-response sees `res.headersSent` false while
  * buffering and answers anew: the handler's part is dropped and the error answer alone is recorded and
@@ -40,6 +42,8 @@ export function captureExpressResponse(
     write: res.write as (...args: unknown[]) => boolean,
     end: res.end as (...args: unknown[]) => ServerResponse,
   };
+  // Set by the middleware before this one (CORS...): kept on an answer that replaces the handler's.
+  const before = headersBefore(res.getHeaders());
   const chunks: Buffer[] = [];
   let bytes = 0;
   // The status the buffered chunks were written under (the handler's `writeHead` or first `write`).
@@ -67,7 +71,7 @@ export function captureExpressResponse(
     mode = 'sent';
     if (answer) {
       res.statusCode = answer.status;
-      replaceHeaders(res, answer);
+      replaceHeaders(res, withHeadersBefore(before, answer).headers);
     }
     original.end.call(res, answer ? answer.body : body, callback);
   };

@@ -7,6 +7,7 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idempotent-consumer/core';
 import { errorCodes, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { headersBefore, withHeadersBefore } from './answer';
 import { type Exchange, type FinishedResponse, HttpIdempotency } from './exchange';
 import { ClaimPlacement } from './fastify-claim-placement';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
@@ -47,6 +48,11 @@ export interface FastifyIdempotencyOptions extends HttpIdempotencyOptions<Fastif
 
 interface InFlight {
   readonly exchange: Exchange;
+  /**
+   * The reply's headers when the request was claimed, right before the handler (set by hooks: CORS...):
+   * kept on an answer that replaces the handler's.
+   */
+  readonly headersBefore: OutgoingHeaders;
   /** Aborts when the response closes: the client went away, or the response was sent. */
   readonly gone: AbortSignal;
   error?: unknown;
@@ -131,7 +137,11 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       if (admission.answer.headers['content-type'] === undefined) untyped.set(request, admission.answer.body);
       return send(reply, admission.answer);
     }
-    const state: InFlight = { exchange: admission.exchange, gone: gone.signal };
+    const state: InFlight = {
+      exchange: admission.exchange,
+      headersBefore: headersBefore(reply.getHeaders()),
+      gone: gone.signal,
+    };
     inFlight.set(request, state);
     request.idempotency = admission.exchange.context;
     finishOnHijack(request, reply, state);
@@ -273,7 +283,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
       if (buffered.complete)
         return finish(
           reply,
-          state.exchange,
+          state,
           { ...base, body: buffered.body, bytes: buffered.body.length },
           buffered.body,
         );
@@ -297,10 +307,10 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
         return buffered.whole();
       }
       buffered.discard();
-      return finish(reply, state.exchange, finished, Buffer.alloc(0));
+      return finish(reply, state, finished, Buffer.alloc(0));
     }
     const body = toBuffer(payload);
-    return finish(reply, state.exchange, { ...base, body, bytes: body.length }, payload);
+    return finish(reply, state, { ...base, body, bytes: body.length }, payload);
   });
 };
 
@@ -310,14 +320,20 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, op
  */
 export const fastifyIdempotency = fp(plugin, { name: '@idempotent-consumer/http', fastify: '5.x' });
 
+/**
+ * Finishes the exchange with the handler's response and gives the reply what is sent: the handler's
+ * `payload` under the status and headers it had, or the exchange's answer instead (500
+ * `response-too-large`) under the headers the reply had when it was claimed and the answer's own, never
+ * the handler's.
+ */
 async function finish(
   reply: FastifyReply,
-  exchange: Exchange,
+  state: InFlight,
   finished: FinishedResponse,
   payload: unknown,
 ): Promise<unknown> {
-  const answer = await exchange.finish(finished);
-  setAnswer(reply, answer ?? finished);
+  const answer = await state.exchange.finish(finished);
+  setAnswer(reply, answer ? withHeadersBefore(state.headersBefore, answer) : finished);
   return answer ? answer.body : payload;
 }
 

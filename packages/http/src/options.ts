@@ -80,7 +80,8 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /**
    * What happens to a response body larger than `maxResponseBytes`, streamed or not (it is buffered up to
    * the cap first): `fail` answers 500 `response-too-large` instead and records the key FAILED (the
-   * handler's side effect happened, so it is not run again); `pass-through` sends the response as the
+   * handler's side effect happened, so it is not run again); that answer keeps the headers the response had
+   * when the request was claimed (CORS set by middleware or hooks before it), never the handler's; `pass-through` sends the response as the
    * handler made it (streaming the rest once the cap is passed) and completes the key without a stored
    * response, so later requests with the key get 409 `response-not-stored`. Never silent: `onResponseNotStored`
    * is called either way. @defaultValue `'fail'`

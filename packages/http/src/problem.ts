@@ -43,7 +43,8 @@ export const PROBLEMS = {
   },
   /**
    * The response was larger than `maxResponseBytes` and `onResponseTooLarge` is `fail`, or its stored form
-   * larger than the runner's `maxResultBytes` and the runner's `onResultTooLarge` is `fail`.
+   * larger than the runner's `maxResultBytes` and the runner's `onResultTooLarge` is `fail`. Sent instead of
+   * the handler's response, with the headers the response had when the request was claimed (CORS...).
    */
   'response-too-large': { status: 500, title: 'The response is too large to be stored for replay' },
   /**

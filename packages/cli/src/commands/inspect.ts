@@ -2,10 +2,12 @@ import { EXIT } from '../io';
 import { fieldTable } from '../output';
 import { RECORD_FLAGS, type RecordView, recordView } from '../record-view';
 import type { CommandContext } from './context';
+import { readRecord } from './scan-records';
 
 /**
  * `inspect SCOPE KEY`: one record (the store's `get`) with its lease measured on the Redis server clock.
- * Exit status 3 when there is no record.
+ * Exit status 3 when there is no record, and when the key holds another type than a hash (another program's
+ * key: `notARecord` in `--json`).
  */
 export async function inspect(
   ctx: CommandContext,
@@ -14,7 +16,11 @@ export async function inspect(
   options: { previewChars: number },
 ): Promise<number> {
   const id = { scope, key };
-  const [record, serverTimeMs] = await Promise.all([ctx.admin.get(id), ctx.admin.serverTimeMs(id)]);
+  const [record, serverTimeMs] = await Promise.all([readRecord(ctx.admin, id), ctx.admin.serverTimeMs(id)]);
+  if (record === 'NOT_A_RECORD') {
+    ctx.out.result({ scope, key, found: false, notARecord: true }, () => `Key ${notARecordText(scope, key)}`);
+    return EXIT.nothingDone;
+  }
   if (!record) {
     ctx.out.result(
       { scope, key, found: false },
@@ -25,6 +31,14 @@ export async function inspect(
   const view = recordView(id, record, serverTimeMs, options.previewChars);
   ctx.out.result({ found: true, ...view }, () => fieldTable(viewFields(view)));
   return EXIT.ok;
+}
+
+/**
+ * What `inspect` and `release` say of a key that holds another type than a hash, after the word "key":
+ * the key, its scope, and why it is left alone.
+ */
+export function notARecordText(scope: string, key: string): string {
+  return `${JSON.stringify(key)} in scope ${JSON.stringify(scope)} is not an idempotency record (not a hash: another program's key)`;
 }
 
 /** The rows of one record's field/value table. */

@@ -3,14 +3,16 @@ import { EXIT } from '../io';
 import { fieldTable } from '../output';
 import { recordView } from '../record-view';
 import type { CommandContext } from './context';
-import { viewFields } from './inspect';
+import { notARecordText, viewFields } from './inspect';
+import { readRecord } from './scan-records';
 
 /**
  * `release SCOPE KEY`: makes a stuck IN_PROGRESS record, or a FAILED one, claimable again
  * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it (on stderr, as `inspect`
  * shows it; with `--json` only when it asks) and asking (unless `--yes`). The
  * script is given the fencing token and the state shown, so a record claimed or written meanwhile is left
- * alone (`TOKEN_CHANGED`, exit status 3). The report (`--json`: `leaseHeld`, `leaseRemainingMs`, the lease
+ * alone (`TOKEN_CHANGED`, exit status 3). A key that holds another type than a hash (another program's) is
+ * neither shown nor changed (`NOT_A_RECORD`, exit status 3). The report (`--json`: `leaseHeld`, `leaseRemainingMs`, the lease
  * left when it was read, `null` unless IN_PROGRESS) says whether a worker's lease was still held.
  */
 export async function release(
@@ -20,7 +22,15 @@ export async function release(
   options: { retentionMs: number; previewChars: number },
 ): Promise<number> {
   const id = { scope, key };
-  const [record, serverTimeMs] = await Promise.all([ctx.admin.get(id), ctx.admin.serverTimeMs(id)]);
+  const [record, serverTimeMs] = await Promise.all([readRecord(ctx.admin, id), ctx.admin.serverTimeMs(id)]);
+  // Another program's key (not a hash): nothing to show or ask, and the script is never run on it.
+  if (record === 'NOT_A_RECORD') {
+    ctx.out.result(
+      { scope, key, outcome: 'NOT_A_RECORD' },
+      () => `Not released: key ${notARecordText(scope, key)}; nothing changed`,
+    );
+    return EXIT.nothingDone;
+  }
   if (!record) {
     ctx.out.result(
       { scope, key, outcome: 'NOT_FOUND' },

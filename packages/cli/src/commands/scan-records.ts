@@ -1,10 +1,27 @@
 import type { IdempotencyRecord, RecordId, RedisIdempotencyAdmin } from '@idempotent-consumer/core';
 
 /**
- * Every record of a scope with its content: the admin's SCAN (never KEYS), then the store's `get` for
+ * One record read with the admin's `get`: the record, `null` when there is none, or `'NOT_A_RECORD'` when
+ * the key holds another type than a hash (another program's string, list...: Redis refuses the read with
+ * `WRONGTYPE`), which `release` and `purge` leave alone.
+ * @throws what the admin's `get` throws otherwise (`StoreUnavailableError`, `UnexpectedReplyError`).
+ */
+export async function readRecord(
+  admin: RedisIdempotencyAdmin,
+  id: RecordId,
+): Promise<IdempotencyRecord | null | 'NOT_A_RECORD'> {
+  try {
+    return await admin.get(id);
+  } catch (error) {
+    if (isWrongType(error)) return 'NOT_A_RECORD';
+    throw error;
+  }
+}
+
+/**
+ * Every record of a scope with its content: the admin's SCAN (never KEYS), then {@link readRecord} for
  * the ids of each batch, concurrently. Records that vanish between the two are left out, and so are keys
- * of the scope that are not hashes (another program's string, list...: `get` fails with `WRONGTYPE`), as
- * `purge` keeps them (`NOT_A_RECORD`).
+ * of the scope that are not hashes (`NOT_A_RECORD`), as `purge` keeps them.
  * @throws what the admin's `scan` or `get` throw otherwise (`StoreUnavailableError`, `UnexpectedReplyError`).
  */
 export async function* scanRecords(
@@ -12,15 +29,10 @@ export async function* scanRecords(
   scope: string,
 ): AsyncGenerator<{ id: RecordId; record: IdempotencyRecord }> {
   for await (const ids of admin.scan(scope)) {
-    const records = await Promise.all(
-      ids.map((id) =>
-        admin.get(id).catch((error: unknown) => {
-          if (isWrongType(error)) return null;
-          throw error;
-        }),
-      ),
-    );
-    for (const [i, record] of records.entries()) if (record) yield { id: ids[i]!, record };
+    const records = await Promise.all(ids.map((id) => readRecord(admin, id)));
+    for (const [i, record] of records.entries()) {
+      if (record && record !== 'NOT_A_RECORD') yield { id: ids[i]!, record };
+    }
   }
 }
 
