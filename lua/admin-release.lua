@@ -9,7 +9,8 @@
   whose last handler recorded no outcome is released abandoned (b = '1', see claim.lua): that handler may
   be partial or still running, so the next claim is ACQUIRED_STALE. That is an IN_PROGRESS record whose
   handler started, a FAILED one whose last lease lapsed (l = '1'), and one already marked b (a FAILED
-  record that exhausted maxAttempts after an abandoned handler keeps b).
+  record that exhausted maxAttempts after an abandoned handler keeps b, and fail.lua sets it when the
+  holder gave up on its last attempt's handler by handlerTimeoutMs).
 
   KEYS[1]  record key
 

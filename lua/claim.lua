@@ -27,7 +27,8 @@
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs),
     a reservation that took over from a handler whose lease lapsed, or a claim given back unrun after it
     was ACQUIRED_STALE (release.lua abandoned); the next claim is ACQUIRED_STALE; cleared when a handler
-    starts: a counted claim, or start.lua; a record FAILED by maxAttempts keeps it, for admin-release.lua.
+    starts: a counted claim, or start.lua; a record FAILED by maxAttempts keeps it, and fail.lua sets it
+    when the holder gave up on its last attempt's handler (fail.lua abandoned), for admin-release.lua.
     The record does not say which cause set it).
   Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
   without a completed on its first attempt; a small result then fits the allocator's 80-byte class:

@@ -87,6 +87,23 @@ describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', (
     expect(record.v).toBeUndefined();
   });
 
+  it("fail's abandoned flag: '1' marks the FAILED record b, '0' and absent (callers before it) do not", async () => {
+    for (const [flag, b] of [
+      [['1'], '1'],
+      [['0'], undefined],
+      [[], undefined],
+    ] as const) {
+      const key = `${prefix}:fail-abandoned:${flag.join('') || 'absent'}`;
+      const [, token] = await claim(key);
+      expect(await run(failScript, key, token as number, 600_000, 'E', ...flag)).toEqual([
+        'OK',
+        expect.any(Number),
+      ]);
+      expect(await redis.hgetall(key)).toMatchObject({ s: 'F', x: 'E' });
+      expect((await redis.hgetall(key)).b).toBe(b);
+    }
+  });
+
   it.each([
     ['claim', 'leaseMs', (key: string) => run(claimScript, key, 1000.5, 600_000, '', 0, '0', '')],
     ['claim', 'retentionMs', (key: string) => run(claimScript, key, 30_000, 0.5, '', 0, '0', '')],
@@ -95,6 +112,7 @@ describeWithServices(['redis'], 'Lua scripts: integer arguments (real Redis)', (
     ['release', 'retentionMs', (key: string, t: number) => run(releaseScript, key, t, 1.5)],
     ['release', 'neverStarted', (key: string, t: number) => run(releaseScript, key, t, 600_000, '0', 'yes')],
     ['fail', 'retentionMs', (key: string, t: number) => run(failScript, key, t, 1.5, 'E')],
+    ['fail', 'abandoned', (key: string, t: number) => run(failScript, key, t, 600_000, 'E', 'yes')],
     ['extend', 'leaseMs', (key: string, t: number) => run(extendScript, key, t, 1.5, 600_000)],
     ['start', 'retentionMs', (key: string, t: number) => run(startScript, key, t, 30_000, 1.5)],
   ] as const)(

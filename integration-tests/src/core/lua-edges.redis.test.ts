@@ -1,9 +1,16 @@
-import { type ClaimOptions, type RecordId, RedisIdempotencyAdmin } from '@idempotent-consumer/core';
+import {
+  type ClaimOptions,
+  type HandlerContext,
+  Idempotency,
+  type RecordId,
+  RedisIdempotencyAdmin,
+} from '@idempotent-consumer/core';
 import { describeWithServices } from '../../support/service';
 import { useRedisStore } from './redis-target';
 
 // Edge cases of the Lua scripts: an operator's release of a FAILED record whose last
-// handler recorded no outcome, and the largest leases and retentions the options accept.
+// handler recorded no outcome (its lease lapsed, or the runner gave up on it by handlerTimeoutMs), and the
+// largest leases and retentions the options accept.
 
 const RETENTION_MS = 600_000;
 
@@ -47,6 +54,40 @@ describeWithServices(['redis'], 'the Lua scripts at their edges', ({ redis: url 
     });
     await admin.release(id, { retentionMs: RETENTION_MS, expectedState: 'FAILED' });
     expect(await suite.store.claim(id, options)).toMatchObject({ outcome: 'ACQUIRED_STALE', attempt: 1 });
+  });
+
+  it('admin release of a FAILED record whose last handler the runner gave up on (handlerTimeoutMs): the next run is ACQUIRED_STALE', async () => {
+    const admin = new RedisIdempotencyAdmin({ redis: suite.redis }, { keyPrefix: suite.prefix });
+    const idempotency = new Idempotency(
+      { store: suite.store, logger: false },
+      { leaseMs: 60_000, retentionMs: RETENTION_MS, handlerTimeoutMs: 50, maxAttempts: 2 },
+    );
+    const id = { scope: 'admin-timed-out', key: 'k' };
+    // Handlers that ignore their signal and outlive the bound: still running until the test lets them go.
+    const running: (() => void)[] = [];
+    const hang = () => new Promise<void>((resolve) => running.push(resolve));
+    const seen: string[] = [];
+    try {
+      expect(await idempotency.run(id, hang)).toMatchObject({ status: 'released', attempt: 1 });
+      // The last attempt: the runner gives up on it and records FAILED, while the handler may still run.
+      const last = await idempotency.run(id, (context: HandlerContext) => {
+        seen.push(context.outcome);
+        return hang();
+      });
+      expect(last).toMatchObject({ status: 'failed', reason: 'attempts-exhausted', attempt: 2 });
+      expect(await suite.store.get(id)).toMatchObject({ state: 'FAILED', abandoned: true });
+      expect(await admin.release(id, { retentionMs: RETENTION_MS, expectedState: 'FAILED' })).toMatchObject({
+        outcome: 'OK',
+      });
+      const next = await idempotency.run(id, (context: HandlerContext) => {
+        seen.push(context.outcome);
+        return 'done';
+      });
+      expect(next).toMatchObject({ outcome: 'ACQUIRED_STALE', status: 'completed', attempt: 1 });
+      expect(seen).toEqual(['ACQUIRED_STALE', 'ACQUIRED_STALE']);
+    } finally {
+      for (const finish of running) finish();
+    }
   });
 
   it('the longest lease and retention the options accept: claim, extend and complete work', async () => {

@@ -33,6 +33,7 @@ const OPERATIONS = [
   'release-never-started',
   'release-unrun-stale',
   'fail',
+  'fail-abandoned',
   'extend',
   'start',
   'mark-dead-lettered',
@@ -125,6 +126,8 @@ describeWithServices(['redis'], 'the memory store answers as the Lua scripts do'
               });
             case 'fail':
               return store.fail(id, token, { retentionMs: RETENTION_MS, error: 'E' });
+            case 'fail-abandoned':
+              return store.fail(id, token, { retentionMs: RETENTION_MS, error: 'E', abandoned: true });
             case 'extend':
               return store.extend(id, token, lease);
             case 'start':

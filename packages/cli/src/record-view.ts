@@ -21,8 +21,8 @@ export interface RecordView {
    * RELEASED (or IN_PROGRESS under a reservation) after a handler that may be partial or still running: it
    * was released abandoned (a handler timeout, or the CLI's `release` of a started IN_PROGRESS record), or
    * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`. On a
-   * FAILED record (it exhausted its attempts after such a release), `release` makes the claim after it
-   * `ACQUIRED_STALE`.
+   * FAILED record (it exhausted its attempts after such a release, or its last attempt's handler timed out),
+   * `release` makes the claim after it `ACQUIRED_STALE`.
    */
   readonly abandoned: boolean;
   /**

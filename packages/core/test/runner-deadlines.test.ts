@@ -158,6 +158,33 @@ describe('handlerTimeoutMs', () => {
     expect(await idempotency.run(other, () => 'ok')).toMatchObject({ outcome: 'ACQUIRED' });
   });
 
+  it('the last attempt timed out: FAILED and marked abandoned (that handler may still run); one that threw is not', async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store }, { leaseMs: 10_000, handlerTimeoutMs: 50, maxAttempts: 1 });
+    let finish: () => void = () => {};
+    const last = await idempotency.run(
+      request,
+      () =>
+        new Promise<void>((resolve) => {
+          finish = resolve; // still running after the timeout: it ignores its signal
+        }),
+    );
+    finish();
+    expect(last).toMatchObject({ status: 'failed', reason: 'attempts-exhausted', attempt: 1 });
+    expect(await store.get(request)).toMatchObject({ state: 'FAILED', abandoned: true });
+    // A handler that ended (it threw) at the last attempt, or with an error that is not retryable: not marked.
+    const threw = { scope: 'deadlines', key: 'threw-last' };
+    await idempotency.run(threw, () => {
+      throw new Error('boom');
+    });
+    expect(await store.get(threw)).toMatchObject({ state: 'FAILED', abandoned: false });
+    const rejected = { scope: 'deadlines', key: 'non-retryable' };
+    await idempotency.run(rejected, () => {
+      throw Object.assign(new Error('declined'), { retryable: false });
+    });
+    expect(await store.get(rejected)).toMatchObject({ state: 'FAILED', abandoned: false });
+  });
+
   it('released even when isRetryable says otherwise: a timeout is not the handler saying the work is bad', async () => {
     const idempotency = new Idempotency(
       { store: new MemoryIdempotencyStore() },

@@ -692,10 +692,14 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
       return { ...base(), status: 'released', error, recorded: write === 'ok' };
     }
+    // A timeout at the last attempt: that handler too may still run. The FAILED record says so, so the claim
+    // after an operator's release (RedisIdempotencyAdmin.release) is ACQUIRED_STALE, not ACQUIRED.
+    const abandoned = thrown.byRunner === 'timeout';
     const write = await this.#write('fail', subject, fencingToken, () =>
       this.store.fail(id, fencingToken, {
         retentionMs: this.options.retentionMs,
         error: describeError(error),
+        abandoned,
       }),
     );
     if (write === 'lost') return lostOnWrite(reason === 'result-too-large', undefined, error);

@@ -68,7 +68,9 @@ export interface IdempotencyOptions extends ResultOptions {
    * `attempts-exhausted` at the last attempt), without waiting for the handler to return: a handler that
    * ignores its signal may still finish its side effect after that. The release is marked abandoned, so
    * the next claim of the key is `ACQUIRED_STALE` (its handler learns that the earlier attempt may be
-   * partial or still running), never `ACQUIRED`. @defaultValue 0
+   * partial or still running), never `ACQUIRED`. The FAILED record of the last attempt is marked abandoned
+   * too: later claims answer FAILED, and the claim after an operator's release
+   * (`RedisIdempotencyAdmin.release`, the CLI's `release`) is `ACQUIRED_STALE`. @defaultValue 0
    */
   handlerTimeoutMs?: number;
 }

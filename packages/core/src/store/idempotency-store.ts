@@ -176,6 +176,21 @@ export interface ReleaseOptions {
   readonly neverStarted?: boolean;
 }
 
+/** Options of {@link IdempotencyStore.fail}. */
+export interface FailOptions {
+  /** TTL of the failed record, in milliseconds (later claims answer FAILED until it lapses). Integer > 0. */
+  readonly retentionMs: number;
+  /** A short description of the error, returned by later claims (`FAILED`) and `get`. */
+  readonly error: string;
+  /**
+   * The holder gives up on a handler that may still be running (it exceeded `handlerTimeoutMs` at the
+   * last attempt): the record remembers it (`IdempotencyRecord.abandoned`), so after an operator's release
+   * (`RedisIdempotencyAdmin.release`) the next claim is `ACQUIRED_STALE`, not `ACQUIRED`. Later claims
+   * answer `FAILED` either way. @defaultValue `false` (the handler ended)
+   */
+  readonly abandoned?: boolean;
+}
+
 /** Options of {@link IdempotencyStore.waitForOutcome}. */
 export interface OutcomeWaitOptions {
   /** The bound: how long to wait for the holder's outcome, in milliseconds. Integer >= 0. */
@@ -219,8 +234,9 @@ export interface IdempotencyRecord {
    * outcome: RELEASED (or reserved since) by a holder that abandoned a handler that may still run
    * (`release` with `abandoned: true`, also a claim given back unrun after `ACQUIRED_STALE`), or reserved
    * by a claim that took over from a handler whose lease lapsed. The record does not say which. On a
-   * FAILED record (one that exhausted `maxAttempts` after such a release): that last handler may be partial
-   * or still running; the next claim is FAILED, and an operator's release (`RedisIdempotencyAdmin.release`)
+   * FAILED record (one that exhausted `maxAttempts` after such a release, or failed by a holder that gave up
+   * on its last attempt's handler: `fail` with `abandoned: true`): that last handler may be partial or
+   * still running; the next claim is FAILED, and an operator's release (`RedisIdempotencyAdmin.release`)
    * makes the claim after it `ACQUIRED_STALE`.
    */
   readonly abandoned: boolean;
@@ -279,12 +295,13 @@ export interface IdempotencyStore {
    * effects partial) the record remembers it and the next claim is `ACQUIRED_STALE`, not `ACQUIRED`.
    */
   release(id: RecordId, fencingToken: number, options: ReleaseOptions): Promise<WriteReply>;
-  /** Marks the record FAILED (terminal) with an error description. Fenced by `fencingToken`. */
-  fail(
-    id: RecordId,
-    fencingToken: number,
-    options: { retentionMs: number; error: string },
-  ): Promise<WriteReply>;
+  /**
+   * Marks the record FAILED (terminal) with an error description. Fenced by `fencingToken`. With
+   * `abandoned: true` (the runner's `handlerTimeoutMs` at the last attempt: the handler may still be
+   * running, its side effects partial) the record remembers it, and the claim after an operator's release
+   * is `ACQUIRED_STALE`, not `ACQUIRED`.
+   */
+  fail(id: RecordId, fencingToken: number, options: FailOptions): Promise<WriteReply>;
   /**
    * The handler of a claim starts: counts the attempt of a reservation (`reserve: true`; a counted claim
    * is not counted again) and renews the lease to `leaseMs` from now. Fenced by `fencingToken`.

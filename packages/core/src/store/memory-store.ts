@@ -4,6 +4,7 @@ import type {
   ClaimReply,
   ClaimRequest,
   ExtendReply,
+  FailOptions,
   IdempotencyRecord,
   IdempotencyStore,
   LeaseLostReply,
@@ -258,15 +259,13 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     });
   }
 
-  async fail(
-    id: RecordId,
-    fencingToken: number,
-    options: { retentionMs: number; error: string },
-  ): Promise<WriteReply> {
-    scriptArgs.fail(fencingToken, options.retentionMs, options.error);
+  async fail(id: RecordId, fencingToken: number, options: FailOptions): Promise<WriteReply> {
+    scriptArgs.fail(fencingToken, options.retentionMs, options.error, options.abandoned);
     return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'FAILED';
       rec.error = String(options.error);
+      // Like lua/fail.lua: a handler given up on (handlerTimeoutMs) may still run, and the record says so.
+      if (options.abandoned === true) rec.abandoned = true;
       rec.expiresAtMs = now + options.retentionMs;
     });
   }

@@ -150,8 +150,9 @@ export class RedisIdempotencyAdmin {
    * (it was claimed since the operator looked at it), and with `expectedState` when its state differs (it
    * was written since: a holder's fail, or a claim exhausting `maxAttempts`, keeps the token):
    * `TOKEN_CHANGED`. When the record's last handler may be partial or still running (IN_PROGRESS with a
-   * started handler, FAILED because its last lease lapsed or after an abandoned handler), the next claim is
-   * `ACQUIRED_STALE`, else `ACQUIRED`.
+   * started handler, FAILED because its last lease lapsed or after a handler abandoned by `handlerTimeoutMs`,
+   * at the last attempt or before: `IdempotencyRecord.abandoned`), the next claim is `ACQUIRED_STALE`, else
+   * `ACQUIRED`.
    * @param options.retentionMs - TTL of the released record, in ms (a released record is forgotten after it).
    * @param options.expectedState - the state the operator saw, IN_PROGRESS or FAILED; absent: any.
    */

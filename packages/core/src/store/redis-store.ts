@@ -24,6 +24,7 @@ import type {
   ClaimReply,
   ClaimRequest,
   ExtendReply,
+  FailOptions,
   IdempotencyRecord,
   IdempotencyStore,
   MarkDeadLetteredReply,
@@ -441,12 +442,8 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.#written('release', id, args);
   }
 
-  async fail(
-    id: RecordId,
-    fencingToken: number,
-    options: { retentionMs: number; error: string },
-  ): Promise<WriteReply> {
-    const args = scriptArgs.fail(fencingToken, options.retentionMs, options.error);
+  async fail(id: RecordId, fencingToken: number, options: FailOptions): Promise<WriteReply> {
+    const args = scriptArgs.fail(fencingToken, options.retentionMs, options.error, options.abandoned);
     return this.#written('fail', id, args);
   }
 

@@ -161,8 +161,13 @@ export const scriptArgs = {
       neverStarted === true ? '1' : '0',
     ];
   },
-  fail(fencingToken: number, retentionMs: number, error: string): (string | number)[] {
-    return [token(fencingToken), positiveInt('retentionMs', retentionMs), String(error)];
+  fail(fencingToken: number, retentionMs: number, error: string, abandoned = false): (string | number)[] {
+    return [
+      token(fencingToken),
+      positiveInt('retentionMs', retentionMs),
+      String(error),
+      abandoned === true ? '1' : '0',
+    ];
   },
   extend(fencingToken: number, leaseMs: number, retentionMs: number): (string | number)[] {
     return [token(fencingToken), lease(leaseMs), positiveInt('retentionMs', retentionMs)];

@@ -179,6 +179,15 @@ export class ContractKit {
     return this.store.fail(this.id, token, { retentionMs, error: 'Error: boom' });
   }
 
+  /** Fails as the runner does after `handlerTimeoutMs` at the last attempt: the handler may still be running. */
+  failAbandoned(token = this.token) {
+    return this.store.fail(this.id, token, {
+      retentionMs: RETENTION_MS,
+      error: 'Error: boom',
+      abandoned: true,
+    });
+  }
+
   async extend(token = this.token, leaseMs = LONG_LEASE_MS) {
     const reply = await this.store.extend(this.id, token, { leaseMs, retentionMs: RETENTION_MS });
     if (reply.ok) this.leaseMs = leaseMs;
@@ -636,8 +645,39 @@ export function contractRows(settings: ContractSettings): ContractRow[] {
       given: (k) => k.claim(),
       when: (k) => k.fail(),
       reply: { ok: true },
-      record: { state: 'FAILED', fencingToken: T(1), error: 'Error: boom', leaseExpiresAtMs: undefined },
+      record: {
+        state: 'FAILED',
+        fencingToken: T(1),
+        error: 'Error: boom',
+        leaseExpiresAtMs: undefined,
+        abandoned: false,
+      },
       ttl: 'retention',
+    },
+    {
+      transition:
+        'IN_PROGRESS —fail(token, error, abandoned)→ FAILED, abandoned (the handler may still run): OK, TTL = retention',
+      given: (k) => k.claim(),
+      when: (k) => k.failAbandoned(),
+      reply: { ok: true },
+      // An operator's release (lua/admin-release.lua) makes the claim after it ACQUIRED_STALE.
+      record: {
+        state: 'FAILED',
+        fencingToken: T(1),
+        attempt: 1,
+        error: 'Error: boom',
+        leaseExpiresAtMs: undefined,
+        abandoned: true,
+        lapsed: false,
+      },
+      ttl: 'retention',
+    },
+    {
+      transition: 'FAILED abandoned —claim→ FAILED: the recorded error, nothing changed',
+      given: (k) => k.claim().then(() => k.failAbandoned()),
+      when: (k) => k.claim(),
+      reply: { outcome: 'FAILED', fencingToken: T(1), attempt: 1, error: 'Error: boom', deadLettered: false },
+      record: 'unchanged',
     },
     {
       transition: 'FAILED —claim→ FAILED: the recorded error, nothing changed',
