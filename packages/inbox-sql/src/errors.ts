@@ -4,7 +4,7 @@ import { IdempotencyError } from '@idempotent-consumer/core';
  * Stable machine-readable codes of the inbox's own errors (the core's are
  * {@link @idempotent-consumer/core!IdempotencyErrorCode}).
  */
-export type InboxErrorCode = 'TRANSACTION_LOST';
+export type InboxErrorCode = 'TRANSACTION_LOST' | 'TRANSACTION_ENDED';
 
 /**
  * MySQL/MariaDB: a statement the effect ran through `tx` failed with an error after which InnoDB had rolled
@@ -23,9 +23,29 @@ export type InboxErrorCode = 'TRANSACTION_LOST';
  * row recorded committed while the writes made before the error are gone. The inbox rolls back instead and
  * throws this, with the database's error as `cause`. Retryable: the next attempt runs the whole effect in a
  * new transaction.
+ *
+ * Also thrown by `pgTransaction` when PostgreSQL answered its `COMMIT` with `ROLLBACK` (a statement of the
+ * transaction had failed and the body resolved anyway): nothing of the transaction was committed, and the
+ * body's value must not be taken for a committed one.
  */
 export class TransactionLostError extends IdempotencyError<InboxErrorCode> {
   override readonly name = 'TransactionLostError' as const;
   readonly code = 'TRANSACTION_LOST' as const;
   readonly retryable = true;
+}
+
+/**
+ * A statement sent through the `tx` of `TransactionalInbox.run` after the effect had settled: it
+ * resolved (its transaction is being committed) or threw (rolled back). Refused without being sent: the
+ * connection would run it after the transaction's end, in autocommit (or, given back to the pool, inside
+ * another run's transaction), so it would stay although the run failed, and the retry would make the write
+ * again. Such a statement comes from work the effect started without awaiting it: a statement issued along
+ * with one that failed (`Promise.all` rejects with the first failure, before the others are sent), or a
+ * continuation that runs after the effect returned. Await every statement inside the effect. Not retryable:
+ * a retry of the effect would leave it detached again.
+ */
+export class TransactionEndedError extends IdempotencyError<InboxErrorCode> {
+  override readonly name = 'TransactionEndedError' as const;
+  readonly code = 'TRANSACTION_ENDED' as const;
+  readonly retryable = false;
 }

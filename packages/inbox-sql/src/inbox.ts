@@ -7,8 +7,8 @@ import {
   NonRetryableError,
 } from '@idempotent-consumer/core';
 import { DEFAULT_INBOX_TABLE, type InboxStatements, inboxStatements, type SqlDialect } from './dialect';
-import { TransactionLostError } from './errors';
-import type { RunInTransaction, SqlClient } from './sql-client';
+import { TransactionEndedError, TransactionLostError } from './errors';
+import type { RunInTransaction, SqlClient, SqlResult } from './sql-client';
 import { transactionLossOf } from './transaction-loss';
 
 /**
@@ -158,6 +158,9 @@ export class TransactionalInbox {
    *   as retryable for the core runner, so the claim is released and the message retried). On PostgreSQL at
    *   REPEATABLE READ or SERIALIZABLE, a claim fenced after the transaction's snapshot fails its commit
    *   statement with the driver's `40001` instead of `LeaseLostError`/`duplicate`: nothing was committed.
+   *   A statement the effect sends through `tx` after it settled (returned or threw: work it did not await)
+   *   is not sent: that statement's promise rejects with `TransactionEndedError` (not retryable), since it
+   *   would run after the transaction's end; the run ends as the effect did.
    */
   async run<T>(context: InboxContext, effect: (tx: SqlClient) => Promise<T>): Promise<InboxRunResult<T>> {
     checkContext(context);
@@ -166,17 +169,34 @@ export class TransactionalInbox {
     try {
       const result = await this.#transaction(async (tx) => {
         if (this.#dialect !== 'mysql') {
-          const value = await effect(tx);
+          // pg hands a statement to its connection's queue at once: every statement the effect sent before
+          // it settled runs before the commit statement or the ROLLBACK. One sent later would run after the
+          // transaction's end (in autocommit, or in the next transaction of the pooled connection): refused.
+          let ended = false;
+          const value = await effect({
+            query: (sql, params) =>
+              ended ? Promise.reject(transactionEnded(context)) : tx.query(sql, params),
+          }).finally(() => {
+            ended = true;
+          });
           if (!(await this.commit(tx, context, value))) throw new CommitRefused();
           return value;
         }
         const watched = new TransactionWatch(tx, context);
-        const value = await effect(watched.client);
+        let value: T;
+        try {
+          value = await effect(watched.client);
+        } catch (error) {
+          // The ROLLBACK follows: statements still queued in the watch would be sent after it.
+          watched.end(true);
+          throw error;
+        }
+        watched.end(false);
         // Statements the effect sent without awaiting them are still queued: the commit statement goes
         // after them, through the watch, so it is refused if one of them lost the transaction.
         await watched.settled();
         watched.assertAlive();
-        if (!(await this.commit(watched.client, context, value))) throw new CommitRefused();
+        if (!(await this.commit(watched.inboxClient, context, value))) throw new CommitRefused();
         return value;
       });
       return { status: 'committed', result };
@@ -314,7 +334,9 @@ export class TransactionalInbox {
  * gone. So once the transaction is known lost, every later statement through the watch, and the commit,
  * is refused with `TransactionLostError` without being sent. Statements are sent one at a time, each after
  * the previous one settled (and its failure was judged): the driver would otherwise send a statement the
- * effect issued alongside the failing one (`Promise.all`) right after the rollback, in autocommit.
+ * effect issued alongside the failing one (`Promise.all`) right after the rollback, in autocommit. Once
+ * the effect settled ({@link TransactionWatch.end}), what it sends is refused, and when it threw, so are its
+ * statements still queued (the ROLLBACK goes to the connection next).
  * PostgreSQL needs no watch: it refuses every statement of a failed transaction itself. Statements the
  * effect runs on another object (an ORM's own transaction handle) are not seen.
  */
@@ -329,28 +351,53 @@ class TransactionWatch {
   #unjudged: { readonly error: unknown } | undefined;
   /** Settles when the last statement sent through {@link TransactionWatch.client} has settled and been judged. */
   #last: Promise<unknown> = Promise.resolve();
+  /** Set when the effect settled ({@link TransactionWatch.end}): statements it sends later are refused. */
+  #ended = false;
+  /** Set when the effect threw: its statements still queued are refused, not sent after the ROLLBACK. */
+  #abandoned = false;
+  /** The effect's `tx`: refuses what the effect sends after it settled. */
   readonly client: SqlClient;
+  /** The inbox's own `tx` for the commit statement, queued after the effect's statements. */
+  readonly inboxClient: SqlClient;
 
   constructor(
     private readonly tx: SqlClient,
     private readonly context: InboxContext,
   ) {
-    this.client = {
-      query: (sql, params) => {
-        const sent = this.#last.then(async () => {
-          await this.#judge();
-          if (this.#lost) throw this.#lost;
-          try {
-            return await tx.query(sql, params);
-          } catch (error) {
-            this.#unjudged = { error };
-            throw error;
-          }
-        });
-        this.#last = sent.catch(() => undefined);
-        return sent;
-      },
-    };
+    this.client = { query: (sql, params) => this.#enqueue(sql, params, this.#ended) };
+    this.inboxClient = { query: (sql, params) => this.#enqueue(sql, params, false) };
+  }
+
+  /**
+   * The effect settled: every statement it sends from now on is refused without being sent
+   * (`TransactionEndedError`, or the `TransactionLostError` of a failure judged before). When it threw
+   * (`threw`), so are its statements still queued: the transaction's ROLLBACK goes to the connection next,
+   * and they would be sent after it, in autocommit.
+   */
+  end(threw: boolean): void {
+    this.#ended = true;
+    if (threw) this.#abandoned = true;
+  }
+
+  /**
+   * Queues one statement behind the ones sent before; `late` (sent by the effect after it settled) refuses
+   * it once the failure before it, if any, was judged.
+   */
+  #enqueue(sql: string, params: readonly unknown[], late: boolean): Promise<SqlResult> {
+    const sent = this.#last.then(async () => {
+      // A late statement needs no judgement: settled() queued the one of the failure before it.
+      if (!late && !this.#abandoned) await this.#judge();
+      if (this.#lost) throw this.#lost;
+      if (late || this.#abandoned) throw transactionEnded(this.context);
+      try {
+        return await this.tx.query(sql, params);
+      } catch (error) {
+        this.#unjudged = { error };
+        throw error;
+      }
+    });
+    this.#last = sent.catch(() => undefined);
+    return sent;
   }
 
   /**
@@ -462,6 +509,12 @@ function duplicateOf(row: InboxRow): Extract<InboxRunResult<unknown>, { status: 
     fencingToken: row.fencingToken,
     committedAtMs: row.committedAtMs ?? 0,
   };
+}
+
+function transactionEnded(context: InboxContext): TransactionEndedError {
+  return new TransactionEndedError(
+    `A statement of ${context.scope}/${context.key} was sent through tx after the effect settled (work the effect did not await): refused, not sent, as it would run outside the transaction`,
+  );
 }
 
 function fencedOut(context: InboxContext, current: number | undefined): LeaseLostError {

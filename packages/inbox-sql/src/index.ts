@@ -12,7 +12,7 @@ export {
   quoteTable,
   type SqlDialect,
 } from './dialect';
-export { type InboxErrorCode, TransactionLostError } from './errors';
+export { type InboxErrorCode, TransactionEndedError, TransactionLostError } from './errors';
 export {
   DEFAULT_INBOX_RETENTION_MS,
   type InboxContext,

@@ -1,3 +1,4 @@
+import { TransactionLostError } from './errors';
 import type { RunInTransaction, SqlClient } from './sql-client';
 
 /**
@@ -8,7 +9,12 @@ export interface PgQueryable {
   query(
     text: string,
     values?: unknown[],
-  ): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  ): Promise<{
+    rows: Record<string, unknown>[];
+    rowCount: number | null;
+    /** The command tag (pg's `command`): `COMMIT`, or `ROLLBACK` for a `COMMIT` of a failed transaction. */
+    command?: string;
+  }>;
 }
 
 /** The part of a `pg` `Pool` that {@link pgTransaction} uses. */
@@ -42,6 +48,9 @@ export function pgClient(queryable: PgQueryable): SqlClient {
  * server connection ended) is listened to, so a dying connection rejects the running statement instead
  * of crashing the process, and the client is destroyed on release. A `COMMIT` that fails rejects: whether it took effect
  * is then unknown, which the inbox resolves on the next attempt (the row is there or it is not).
+ * @throws `TransactionLostError` (retryable) when PostgreSQL answered `COMMIT` with `ROLLBACK`: a statement
+ *   of the transaction had failed (the body caught its error) and nothing was committed; the body's value
+ *   is not returned. Whatever `BEGIN`, the body, or `COMMIT` threw.
  */
 export function pgTransaction(pool: PgPool): RunInTransaction {
   return async (body) => {
@@ -55,7 +64,13 @@ export function pgTransaction(pool: PgPool): RunInTransaction {
       await client.query('BEGIN');
       try {
         const result = await body(pgClient(client));
-        await client.query('COMMIT');
+        const { command } = await client.query('COMMIT');
+        // A COMMIT of a failed transaction (a statement's error caught) rolls back without an error.
+        if (command === 'ROLLBACK') {
+          throw new TransactionLostError(
+            'PostgreSQL answered COMMIT with ROLLBACK: a statement of the transaction had failed and the body resolved anyway; nothing was committed',
+          );
+        }
         return result;
       } catch (error) {
         await client.query('ROLLBACK').catch((rollbackError: unknown) => {

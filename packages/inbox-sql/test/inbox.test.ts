@@ -3,6 +3,7 @@ import {
   type InboxContext,
   type InboxRow,
   mysqlClient,
+  pgTransaction,
   type RunInTransaction,
   type SqlClient,
   type SqlResult,
@@ -359,6 +360,43 @@ describe('TransactionalInbox.run on MySQL: the other errors after which InnoDB r
     expect(log.slice(3)).toEqual(['UPDATE locks', 'checks?', 'rollback']);
   });
 
+  it('the effect throws while a statement waits behind its failed one (Promise.all): the waiting one is refused, not sent after the rollback', async () => {
+    const { inbox, log, state } = scripted(fenced, 1, false, 'mysql');
+    state.failUpdate = Object.assign(new Error('Duplicate entry'), { errno: 1062, code: 'ER_DUP_ENTRY' });
+    let queued: Promise<unknown> | undefined;
+    const run = inbox.run(ctx, async (tx) => {
+      const failing = tx.query('UPDATE locks', []);
+      queued = tx.query('INSERT queued', []);
+      await Promise.all([failing, queued]);
+    });
+    await expect(run).rejects.toMatchObject({ errno: 1062 });
+    await expect(queued).rejects.toMatchObject({ name: 'TransactionEndedError', code: 'TRANSACTION_ENDED' });
+    expect(log).not.toContain('INSERT queued');
+  });
+
+  it.each(['postgres', 'mysql'] as const)(
+    '%s: a statement the effect sends after it settled is refused, not sent',
+    async (dialect) => {
+      const { inbox, log } = scripted(fenced, 1, false, dialect);
+      let tx: SqlClient | undefined;
+      await expect(
+        inbox.run(ctx, async (t) => {
+          tx = t;
+          return 'done';
+        }),
+      ).resolves.toEqual({ status: 'committed', result: 'done' });
+      await expect(tx!.query('INSERT late', [])).rejects.toMatchObject({ code: 'TRANSACTION_ENDED' });
+      await expect(
+        inbox.run(ctx, async (t) => {
+          tx = t;
+          throw new Error('boom');
+        }),
+      ).rejects.toThrow('boom');
+      await expect(tx!.query('INSERT late', [])).rejects.toMatchObject({ code: 'TRANSACTION_ENDED' });
+      expect(log).not.toContain('INSERT late');
+    },
+  );
+
   it('a caught error with either check on, or on MySQL (no bulk insert mode): the transaction is whole, it commits', async () => {
     for (const checks of [
       { unique_checks: 1, foreign_key_checks: 0, mariadb: 1 },
@@ -468,5 +506,41 @@ describe('mysqlClient', () => {
     await expect(rows.query('SELECT', [])).resolves.toEqual({ rows: [{ a: 1 }], rowCount: 1 });
     const header = mysqlClient({ query: async () => [{ affectedRows: 2 }, undefined] });
     await expect(header.query('UPDATE', [])).resolves.toEqual({ rows: [], rowCount: 2 });
+  });
+});
+
+describe('pgTransaction', () => {
+  /** A pool of one scripted client whose `COMMIT` answers with the command tag `commitTag`. */
+  function pool(commitTag: string) {
+    const sent: string[] = [];
+    const released: unknown[] = [];
+    const client = {
+      async query(text: string) {
+        sent.push(text);
+        return { rows: [], rowCount: 0, command: text === 'COMMIT' ? commitTag : text.split(' ')[0] };
+      },
+      release: (destroy?: unknown) => released.push(destroy),
+      on: () => undefined,
+      off: () => undefined,
+    };
+    return { pool: { connect: async () => client }, sent, released };
+  }
+
+  it('resolves with the body value when COMMIT commits', async () => {
+    const { pool: p, sent } = pool('COMMIT');
+    await expect(pgTransaction(p)(async (tx) => (await tx.query('SELECT 1', [])).rowCount + 1)).resolves.toBe(
+      1,
+    );
+    expect(sent).toEqual(['BEGIN', 'SELECT 1', 'COMMIT']);
+  });
+
+  it('a COMMIT answered with ROLLBACK (a failed transaction) rejects with TransactionLostError, not the value', async () => {
+    const { pool: p, released } = pool('ROLLBACK');
+    await expect(pgTransaction(p)(async () => 'resolved')).rejects.toMatchObject({
+      name: 'TransactionLostError',
+      code: 'TRANSACTION_LOST',
+      retryable: true,
+    });
+    expect(released).toEqual([undefined]); // the connection is healthy: back to the pool
   });
 });
