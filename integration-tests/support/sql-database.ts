@@ -74,7 +74,10 @@ export class SqlDatabase {
       const pool: PgPool = new Pool({
         connectionString: url,
         max: connections,
-        connectionTimeoutMillis: 5000,
+        // pg-pool counts the wait for a free pooled client against this too: racing tests queue many runs
+        // on `connections` clients, and on a busy machine that wait passed 5 s. A server that is down
+        // refuses at once (the database-down suite), so the margin costs nothing there.
+        connectionTimeoutMillis: 30_000,
       });
       pool.on('error', () => {}); // an idle client whose server connection ended; the pool replaces it
       return { client: pgClient(pool), transaction: pgTransaction(pool), end: () => pool.end() };
