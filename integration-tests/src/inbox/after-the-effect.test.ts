@@ -1,4 +1,4 @@
-import { pgTransaction } from '@idempotent-consumer/inbox-sql';
+import { pgTransaction, type SqlClient } from '@idempotent-consumer/inbox-sql';
 import type { SqlDatabase } from '../../support/sql-database';
 import { describeInbox, gate } from './fixture';
 
@@ -29,7 +29,7 @@ async function expectRefusedAndNothingCommitted(
  */
 describeInbox('statements after the effect settled', (fx, dialect) => {
   if (dialect === 'mysql') {
-    it('MySQL: a statement sent with one that fails (Promise.all) is not run in autocommit after the rollback of the rejected effect', async () => {
+    it('MySQL: a statement sent with one that fails (Promise.all) runs before the rollback of the rejected effect, never in autocommit after it', async () => {
       const { db, scope } = fx();
       const seen = `${db.schema}.seen_pipelined`;
       await db.client.query(`CREATE TABLE ${seen} (id INT PRIMARY KEY) ENGINE=InnoDB`, []);
@@ -48,8 +48,12 @@ describeInbox('statements after the effect settled', (fx, dialect) => {
         return 'never';
       });
       await expect(run).rejects.toMatchObject({ errno: 1062 });
-      // Before: the queued INSERT was sent after the rollback, in autocommit, and stayed.
-      await expectRefusedAndNothingCommitted(db, queued!, [key, `${key}-queued`]);
+      // Before: the queued INSERT was sent after the rollback, in autocommit, and stayed. It is sent
+      // before the ROLLBACK now, inside the transaction, which undoes it (as on PostgreSQL).
+      await expect(queued).resolves.toBeUndefined();
+      const ledger = await db.ledger();
+      expect(ledger).not.toHaveProperty(key);
+      expect(ledger).not.toHaveProperty(`${key}-queued`);
     });
   }
 
@@ -72,6 +76,47 @@ describeInbox('statements after the effect settled', (fx, dialect) => {
     rejected.open();
     // Before: the late INSERT ran on the released connection, in autocommit, and stayed.
     await expectRefusedAndNothingCommitted(db, detached!, [key, `${key}-late`]);
+  });
+
+  it('an effect that throws before it returns a promise (not an async function): a statement sent later through its tx is refused, not run outside the transaction', async () => {
+    const { db, scope } = fx();
+    const inbox = db.inbox();
+    const key = 'synchronous-throw';
+    let kept: SqlClient | undefined;
+    // A plain function typed to return a promise, which validates its input before it sends anything.
+    const effect = (tx: SqlClient): Promise<string> => {
+      kept = tx;
+      throw new Error('invalid input');
+    };
+    await expect(inbox.run({ scope, key, fencingToken: 1 }, effect)).rejects.toThrow('invalid input');
+    // Before, on PostgreSQL: the effect never settled as a promise, so its tx was never closed: the INSERT
+    // ran on the released connection, in autocommit, and stayed.
+    await expectRefusedAndNothingCommitted(db, db.writeLedger(kept!, `${key}-late`, 1), [`${key}-late`]);
+  });
+
+  it('a statement the effect sent before it threw, without awaiting it, runs inside the transaction (rolled back), as the README says', async () => {
+    const { db, scope } = fx();
+    const inbox = db.inbox();
+    const key = 'sent-before-throw';
+    let sent: Promise<unknown> | undefined;
+    const run = inbox.run({ scope, key, fencingToken: 1 }, async (tx) => {
+      await db.writeLedger(tx, key, 1);
+      sent = db.writeLedger(tx, `${key}-unawaited`, 1);
+      sent.catch(() => undefined);
+      throw new Error('the effect fails');
+    });
+    await expect(run).rejects.toThrow('the effect fails');
+    const outcome = await sent!.then(
+      () => 'ran',
+      (error: unknown) => error,
+    );
+    const ledger = await db.ledger();
+    expect(ledger).not.toHaveProperty(key);
+    expect(ledger).not.toHaveProperty(`${key}-unawaited`);
+    // Before, on MySQL: refused with TransactionEndedError ("sent through tx after the effect settled"),
+    // though it was sent before; on PostgreSQL it ran in the transaction. An effect that does not keep the
+    // promise (`void tx.query(...)`) got an unhandled rejection, which ends a Node process.
+    expect(outcome).toBe('ran');
   });
 
   if (dialect === 'postgres') {

@@ -39,9 +39,9 @@ export class TransactionLostError extends IdempotencyError<InboxErrorCode> {
  * resolved (its transaction is being committed) or threw (rolled back). Refused without being sent: the
  * connection would run it after the transaction's end, in autocommit (or, given back to the pool, inside
  * another run's transaction), so it would stay although the run failed, and the retry would make the write
- * again. Such a statement comes from work the effect started without awaiting it: a statement issued along
- * with one that failed (`Promise.all` rejects with the first failure, before the others are sent), or a
- * continuation that runs after the effect returned. Await every statement inside the effect. Not retryable:
+ * again. Such a statement comes from work the effect started without awaiting it: a continuation that runs
+ * after the effect returned or threw. Statements the effect sent before it settled, awaited or not, are
+ * never refused with it: they run in the transaction. Await every statement inside the effect. Not retryable:
  * a retry of the effect would leave it detached again.
  */
 export class TransactionEndedError extends IdempotencyError<InboxErrorCode> {

@@ -172,13 +172,18 @@ export class TransactionalInbox {
           // pg hands a statement to its connection's queue at once: every statement the effect sent before
           // it settled runs before the commit statement or the ROLLBACK. One sent later would run after the
           // transaction's end (in autocommit, or in the next transaction of the pooled connection): refused.
+          // An effect that throws before it returns a promise (a plain function) has settled too, and one
+          // that returns a plain value or another thenable is awaited as on MySQL.
           let ended = false;
-          const value = await effect({
-            query: (sql, params) =>
-              ended ? Promise.reject(transactionEnded(context)) : tx.query(sql, params),
-          }).finally(() => {
+          let value: T;
+          try {
+            value = await effect({
+              query: (sql, params) =>
+                ended ? Promise.reject(transactionEnded(context)) : tx.query(sql, params),
+            });
+          } finally {
             ended = true;
-          });
+          }
           if (!(await this.commit(tx, context, value))) throw new CommitRefused();
           return value;
         }
@@ -187,11 +192,15 @@ export class TransactionalInbox {
         try {
           value = await effect(watched.client);
         } catch (error) {
-          // The ROLLBACK follows: statements still queued in the watch would be sent after it.
-          watched.end(true);
+          // The ROLLBACK follows once the body rejects. The statements the effect sent before it threw are
+          // still queued in the watch: they are sent first, inside the transaction (as PostgreSQL's
+          // connection queue sends them before its ROLLBACK), so none goes out after the ROLLBACK, and each
+          // settles as it would have (a refused one would reject a promise the effect may not hold).
+          watched.end();
+          await watched.drained();
           throw error;
         }
-        watched.end(false);
+        watched.end();
         // Statements the effect sent without awaiting them are still queued: the commit statement goes
         // after them, through the watch, so it is refused if one of them lost the transaction.
         await watched.settled();
@@ -335,8 +344,9 @@ export class TransactionalInbox {
  * is refused with `TransactionLostError` without being sent. Statements are sent one at a time, each after
  * the previous one settled (and its failure was judged): the driver would otherwise send a statement the
  * effect issued alongside the failing one (`Promise.all`) right after the rollback, in autocommit. Once
- * the effect settled ({@link TransactionWatch.end}), what it sends is refused, and when it threw, so are its
- * statements still queued (the ROLLBACK goes to the connection next).
+ * the effect settled ({@link TransactionWatch.end}), what it sends is refused; what it sent before is sent
+ * before the commit statement ({@link TransactionWatch.settled}), or, when it threw, before the ROLLBACK
+ * ({@link TransactionWatch.drained}).
  * PostgreSQL needs no watch: it refuses every statement of a failed transaction itself. Statements the
  * effect runs on another object (an ORM's own transaction handle) are not seen.
  */
@@ -353,8 +363,6 @@ class TransactionWatch {
   #last: Promise<unknown> = Promise.resolve();
   /** Set when the effect settled ({@link TransactionWatch.end}): statements it sends later are refused. */
   #ended = false;
-  /** Set when the effect threw: its statements still queued are refused, not sent after the ROLLBACK. */
-  #abandoned = false;
   /** The effect's `tx`: refuses what the effect sends after it settled. */
   readonly client: SqlClient;
   /** The inbox's own `tx` for the commit statement, queued after the effect's statements. */
@@ -369,14 +377,13 @@ class TransactionWatch {
   }
 
   /**
-   * The effect settled: every statement it sends from now on is refused without being sent
-   * (`TransactionEndedError`, or the `TransactionLostError` of a failure judged before). When it threw
-   * (`threw`), so are its statements still queued: the transaction's ROLLBACK goes to the connection next,
-   * and they would be sent after it, in autocommit.
+   * The effect settled (returned or threw): every statement it sends from now on is refused without being
+   * sent (`TransactionEndedError`, or the `TransactionLostError` of a failure judged before). Those it sent
+   * before stay queued and are sent as usual: the caller awaits them ({@link TransactionWatch.settled} or
+   * {@link TransactionWatch.drained}) before the commit statement or the ROLLBACK.
    */
-  end(threw: boolean): void {
+  end(): void {
     this.#ended = true;
-    if (threw) this.#abandoned = true;
   }
 
   /**
@@ -386,9 +393,9 @@ class TransactionWatch {
   #enqueue(sql: string, params: readonly unknown[], late: boolean): Promise<SqlResult> {
     const sent = this.#last.then(async () => {
       // A late statement needs no judgement: settled() queued the one of the failure before it.
-      if (!late && !this.#abandoned) await this.#judge();
+      if (!late) await this.#judge();
       if (this.#lost) throw this.#lost;
-      if (late || this.#abandoned) throw transactionEnded(this.context);
+      if (late) throw transactionEnded(this.context);
       try {
         return await this.tx.query(sql, params);
       } catch (error) {
@@ -398,6 +405,15 @@ class TransactionWatch {
     });
     this.#last = sent.catch(() => undefined);
     return sent;
+  }
+
+  /**
+   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled (each
+   * judged the failure before it, as usual), without judging the last one's failure: what follows is the
+   * ROLLBACK, which a lost transaction does not change. Never rejects.
+   */
+  async drained(): Promise<void> {
+    await this.#last;
   }
 
   /**
