@@ -1,7 +1,7 @@
 import { buildRecordKey } from '@idempotent-consumer/core';
 import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
 import type { Consumer } from 'kafkajs';
-import { uniqueName } from '../../support/kafka-fixture';
+import { uniqueName, waitForCommitted } from '../../support/kafka-fixture';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { redisRunner, useKafkaSuite } from './kafka-suite';
@@ -65,21 +65,7 @@ describeWithServices(
           }),
         ]);
         // The offset of `vanishing` resolved and is committed with the one behind it.
-        const admin = suite.kafka.admin();
-        await admin.connect();
-        try {
-          await waitFor(
-            'offset 2 committed',
-            async () => {
-              const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
-              return t?.partitions.find((p) => p.partition === 0)?.offset === '2';
-            },
-            15_000,
-            100,
-          );
-        } finally {
-          await admin.disconnect();
-        }
+        await waitForCommitted(suite.kafka, groupId, topic, 0, '2');
       },
       60_000,
     );
