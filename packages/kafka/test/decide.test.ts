@@ -60,6 +60,7 @@ const cases: [string, RunResult<unknown>, Decision, number?][] = [
     {
       ...acquired,
       status: 'lease-lost',
+      during: 'write',
       handlerStarted: true,
       handlerCompleted: true,
       result: 1,
@@ -72,6 +73,7 @@ const cases: [string, RunResult<unknown>, Decision, number?][] = [
     {
       ...acquired,
       status: 'lease-lost',
+      during: 'heartbeat',
       handlerStarted: true,
       handlerCompleted: false,
       result: undefined,

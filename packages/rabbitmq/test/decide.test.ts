@@ -34,6 +34,7 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
         {
           ...executed,
           status: 'lease-lost',
+          during: 'write',
           handlerStarted: true,
           handlerCompleted: true,
           result: 1,
@@ -87,6 +88,7 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
         {
           ...executed,
           status: 'lease-lost',
+          during: 'heartbeat',
           handlerStarted: true,
           handlerCompleted: false,
           result: undefined,

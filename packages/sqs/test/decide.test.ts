@@ -80,6 +80,7 @@ const table: [string, MessageResult<unknown>, Decision][] = [
     run({
       ...exec,
       status: 'lease-lost',
+      during: 'heartbeat',
       handlerStarted: true,
       handlerCompleted: false,
       result: undefined,

@@ -86,6 +86,7 @@ export async function completeClaim<T>(
     return {
       ...base,
       status: 'lease-lost',
+      during: 'write',
       handlerStarted: true,
       handlerCompleted: true,
       result: tooLarge ? undefined : run.result,

@@ -612,14 +612,24 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
     // The fields every result shares, built only on the paths that need them (not per completed run).
     const base = () => ({ outcome, fencingToken, attempt }) as const;
-    // The write after the handler was refused: another worker's claim took the record over.
+    // The write after the handler was refused: another worker's claim took the record over. The result
+    // says where the claim was lost first: while the handler ran (the keeper lost it), else at this write.
     const lostOnWrite = (
       handlerCompleted: boolean,
       result: T | undefined,
       error: unknown,
     ): LeaseLostResult<T> => {
       this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-      return { ...base(), status: 'lease-lost', handlerStarted: true, handlerCompleted, result, error };
+      const during = keeper.lostDuring ?? 'write';
+      return {
+        ...base(),
+        status: 'lease-lost',
+        during,
+        handlerStarted: true,
+        handlerCompleted,
+        result,
+        error,
+      };
     };
 
     if (!thrown) {
@@ -716,6 +726,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       fencingToken,
       attempt,
       status: 'lease-lost',
+      during: 'start',
       handlerStarted: false,
       handlerCompleted: false,
       result: undefined,
