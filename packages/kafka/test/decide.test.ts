@@ -15,7 +15,7 @@ const declined = new NonRetryableError('declined');
 const cases: [string, RunResult<unknown>, Decision, number?][] = [
   [
     'completed',
-    { ...acquired, status: 'completed', result: 1, recorded: true, resultOmitted: false },
+    { ...acquired, status: 'completed', result: 1, recorded: true, resultOmitted: false, durationMs: 1 },
     { action: 'resolve', reason: 'completed' },
   ],
   [

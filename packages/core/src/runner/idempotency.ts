@@ -421,7 +421,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Writes the completion of a run whose write was not recorded (`status: 'completed'`, `recorded: false`)
    * once more, with `execute`'s rules and events (result limits, fencing, `completed`/`resultOmitted`/
    * `failed`/`leaseLost`); for an adapter that keeps trying while the store is down. See
-   * runner/complete-claim.ts. @param durationMs - the handler's run time for `completed`, 0 when unknown.
+   * runner/complete-claim.ts.
+   * @param durationMs - the handler's run time for `completed`, in milliseconds; by default
+   *   `run.durationMs` (what the runner measured when the handler returned).
    * @throws whatever the store throws (`StoreUnavailableError` when it does not answer), after `storeError`.
    */
   completeClaim<T>(
@@ -678,6 +680,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           result: value as T,
           recorded,
           resultOmitted,
+          durationMs,
         };
       }
     }

@@ -28,6 +28,13 @@ export interface CompletedResult<T> extends Executed {
    * store (the handler returned `undefined`).
    */
   readonly resultOmitted: boolean;
+  /**
+   * The handler's run time, in milliseconds, by the local monotonic clock (`performance.now()`): from its
+   * start to its return, the lease keeper stopped. The `durationMs` of the runner's `completed` event, also
+   * of the one a completion written late reports (`Idempotency.completeClaim`, the kit's
+   * `recordCompletionLate`): the same handler run, whenever its write lands.
+   */
+  readonly durationMs: number;
 }
 
 /** The handler threw a retryable error; the record is RELEASED for a later attempt. */
