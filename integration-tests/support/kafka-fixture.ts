@@ -252,6 +252,36 @@ export async function connectProducer(kafka: Kafka): Promise<Producer> {
   return producer;
 }
 
+/**
+ * Waits until `groupId` has committed `offset` (the next offset to read, a decimal string) for partition
+ * `partition` of `topic`, asking the group coordinator every 100 ms (KafkaJS commits every
+ * `autoCommitInterval`, and on disconnect); rejects after `timeoutMs`.
+ */
+export async function waitForCommitted(
+  kafka: Kafka,
+  groupId: string,
+  topic: string,
+  partition: number,
+  offset: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await waitFor(
+      `offset ${offset} of ${topic}/${partition} committed by ${groupId}`,
+      async () => {
+        const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+        return t?.partitions.find((p) => p.partition === partition)?.offset === offset;
+      },
+      timeoutMs,
+      100,
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Creates a topic by producing to it is not enough for a consumer; this waits for its metadata. */
 export async function ensureTopic(kafka: Kafka, topic: string): Promise<void> {
   const admin = kafka.admin();

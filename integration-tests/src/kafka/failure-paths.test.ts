@@ -5,7 +5,11 @@ import {
   RedisIdempotencyStore,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { idempotentEachBatch, idempotentEachMessage } from '@idempotent-consumer/kafka';
+import {
+  idempotentEachBatch,
+  idempotentEachMessage,
+  type KafkaEventEmitter,
+} from '@idempotent-consumer/kafka';
 import Redis from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
@@ -230,6 +234,64 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       store.close();
     }
   });
+  it.each(['eachMessage', 'eachBatch'] as const)(
+    "%s: a completion write Redis did not take is written once a ping answers, then the offset resolves; the runner's completed event for it carries the handler's run time, as its unrecorded one did",
+    async (form) => {
+      // The handler's claim is answered; its COMPLETED write and the store gate's pings are not, until the
+      // wrapper reports the outage.
+      const store = new OutageStore(redis, 'complete');
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 20_000, writeAttempts: 1 });
+      const completed: { recorded: boolean; durationMs: number }[] = [];
+      idempotency.on('completed', ({ recorded, durationMs }) => completed.push({ recorded, durationMs }));
+      const topic = uniqueName('write-late-duration');
+      const groupId = uniqueName('g');
+      const events: RecordedEvent[] = [];
+      await producer.send({
+        topic,
+        messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'timed' } }],
+      });
+      const options = {
+        groupId,
+        deadLetterTopic: false,
+        storeProbeBackoff: { baseMs: 50, maxMs: 100 },
+      } as const;
+      const handler = async () => {
+        await new Promise((r) => setTimeout(r, 20)); // the handler's own work
+        return 'done';
+      };
+      try {
+        const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+          const deps = { idempotency, consumer: c, producer, logger: false as const };
+          /** Records the wrapper's events, ends the outage once it reports it, closes it after the test. */
+          const watched = <W extends { readonly events: KafkaEventEmitter; close(): void }>(
+            wrapper: W,
+          ): W => {
+            recordEvents(wrapper, events).events.once('storeUnavailable', () => {
+              store.down = false;
+            });
+            closers.push(() => wrapper.close());
+            return wrapper;
+          };
+          return form === 'eachMessage'
+            ? { eachMessage: watched(idempotentEachMessage(deps, options, handler)) }
+            : { eachBatch: watched(idempotentEachBatch(deps, options, handler)) };
+        });
+        consumers.push(consumer);
+        await waitFor('the message settled', () => events.some((e) => e.type === 'settled'), 20_000);
+        expect(completed).toEqual([
+          { recorded: false, durationMs: expect.any(Number) },
+          { recorded: true, durationMs: completed[0]!.durationMs },
+        ]);
+        expect(completed[0]!.durationMs).toBeGreaterThan(0);
+        expect(await store.get({ scope: `${groupId}/${topic}`, key: 'timed' })).toMatchObject({
+          state: 'COMPLETED',
+        });
+      } finally {
+        store.down = false;
+        store.close();
+      }
+    },
+  );
   it("eachBatch: a reservation's start that Redis does not answer runs no handler, closes the store gate and pauses the topic until a ping answers; the message is fetched again and runs once", async () => {
     // The batch's claimMany is answered; the start of a reservation and the gate's pings are not, until the outage ends.
     const store = new OutageStore(redis, 'start');

@@ -9,7 +9,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a completion Redi
   // Every write on disk before it is answered: the claim survives the kill below, as on a durable Redis.
   const privateRedis = useFailFastRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
 
-  it('Redis is killed as the handler returns: the delivery is acked once, the consumer pauses; once Redis is back the record is COMPLETED, and a second send of the key is a DUPLICATE (the handler ran once)', async () => {
+  it("Redis is killed as the handler returns: the delivery is acked once, the consumer pauses; once Redis is back the record is COMPLETED (the runner's completed event carrying the handler's run time, as its unrecorded one did), and a second send of the key is a DUPLICATE (the handler ran once)", async () => {
     const { server, redis: storeRedis } = privateRedis;
     const store = new RedisIdempotencyStore(
       { redis: storeRedis },
@@ -17,6 +17,8 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a completion Redi
     );
     // A lease far longer than the outage: before, the record stayed IN_PROGRESS until it lapsed.
     const idempotency = fx.idempotency({ leaseMs: 30_000, writeAttempts: 1 }, store);
+    const completed: { recorded: boolean; durationMs: number }[] = [];
+    idempotency.on('completed', ({ recorded, durationMs }) => completed.push({ recorded, durationMs }));
     let runs = 0;
     const { consumer, events } = await fx.consumer(idempotency, {}, async ({ key }) => {
       runs += 1;
@@ -37,6 +39,13 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: a completion Redi
       record = await store.get(id);
     }
     expect(record).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+    // The late write's event reports the handler's run time (here at least the stop of Redis), not 0.
+    await waitFor('the late completed event', () => completed.length === 2);
+    expect(completed).toEqual([
+      { recorded: false, durationMs: expect.any(Number) },
+      { recorded: true, durationMs: completed[0]!.durationMs },
+    ]);
+    expect(completed[0]!.durationMs).toBeGreaterThan(0);
     // Failing closed, the consumer paused for the outage, as for a claim Redis does not answer.
     expect(stateAfterAck).toBe('paused');
     expect(events.storeUnavailable).toHaveLength(1);

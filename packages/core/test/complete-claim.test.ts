@@ -27,12 +27,21 @@ describe('Idempotency.completeClaim', () => {
   it('writes COMPLETED with the encoded result and emits completed (recorded)', async () => {
     const t = await unrecorded({ paid: 12 });
     const result = await t.idempotency.completeClaim({ scope: 's', key: 'k' }, t.run, 7);
-    expect(result).toEqual({ ...t.run, recorded: true, resultOmitted: false });
+    expect(result).toEqual({ ...t.run, recorded: true, resultOmitted: false, durationMs: 7 });
     expect(t.events).toEqual([
       expect.objectContaining({ type: 'completed', key: 'k', recorded: true, durationMs: 7 }),
     ]);
     const replay = await t.idempotency.run({ scope: 's', key: 'k' }, () => ({ paid: 0 }));
     expect(replay).toMatchObject({ outcome: 'DUPLICATE', result: { paid: 12 } });
+  });
+
+  it("without a durationMs: the run's own (the handler's run time the runner measured), on the result and the completed event", async () => {
+    const t = await unrecorded({ paid: 12 });
+    const result = await t.idempotency.completeClaim({ scope: 's', key: 'k' }, t.run);
+    expect(result).toMatchObject({ status: 'completed', recorded: true, durationMs: t.run.durationMs });
+    expect(t.events).toEqual([
+      expect.objectContaining({ type: 'completed', recorded: true, durationMs: t.run.durationMs }),
+    ]);
   });
 
   it("omits a result too large under onResultTooLarge 'omit', with resultOmitted", async () => {

@@ -82,6 +82,7 @@ describe('deadLetterReasonOf', () => {
       deadLetterReasonOf({
         outcome: 'ACQUIRED',
         status: 'lease-lost',
+        during: 'write',
         handlerStarted: true,
         handlerCompleted: false,
         result: undefined,

@@ -67,6 +67,7 @@ describe('makeIdempotent (in-memory store)', () => {
       result: { chargeId: 'ch-o-1' },
       recorded: true,
       resultOmitted: false,
+      durationMs: expect.any(Number),
     });
   });
 

@@ -113,6 +113,7 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     expect(result).toEqual({
       outcome: 'ACQUIRED',
       status: 'lease-lost',
+      during: 'heartbeat',
       fencingToken: firstToken,
       attempt: 1,
       handlerStarted: true,
@@ -130,6 +131,31 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
       result: 'j"b"',
     });
   });
+
+  it.each([
+    ['threw', 'release'],
+    ['returned', 'complete'],
+  ] as const)(
+    "a handler that %s while its lease held, whose %s is refused (an operator released the record): lease-lost, during 'write'",
+    async (how, _write) => {
+      const store = new MemoryIdempotencyStore();
+      // No heartbeat is due while the handler runs: only the write after it meets the loss.
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 60_000, retentionMs: 60_000 });
+      const events = recordEvents(idempotency);
+      const result = await idempotency.run(request, async ({ fencingToken }) => {
+        await store.release(request, fencingToken, { retentionMs: 60_000 });
+        if (how === 'threw') throw new Error('retry me');
+        return 'done';
+      });
+      expect(result).toMatchObject({
+        status: 'lease-lost',
+        during: 'write',
+        handlerStarted: true,
+        handlerCompleted: how === 'returned',
+      });
+      expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['write']);
+    },
+  );
 
   it('the signal aborts at the local deadline when no extension succeeds, even while one hangs', async () => {
     const store = new FaultyStore(new MemoryIdempotencyStore());
@@ -152,6 +178,27 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['local-deadline']);
     // Nobody else claimed, so the fenced complete still succeeds: the operation is recorded once.
     expect(result).toMatchObject({ status: 'completed', result: 'stopped', recorded: true });
+  });
+
+  it("no extension reached the store for a whole lease, and another worker claimed the key before the handler returned: lease-lost, during 'local-deadline'", async () => {
+    let offset = 0;
+    const inner = new MemoryIdempotencyStore({ now: () => Date.now() + offset });
+    const store = new FaultyStore(inner);
+    store.breakAlways('extend', unavailable);
+    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
+    const rival = new Idempotency({ store: inner, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
+    const events = recordEvents(idempotency);
+    const result = await idempotency.run(request, async ({ signal }) => {
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+      offset += 1_000; // the lease lapsed on the store's clock too
+      expect(await rival.claim(request)).toMatchObject({ outcome: 'ACQUIRED_STALE' });
+      return 'finished after the abort';
+    });
+    expect(result).toMatchObject({ status: 'lease-lost', during: 'local-deadline', handlerCompleted: true });
+    expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual([
+      'local-deadline',
+      'write',
+    ]);
   });
 
   it('heartbeats that fail now and then (store blips) do not lose the lease', async () => {

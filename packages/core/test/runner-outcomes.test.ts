@@ -36,6 +36,7 @@ describe('Idempotency.run outcomes (in-memory store, fake clock)', () => {
       result: { charged: 42 },
       recorded: true,
       resultOmitted: false,
+      durationMs: expect.any(Number),
     });
     expect(contexts).toEqual([
       { scope: 'orders', key: 'order-1', fencingToken: T1, attempt: 1, outcome: 'ACQUIRED', signal: false },

@@ -21,6 +21,7 @@ import {
   extendHandlerContext,
   giveBackUnrun,
   type HeaderCarrier,
+  leaseLostDuring,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
@@ -861,7 +862,7 @@ export class MessageProcessor<T> {
     }
     this.events.emit('leaseLost', {
       ...subject,
-      during: !result.handlerStarted ? 'start' : result.handlerCompleted ? 'write' : 'heartbeat',
+      during: leaseLostDuring(result),
       handlerCompleted: result.handlerCompleted,
       fencingToken: result.fencingToken,
       reason,

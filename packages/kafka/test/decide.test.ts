@@ -15,7 +15,7 @@ const declined = new NonRetryableError('declined');
 const cases: [string, RunResult<unknown>, Decision, number?][] = [
   [
     'completed',
-    { ...acquired, status: 'completed', result: 1, recorded: true, resultOmitted: false },
+    { ...acquired, status: 'completed', result: 1, recorded: true, resultOmitted: false, durationMs: 1 },
     { action: 'resolve', reason: 'completed' },
   ],
   [
@@ -60,6 +60,7 @@ const cases: [string, RunResult<unknown>, Decision, number?][] = [
     {
       ...acquired,
       status: 'lease-lost',
+      during: 'write',
       handlerStarted: true,
       handlerCompleted: true,
       result: 1,
@@ -72,6 +73,7 @@ const cases: [string, RunResult<unknown>, Decision, number?][] = [
     {
       ...acquired,
       status: 'lease-lost',
+      during: 'heartbeat',
       handlerStarted: true,
       handlerCompleted: false,
       result: undefined,

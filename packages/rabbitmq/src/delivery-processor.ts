@@ -15,6 +15,7 @@ import {
   extendHandlerContext,
   giveBackUnrun,
   type HeaderCarrier,
+  leaseLostDuring,
   type MessageTelemetry,
   recordCompletionLate,
   runUnprotected,
@@ -289,7 +290,7 @@ export class DeliveryProcessor<T> {
     if ('status' in result && result.status === 'lease-lost') {
       this.context.emit('leaseLost', {
         ...subject,
-        during: !result.handlerStarted ? 'start' : result.handlerCompleted ? 'write' : 'heartbeat',
+        during: leaseLostDuring(result),
         handlerCompleted: result.handlerCompleted,
       });
     }

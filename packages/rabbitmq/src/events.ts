@@ -101,7 +101,12 @@ export interface IdempotentConsumerEvents {
   /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
   leaseLost: [
     MessageSubject & {
-      /** `start`: lost before the handler started; `heartbeat`: while it ran; `write`: its outcome could not be recorded. */
+      /**
+       * `start`: lost before the handler started (nothing ran); `heartbeat`: while it ran (an extension
+       * refused, or none reached the store for a whole lease), whether it then returned or threw; `write`:
+       * the lease held while it ran, and the write of its outcome (`complete`, `release` or `fail`) was
+       * refused. As in the Kafka and SQS adapters (the kit's `leaseLostDuring`).
+       */
       during: 'start' | 'heartbeat' | 'write';
       handlerCompleted: boolean;
     },

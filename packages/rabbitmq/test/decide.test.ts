@@ -18,7 +18,10 @@ const executed = { outcome: 'ACQUIRED', fencingToken: 1, attempt: 2 } as const;
 describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', () => {
   it('acks completed, duplicate and lease-lost-after-completion', () => {
     expect(
-      decide({ ...executed, status: 'completed', result: 1, recorded: true, resultOmitted: false }, policy),
+      decide(
+        { ...executed, status: 'completed', result: 1, recorded: true, resultOmitted: false, durationMs: 1 },
+        policy,
+      ),
     ).toEqual({
       action: 'ack',
       reason: 'completed',
@@ -34,6 +37,7 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
         {
           ...executed,
           status: 'lease-lost',
+          during: 'write',
           handlerStarted: true,
           handlerCompleted: true,
           result: 1,
@@ -87,6 +91,7 @@ describe('decide (docs/design.md#outcome-to-broker-action, RabbitMQ column)', ()
         {
           ...executed,
           status: 'lease-lost',
+          during: 'heartbeat',
           handlerStarted: true,
           handlerCompleted: false,
           result: undefined,

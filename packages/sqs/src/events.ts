@@ -66,7 +66,13 @@ export interface SqsEvents {
    * type as in the RabbitMQ and Kafka adapters.
    */
   invalidKey: [MessageSubject & { readonly error: IdempotencyError }];
-  /** The claim was lost (lease expired, another worker claimed); nothing is sent, the new holder finishes. */
+  /**
+   * The claim was lost (lease expired, another worker claimed, the record vanished); nothing is sent, the
+   * new holder finishes. `during`: `start` (before the handler started, nothing ran), `heartbeat` (while it
+   * ran: an extension refused, or none reached the store for a whole lease; whether it then returned or
+   * threw) or `write` (the lease held while it ran, and the write of its outcome, `complete`, `release`
+   * or `fail`, was refused), as in the RabbitMQ and Kafka adapters (the kit's `leaseLostDuring`).
+   */
   leaseLost: [
     MessageSubject & {
       readonly during: 'start' | 'heartbeat' | 'write';

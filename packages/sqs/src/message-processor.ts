@@ -18,6 +18,7 @@ import {
   callUnprotected,
   extendHandlerContext,
   giveBackUnrun,
+  leaseLostDuring,
   type MessageSpan,
   type MessageTelemetry,
   NOOP_MESSAGE_SPAN,
@@ -807,7 +808,7 @@ function describe<T>(input: MessageResult<T>): Omit<ProcessedMessage<T>, 'messag
         result: r.result,
         error: r.error,
         storeUnavailable: false,
-        leaseLostDuring: !r.handlerStarted ? 'start' : r.handlerCompleted ? 'write' : 'heartbeat',
+        leaseLostDuring: leaseLostDuring(r),
       };
   }
 }

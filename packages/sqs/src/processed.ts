@@ -38,7 +38,11 @@ export interface ProcessedMessage<T> {
   readonly decision: Decision;
   /** With a `dead-letter` decision: where it went. */
   readonly deadLetter?: DeadLetterDelivery | undefined;
-  /** When the claim was lost: during the heartbeat (handler aborted), at the write, or before the start. */
+  /**
+   * When the claim was lost: before the start, during the heartbeat (the handler aborted, whether it then
+   * returned or threw), or at the write of its outcome (the lease held until then): the kit's
+   * `leaseLostDuring`.
+   */
   readonly leaseLostDuring?: 'start' | 'heartbeat' | 'write' | undefined;
   /**
    * True when the store did not answer at some step (claim, or the write after the handler): consumption

@@ -19,12 +19,12 @@ const run = (result: RunResult<unknown>, receiveCount = 1): MessageResult<unknow
 const table: [string, MessageResult<unknown>, Decision][] = [
   [
     'completed: delete',
-    run({ ...exec, status: 'completed', result: 1, recorded: true, resultOmitted: false }),
+    run({ ...exec, status: 'completed', result: 1, recorded: true, resultOmitted: false, durationMs: 1 }),
     { action: 'delete', reason: 'completed' },
   ],
   [
     'completed, not recorded (store down at the write): still delete',
-    run({ ...exec, status: 'completed', result: 1, recorded: false, resultOmitted: false }),
+    run({ ...exec, status: 'completed', result: 1, recorded: false, resultOmitted: false, durationMs: 1 }),
     { action: 'delete', reason: 'completed' },
   ],
   [
@@ -80,6 +80,7 @@ const table: [string, MessageResult<unknown>, Decision][] = [
     run({
       ...exec,
       status: 'lease-lost',
+      during: 'heartbeat',
       handlerStarted: true,
       handlerCompleted: false,
       result: undefined,

@@ -1113,7 +1113,8 @@ describe('a handler that completed whose COMPLETED write the store did not answe
    * A memory store that stops answering `complete` and `ping` as the handler returns (`down`), until the
    * consumer reports `storeUnavailable` (see each test); a runner with one write attempt. `written`
    * resolves with the first `completed` event whose write was recorded (a 3 s bound: before the fix none
-   * came, and the record stayed IN_PROGRESS until its lease lapsed).
+   * came, and the record stayed IN_PROGRESS until its lease lapsed). `durations`: every `completed` event's
+   * `recorded` and `durationMs`, in order (the handler takes at least 5 ms).
    */
   function downAfterHandler() {
     const store = new MemoryIdempotencyStore();
@@ -1125,8 +1126,10 @@ describe('a handler that completed whose COMPLETED write the store did not answe
     const sqs = new FakeSqs();
     const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 10_000, writeAttempts: 1 });
     const unrecorded: unknown[] = [];
+    const durations: { recorded: boolean; durationMs: number }[] = [];
     idempotency.on('completed', (e) => {
       if (!e.recorded) unrecorded.push(e);
+      durations.push({ recorded: e.recorded, durationMs: e.durationMs });
     });
     const written = new Promise<'written' | 'not written'>((resolve) => {
       idempotency.on('completed', (e) => {
@@ -1135,15 +1138,16 @@ describe('a handler that completed whose COMPLETED write the store did not answe
       setTimeout(resolve, 3_000, 'not written').unref();
     });
     let runs = 0;
-    const handler = () => {
+    const handler = async () => {
       runs += 1;
+      await new Promise((r) => setTimeout(r, 5)); // the handler's own work
       state.down = true;
       return 'done';
     };
-    return { store, state, sqs, idempotency, unrecorded, written, handler, runs: () => runs };
+    return { store, state, sqs, idempotency, unrecorded, durations, written, handler, runs: () => runs };
   }
 
-  it('poller: the message is deleted; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
+  it("poller: the message is deleted; once the store answers the record is COMPLETED (the late completed event carrying the handler's run time, as the unrecorded one did), and a redelivery of the key is a DUPLICATE (the handler ran once)", async () => {
     const t = downAfterHandler();
     const poller = new IdempotentSqsPoller(
       { idempotency: t.idempotency, sqs: t.sqs.client, logger: false },
@@ -1160,6 +1164,11 @@ describe('a handler that completed whose COMPLETED write the store did not answe
       const first = message('x', { key: 'k' });
       t.sqs.batches.push([first]);
       expect(await t.written).toBe('written');
+      expect(t.durations).toEqual([
+        { recorded: false, durationMs: expect.any(Number) },
+        { recorded: true, durationMs: t.durations[0]!.durationMs },
+      ]);
+      expect(t.durations[0]!.durationMs).toBeGreaterThan(0);
       expect(t.unrecorded).toHaveLength(1);
       await until('the message deleted', () => settled.length === 1);
       expect(t.sqs.deleted).toEqual([first.ReceiptHandle]);
@@ -1217,7 +1226,7 @@ describe('a handler that completed whose COMPLETED write the store did not answe
     }
   });
 
-  it('sqs-consumer wiring: the message is returned for deletion; once the store answers the record is COMPLETED, and a redelivery of the key is a DUPLICATE (the handler ran once)', async () => {
+  it("sqs-consumer wiring: the message is returned for deletion; once the store answers the record is COMPLETED (the late completed event carrying the handler's run time), and a redelivery of the key is a DUPLICATE (the handler ran once)", async () => {
     const t = downAfterHandler();
     const wiring = createSqsConsumerWiring(
       { idempotency: t.idempotency, sqs: t.sqs.client, logger: false },
@@ -1233,6 +1242,11 @@ describe('a handler that completed whose COMPLETED write the store did not answe
       const first = message('x', { key: 'k' });
       expect(await wiring.handleMessage!(first)).toBe(first);
       expect(await t.written).toBe('written');
+      expect(t.durations).toEqual([
+        { recorded: false, durationMs: expect.any(Number) },
+        { recorded: true, durationMs: t.durations[0]!.durationMs },
+      ]);
+      expect(t.durations[0]!.durationMs).toBeGreaterThan(0);
       expect(await t.store.get({ scope: 'orders', key: 'k' })).toMatchObject({ state: 'COMPLETED' });
       await wiring.preReceiveMessageCallback(); // the gate is open again
       const again = message('x', { key: 'k' });

@@ -12,6 +12,7 @@
  * - {@link heartbeatIntervalFor}: how often a lease is extended;
  * - {@link RunOverrides}: the runner options a consumer may override, and their check;
  * - {@link MessageSubjectOf}: the subject of every per-message event (`MessageSubject` in each adapter);
+ * - {@link leaseLostDuring}: where a `lease-lost` run lost its claim, the `during` of every adapter's `leaseLost`;
  * - {@link sleep}: a wait that ends early, without rejecting, when the consumer stops;
  * - {@link sharedAbortController}: the consumer's stop signal, which many concurrent waits listen to;
  * - {@link unlessAborted}: a wait for a call the other side may never answer, ended by the stop signal;
@@ -60,6 +61,7 @@ export {
   type LeaseKeeperSetTimings,
   type TakenClaim,
 } from './lease-keeper-set';
+export { leaseLostDuring } from './lease-lost-during';
 export type { MessageSubjectOf } from './message-subject';
 export {
   checkAtMost,

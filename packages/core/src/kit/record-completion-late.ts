@@ -43,8 +43,9 @@ export interface RecordCompletionLateOptions {
  * wait for it (the handler completed).
  *
  * Each try is `Idempotency.completeClaim`: the runner's own write, with its result limits, fencing and
- * events (`completed` with `recorded: true`, `resultOmitted`, `failed` for a result too large under
- * `onResultTooLarge: 'fail'`, `leaseLost`; `storeError` for each failed try).
+ * events (`completed` with `recorded: true` and the handler's run time, `run.durationMs`, however late the
+ * write lands; `resultOmitted`, `failed` for a result too large under `onResultTooLarge: 'fail'`,
+ * `leaseLost`; `storeError` for each failed try).
  *
  * - `signal` aborted or the gate disposed: nothing is tried; resolves at once.
  * - Gate open (or none): tried now; resolves once that try is answered or failed.

@@ -35,7 +35,9 @@ export interface CompleteClaimRunner {
  * - written, it emits `completed` with `recorded: true` (the write the earlier `recorded: false` event
  *   said was missing).
  *
- * @param durationMs - the handler's run time for the `completed` event, 0 when unknown.
+ * @param durationMs - the handler's run time for the `completed` event, in milliseconds; by default
+ *   `run.durationMs`, what the runner measured when the handler returned (the write landing later does not
+ *   make the handler's run any longer or shorter).
  * @returns the result the run would have had with the write recorded: `completed` (`recorded: true`),
  *   `failed` (`result-too-large`, `recorded: true`) or `lease-lost` (`handlerCompleted: true`).
  * @throws whatever the store call throws (`StoreUnavailableError` when it does not answer; anything else
@@ -45,7 +47,7 @@ export async function completeClaim<T>(
   runner: CompleteClaimRunner,
   request: RecordId,
   run: CompletedResult<T>,
-  durationMs = 0,
+  durationMs = run.durationMs,
 ): Promise<ExecutionResult<T>> {
   const { store, options, emit } = runner;
   const id: RecordId = { scope: request.scope, key: request.key };
@@ -86,6 +88,7 @@ export async function completeClaim<T>(
     return {
       ...base,
       status: 'lease-lost',
+      during: 'write',
       handlerStarted: true,
       handlerCompleted: true,
       result: tooLarge ? undefined : run.result,
@@ -112,5 +115,5 @@ export async function completeClaim<T>(
   if (!ok) return lost(undefined);
   emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded: true });
   const resultOmitted = encoded.kind === 'too-large';
-  return { ...base, status: 'completed', result: run.result, recorded: true, resultOmitted };
+  return { ...base, status: 'completed', result: run.result, recorded: true, resultOmitted, durationMs };
 }

@@ -1,4 +1,5 @@
 import type { ClaimOutcome } from '../store/idempotency-store';
+import type { LeaseLostDuring } from './run-result';
 
 /** Identifies the operation an event is about. */
 export interface EventSubject {
@@ -29,10 +30,12 @@ export interface IdempotencyEvents {
       recorded: boolean;
     },
   ];
-  /** The claim was lost: at the start of a reservation, while the handler ran (heartbeat) or at its final write. */
-  leaseLost: [
-    EventSubject & { fencingToken: number; during: 'start' | 'heartbeat' | 'write' | 'local-deadline' },
-  ];
+  /**
+   * The claim was lost: at the start of a reservation, while the handler ran (`heartbeat`,
+   * `local-deadline`) or at its final write (see {@link LeaseLostDuring}). A loss while the handler ran is
+   * followed by a second event, `write`, when the write after it is refused too.
+   */
+  leaseLost: [EventSubject & { fencingToken: number; during: LeaseLostDuring }];
   /**
    * A store call failed (it may be retried). Not emitted when the store refused the caller's own request
    * (`InvalidKeyError`: a scope or key it does not take; `InvalidOptionError`; `InvalidPayloadError`): the

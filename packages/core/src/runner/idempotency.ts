@@ -421,7 +421,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * Writes the completion of a run whose write was not recorded (`status: 'completed'`, `recorded: false`)
    * once more, with `execute`'s rules and events (result limits, fencing, `completed`/`resultOmitted`/
    * `failed`/`leaseLost`); for an adapter that keeps trying while the store is down. See
-   * runner/complete-claim.ts. @param durationMs - the handler's run time for `completed`, 0 when unknown.
+   * runner/complete-claim.ts.
+   * @param durationMs - the handler's run time for `completed`, in milliseconds; by default
+   *   `run.durationMs` (what the runner measured when the handler returned).
    * @throws whatever the store throws (`StoreUnavailableError` when it does not answer), after `storeError`.
    */
   completeClaim<T>(
@@ -612,14 +614,24 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     }
     // The fields every result shares, built only on the paths that need them (not per completed run).
     const base = () => ({ outcome, fencingToken, attempt }) as const;
-    // The write after the handler was refused: another worker's claim took the record over.
+    // The write after the handler was refused: another worker's claim took the record over. The result
+    // says where the claim was lost first: while the handler ran (the keeper lost it), else at this write.
     const lostOnWrite = (
       handlerCompleted: boolean,
       result: T | undefined,
       error: unknown,
     ): LeaseLostResult<T> => {
       this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-      return { ...base(), status: 'lease-lost', handlerStarted: true, handlerCompleted, result, error };
+      const during = keeper.lostDuring ?? 'write';
+      return {
+        ...base(),
+        status: 'lease-lost',
+        during,
+        handlerStarted: true,
+        handlerCompleted,
+        result,
+        error,
+      };
     };
 
     if (!thrown) {
@@ -668,6 +680,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           result: value as T,
           recorded,
           resultOmitted,
+          durationMs,
         };
       }
     }
@@ -720,6 +733,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       fencingToken,
       attempt,
       status: 'lease-lost',
+      during: 'start',
       handlerStarted: false,
       handlerCompleted: false,
       result: undefined,

@@ -46,6 +46,7 @@ export class LeaseKeeper<C = undefined> {
   #inFlight: Promise<void> | undefined;
   #stopped = false;
   #localDeadline: number;
+  #lostDuring: 'heartbeat' | 'local-deadline' | undefined;
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -76,6 +77,15 @@ export class LeaseKeeper<C = undefined> {
   start(): void {
     const left = this.#localDeadline - performance.now();
     this.#schedule(Math.min(this.timings.heartbeatIntervalMs, Math.max(1, Math.floor(left / 2))));
+  }
+
+  /**
+   * How the claim was lost while the keeper ran, `undefined` while it was not: `heartbeat` (the store
+   * refused an extension) or `local-deadline` (no extension reached the store for a whole lease). Not set
+   * after {@link abort} or {@link stop}: the keeper then no longer watches the lease.
+   */
+  get lostDuring(): 'heartbeat' | 'local-deadline' | undefined {
+    return this.#lostDuring;
   }
 
   /** Aborts the signal with `reason` (the handler ran out of time); the heartbeat stops with {@link stop}. */
@@ -153,6 +163,7 @@ export class LeaseKeeper<C = undefined> {
         ? 'the store refused the fencing token'
         : 'no heartbeat reached the store for a whole lease';
     clearTimeout(this.#deadlineTimer);
+    this.#lostDuring = during;
     this.#reason = new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`);
     this.#controller?.abort(this.#reason);
     this.callbacks.onLost(this, during);

@@ -28,6 +28,13 @@ export interface CompletedResult<T> extends Executed {
    * store (the handler returned `undefined`).
    */
   readonly resultOmitted: boolean;
+  /**
+   * The handler's run time, in milliseconds, by the local monotonic clock (`performance.now()`): from its
+   * start to its return, the lease keeper stopped. The `durationMs` of the runner's `completed` event, also
+   * of the one a completion written late reports (`Idempotency.completeClaim`, the kit's
+   * `recordCompletionLate`): the same handler run, whenever its write lands.
+   */
+  readonly durationMs: number;
 }
 
 /** The handler threw a retryable error; the record is RELEASED for a later attempt. */
@@ -47,6 +54,9 @@ export interface FailedResult extends Executed {
   readonly recorded: boolean;
 }
 
+/** Where a claim was lost: see {@link LeaseLostResult.during}. */
+export type LeaseLostDuring = 'start' | 'heartbeat' | 'local-deadline' | 'write';
+
 /**
  * The claim was lost while the handler ran (the lease expired and another worker claimed the key, or the
  * record vanished), or before it started (a reservation lost before `start`: `handlerStarted` false).
@@ -54,6 +64,16 @@ export interface FailedResult extends Executed {
  */
 export interface LeaseLostResult<T> extends Executed {
   readonly status: 'lease-lost';
+  /**
+   * Where the claim was lost first, as the runner's `leaseLost` event says it: `start` (before the
+   * handler: a reservation's start or the extension before it was refused; nothing ran), `heartbeat` (while
+   * the handler ran, the store refused an extension; its signal aborted), `local-deadline` (while the
+   * handler ran, no extension reached the store for a whole lease; its signal aborted) or `write` (the
+   * lease held while the handler ran, and the write of its outcome, `complete`, `release` or `fail`, was
+   * refused). After a loss while the handler ran, the write that follows is refused too (a second
+   * `leaseLost` event, `write`): `during` names the first.
+   */
+  readonly during: LeaseLostDuring;
   /** False when a reserved claim was lost before its handler started: nothing ran. */
   readonly handlerStarted: boolean;
   readonly handlerCompleted: boolean;

@@ -44,6 +44,28 @@ describe('kit: recordCompletionLate', () => {
     expect(again).not.toHaveBeenCalled();
   });
 
+  it("the late write's completed event carries the handler's run time (durationMs), as the runner's unrecorded one did, not 0", async () => {
+    const store = new FaultyStore(new MemoryIdempotencyStore());
+    const idempotency = new Idempotency(
+      { store, logger: false },
+      { leaseMs: 10_000, writeAttempts: 1, storeFailureMode: 'closed' },
+    );
+    store.inject('complete', { kind: 'throw', error: down });
+    const durations: { recorded: boolean; durationMs: number }[] = [];
+    idempotency.on('completed', ({ recorded, durationMs }) => durations.push({ recorded, durationMs }));
+    const run = (await idempotency.run(id, async () => {
+      await new Promise((r) => setTimeout(r, 25)); // the handler's own work
+      return 'done';
+    })) as CompletedResult<string>;
+    expect(run).toMatchObject({ status: 'completed', recorded: false });
+    await recordCompletionLate(idempotency, id, run, { gate: new StoreGate(store, fast) });
+    expect(durations).toEqual([
+      { recorded: false, durationMs: expect.any(Number) },
+      { recorded: true, durationMs: durations[0]!.durationMs },
+    ]);
+    expect(durations[0]!.durationMs).toBeGreaterThan(0);
+  });
+
   it('a try the store does not answer closes the gate (failing closed) and is made again once a ping answers', async () => {
     const { store, idempotency, run, gate, errors, onStoreError } = await unrecorded();
     store

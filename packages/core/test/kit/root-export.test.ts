@@ -24,6 +24,7 @@ describe('kit: the sub-path export', () => {
         'describeStoreLocation',
         'watchRedisErrors',
         'LeaseKeeperSet',
+        'leaseLostDuring',
         'StoreGate',
         'TypedEventEmitter',
         'checkAtMost',

@@ -56,6 +56,7 @@ const completed: RunResult<unknown> = {
   result: 'ok',
   recorded: true,
   resultOmitted: false,
+  durationMs: 1,
 };
 
 function sdk() {
