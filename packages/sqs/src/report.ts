@@ -44,7 +44,10 @@ export function reportProcessed<T>(
 ): void {
   const { message, decision } = processed;
   if (!hasAnyListener(events)) return; // nothing to build on the hot path
-  const subject = subjectOf(queueUrl, scope, message, processed);
+  // Only the subject's fields: the processed message also holds the handler's result and the processor's
+  // bookkeeping, which no event of the Kafka or RabbitMQ adapter carries.
+  const { key, outcome, attempt } = processed;
+  const subject = subjectOf(queueUrl, scope, message, { key, outcome, attempt });
   if (processed.key === undefined && processed.outcome === 'UNPROTECTED') {
     events.emit('missingKey', { ...subject, action: 'process' });
   } else if (decision.action === 'dead-letter' || decision.reason === 'dead-letter-failed') {

@@ -91,6 +91,25 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     expect(sqs.deleted.sort()).toEqual([g1[0]!, g2[0]!, g2[1]!].map((m) => m.ReceiptHandle).sort());
   });
 
+  it("an event carries the subject's fields and its own, as in Kafka and RabbitMQ: not the processor's internals", async () => {
+    const { sqs, idempotency } = setup();
+    const m = message('x', { key: 'k' });
+    sqs.batches.push([m]);
+    const poller = new IdempotentSqsPoller(
+      { idempotency, sqs: sqs.client, logger: false },
+      { queueUrl: QUEUE, waitTimeSeconds: 0 },
+      () => 'ok',
+    );
+    const settled: Settled[] = [];
+    poller.on('settled', (e) => settled.push(e));
+    poller.start();
+    await until('settled', () => settled.length === 1);
+    await poller.stop();
+    expect(Object.keys(settled[0]!).sort()).toEqual(
+      ['attempt', 'decision', 'key', 'message', 'outcome', 'scope', 'source'].sort(),
+    );
+  });
+
   it('claims a received batch in one claimMany call, attempts counted at once: no start call per message', async () => {
     const store = new MemoryIdempotencyStore();
     const { sqs, idempotency } = setup(store);
