@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { HandlerTimeoutError, Idempotency, MemoryIdempotencyStore, StoreUnavailableError } from '../src';
+import { onFakeClock } from './support/fake-clock';
 import { FaultyStore, recordEvents } from './support/faulty-store';
 
 const request = { scope: 'deadlines', key: 'k' };
@@ -7,30 +8,45 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const unavailable = () => new StoreUnavailableError('down');
 
 describe("the lease counts from the claim's lease, not from execute", () => {
-  // Margins for a loaded machine: the claim waits 1 s of its 3 s lease, so even a sleep that runs late by
-  // up to ~1.5 s leaves the lease alive when execute starts, and the abort still lands well before 3 s.
-  it("the first local deadline is the claim's: a claim that waited 1000 of its 3000 ms aborts ~2000 ms into execute", async () => {
-    const store = new FaultyStore(new MemoryIdempotencyStore());
-    const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 3_000, retentionMs: 60_000 });
-    const claim = await idempotency.claim(request);
-    if (claim.outcome !== 'ACQUIRED') throw new Error(claim.outcome);
-    await sleep(1_000); // the claim waits (a batch ahead of it)
-    store.breakAlways('extend', unavailable); // no heartbeat reaches the store
-    const executeAt = performance.now();
-    let abortedAfterMs = Number.NaN;
-    await idempotency.execute(
-      request,
-      claim,
-      ({ signal }) =>
-        new Promise<void>((resolve) =>
-          signal.addEventListener('abort', () => {
-            abortedAfterMs = performance.now() - executeAt;
-            resolve();
-          }),
-        ),
-    );
-    // Counted from execute it would be >= 3000 ms; counted from the claim it is about 2000 ms.
-    expect(abortedAfterMs).toBeLessThan(2_800);
+  // Fake timers: the runner's local clock (`performance.now`) and the store's clock (`Date.now`) follow
+  // them, so "waited 1000 ms" and "aborts 2000 ms into execute" are exact. On real timers this test failed
+  // on a loaded machine: a claim with less than one heartbeat interval (1000 ms) left is extended before its
+  // handler, and that extension met the broken store (StoreUnavailableError), so the margin for a late
+  // sleep was 1 s, not the 1.5 s its comment claimed; and under load `breakAlways` alone took up to 1.3 s
+  // (it queued a million faults).
+  it("the first local deadline is the claim's: a claim that waited 1000 of its 3000 ms aborts 2000 ms into execute", async () => {
+    await onFakeClock(async () => {
+      const store = new FaultyStore(new MemoryIdempotencyStore({ now: () => Date.now() }));
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 3_000, retentionMs: 60_000 });
+      const events = recordEvents(idempotency);
+      const claim = await idempotency.claim(request);
+      if (claim.outcome !== 'ACQUIRED') throw new Error(claim.outcome);
+      await jest.advanceTimersByTimeAsync(1_000); // the claim waits (a batch ahead of it)
+      store.breakAlways('extend', unavailable); // no heartbeat reaches the store
+      const executeAt = performance.now();
+      let abortedAfterMs = Number.NaN;
+      const executed = idempotency.execute(
+        request,
+        claim,
+        ({ signal }) =>
+          new Promise<void>((resolve) =>
+            signal.addEventListener('abort', () => {
+              abortedAfterMs = performance.now() - executeAt;
+              resolve();
+            }),
+          ),
+      );
+      // Counted from execute it would be 3000 ms; counted from the claim it is 2000 ms.
+      await jest.advanceTimersByTimeAsync(1_999);
+      expect(abortedAfterMs).toBeNaN();
+      await jest.advanceTimersByTimeAsync(1);
+      expect(abortedAfterMs).toBe(2_000);
+      expect(await executed).toMatchObject({ status: 'completed', recorded: true });
+      // The 2000 ms left were more than a heartbeat interval, so no extension came before the handler; the
+      // keeper's beat (1000 ms into execute) was refused, and the lease ran out by the local clock.
+      expect(store.calls.extend).toBeGreaterThanOrEqual(1);
+      expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['local-deadline']);
+    });
   });
 
   it('a claim whose lease ran out before execute, nobody claimed since: one extension takes it back and it runs', async () => {

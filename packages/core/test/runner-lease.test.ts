@@ -1,7 +1,11 @@
+import { performance } from 'node:perf_hooks';
 import { Idempotency, LeaseLostError, MemoryIdempotencyStore, StoreUnavailableError } from '../src';
+import { onFakeClock } from './support/fake-clock';
 import { FaultyStore, recordEvents } from './support/faulty-store';
 
-// Real timers and short real leases (100-150 ms): the heartbeat is a timer, so it is tested as one.
+// Short leases (90-150 ms). A test whose outcome depends on when a beat or the local deadline is due runs
+// on a fake clock (support/fake-clock.ts): on a busy machine real timers run late by more than a beat
+// interval of such a lease, and the lease then really lapses.
 
 const request = { scope: 'lease', key: 'k' };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -157,27 +161,35 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     },
   );
 
+  // Fake timers: on real timers a claim slower than 100 ms under load left less than a heartbeat interval
+  // of the 150 ms lease, so the extension before the handler took the hanging fault, and run rejected with
+  // its StoreUnavailableError after 1 s.
   it('the signal aborts at the local deadline when no extension succeeds, even while one hangs', async () => {
-    const store = new FaultyStore(new MemoryIdempotencyStore());
-    store.inject('extend', { kind: 'hangThenThrow', ms: 1_000, error: unavailable });
-    const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
-    const events = recordEvents(idempotency);
-    const started = performance.now();
-    let abortedAfterMs = Number.NaN;
-    const result = await idempotency.run(request, ({ signal }) => {
-      return new Promise<string>((resolve) =>
-        signal.addEventListener('abort', () => {
-          abortedAfterMs = performance.now() - started;
-          resolve('stopped');
-        }),
-      );
+    await onFakeClock(async () => {
+      const store = new FaultyStore(new MemoryIdempotencyStore({ now: () => Date.now() }));
+      store.inject('extend', { kind: 'hangThenThrow', ms: 1_000, error: unavailable });
+      const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+      const events = recordEvents(idempotency);
+      const started = performance.now();
+      let abortedAfterMs = Number.NaN;
+      const run = idempotency.run(request, ({ signal }) => {
+        return new Promise<string>((resolve) =>
+          signal.addEventListener('abort', () => {
+            abortedAfterMs = performance.now() - started;
+            resolve('stopped');
+          }),
+        );
+      });
+      // The lease is 150 ms; the extension sent at 50 ms hangs until 1050 ms.
+      await jest.advanceTimersByTimeAsync(149);
+      expect(abortedAfterMs).toBeNaN();
+      await jest.advanceTimersByTimeAsync(1);
+      expect(abortedAfterMs).toBe(150);
+      expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['local-deadline']);
+      await jest.advanceTimersByTimeAsync(1_000); // the write waits for the hanging extension
+      // Nobody else claimed, so the fenced complete still succeeds: the operation is recorded once.
+      expect(await run).toMatchObject({ status: 'completed', result: 'stopped', recorded: true });
     });
-    // The lease is 150 ms; the hanging extension would only fail after 1 s.
-    expect(abortedAfterMs).toBeGreaterThanOrEqual(140);
-    expect(abortedAfterMs).toBeLessThan(600);
-    expect(events.filter(([n]) => n === 'leaseLost').map(([, p]) => p.during)).toEqual(['local-deadline']);
-    // Nobody else claimed, so the fenced complete still succeeds: the operation is recorded once.
-    expect(result).toMatchObject({ status: 'completed', result: 'stopped', recorded: true });
   });
 
   it("no extension reached the store for a whole lease, and another worker claimed the key before the handler returned: lease-lost, during 'local-deadline'", async () => {
@@ -201,40 +213,56 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     ]);
   });
 
+  // Fake timers here: a 150 ms lease beats every 50 ms, so after one refused beat the next has 50 ms to
+  // reach the store. On a loaded machine a timer ran that much late, no extension reached the store within
+  // the lease, the lease really lapsed, and the keeper rightly aborted the signal (result: true).
   it('heartbeats that fail now and then (store blips) do not lose the lease', async () => {
-    const store = new FaultyStore(new MemoryIdempotencyStore());
-    store.inject('extend', { kind: 'throw', error: unavailable }, 1);
-    const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
-    const events = recordEvents(idempotency);
-    const result = await idempotency.run(request, async ({ signal }) => {
-      await sleep(400);
-      return signal.aborted;
+    await onFakeClock(async () => {
+      const store = new FaultyStore(new MemoryIdempotencyStore({ now: () => Date.now() }));
+      store.inject('extend', { kind: 'throw', error: unavailable }, 1);
+      const idempotency = new Idempotency({ store }, { leaseMs: 150, retentionMs: 60_000 });
+      const events = recordEvents(idempotency);
+      const run = idempotency.run(request, async ({ signal }) => {
+        await sleep(400);
+        return signal.aborted;
+      });
+      await jest.advanceTimersByTimeAsync(400);
+      expect(await run).toMatchObject({ status: 'completed', result: false });
+      expect(events.filter(([n]) => n === 'storeError')).toEqual([
+        [
+          'storeError',
+          expect.objectContaining({ operation: 'extend', error: expect.any(StoreUnavailableError) }),
+        ],
+      ]);
+      expect(events.filter(([n]) => n === 'leaseLost')).toEqual([]);
+      expect(store.calls.extend).toBeGreaterThanOrEqual(5);
     });
-    expect(result).toMatchObject({ status: 'completed', result: false });
-    expect(events.filter(([n]) => n === 'storeError')).toEqual([
-      [
-        'storeError',
-        expect.objectContaining({ operation: 'extend', error: expect.any(StoreUnavailableError) }),
-      ],
-    ]);
-    expect(store.calls.extend).toBeGreaterThanOrEqual(5);
   });
 
+  // Fake timers: a 100 ms lease beats every 33 ms; on a loaded machine late timers left room for only two
+  // beats in 300 ms.
   it('an onHeartbeat callback that throws is reported as storeError and does not stop the heartbeat', async () => {
-    const idempotency = new Idempotency({ store: new MemoryIdempotencyStore() }, { leaseMs: 100 });
-    const events = recordEvents(idempotency);
-    let beats = 0;
-    const result = await idempotency.run(request, () => sleep(300).then(() => 'ok'), {
-      onHeartbeat: () => {
-        beats++;
-        throw new Error('broker heartbeat failed');
-      },
+    await onFakeClock(async () => {
+      const idempotency = new Idempotency(
+        { store: new MemoryIdempotencyStore({ now: () => Date.now() }) },
+        { leaseMs: 100 },
+      );
+      const events = recordEvents(idempotency);
+      let beats = 0;
+      const run = idempotency.run(request, () => sleep(300).then(() => 'ok'), {
+        onHeartbeat: () => {
+          beats++;
+          throw new Error('broker heartbeat failed');
+        },
+      });
+      await jest.advanceTimersByTimeAsync(300);
+      expect(await run).toMatchObject({ status: 'completed' });
+      expect(beats).toBeGreaterThanOrEqual(3);
+      expect(events.filter(([n, p]) => n === 'storeError' && p.operation === 'onHeartbeat')).toHaveLength(
+        beats,
+      );
+      expect(events.filter(([n]) => n === 'leaseLost')).toEqual([]);
     });
-    expect(result).toMatchObject({ status: 'completed' });
-    expect(beats).toBeGreaterThanOrEqual(3);
-    expect(events.filter(([n, p]) => n === 'storeError' && p.operation === 'onHeartbeat')).toHaveLength(
-      beats,
-    );
   });
 
   it('leaves no timer pending after run settles (completed, threw, lease lost)', async () => {
@@ -271,12 +299,34 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     expect(pending).toHaveLength(0);
   });
 
+  // Fake timers: the extension is in flight (applied, its reply 30 ms away) when the handler returns. On
+  // real timers a claim slower than 60 ms under load left less than a heartbeat interval of the 90 ms lease,
+  // so the extension before the handler took the injected fault and run rejected (StoreUnavailableError).
   it('a heartbeat in flight when the handler returns is awaited before the record is written', async () => {
-    const store = new FaultyStore(new MemoryIdempotencyStore());
-    store.inject('extend', { kind: 'applyThenThrow', error: unavailable });
-    const idempotency = new Idempotency({ store }, { leaseMs: 90, retentionMs: 60_000 });
-    const result = await idempotency.run(request, () => sleep(45).then(() => 1));
-    expect(result).toMatchObject({ status: 'completed', recorded: true });
-    expect(await store.get(request)).toMatchObject({ state: 'COMPLETED' });
+    await onFakeClock(async () => {
+      const order: string[] = [];
+      class SlowFailingExtend extends FaultyStore {
+        override async extend(...args: Parameters<FaultyStore['extend']>): ReturnType<FaultyStore['extend']> {
+          await this.inner.extend(...args); // applied; the reply is lost after 30 ms
+          order.push('extend sent');
+          await sleep(30);
+          order.push('extend failed');
+          throw unavailable();
+        }
+        override async complete(
+          ...args: Parameters<FaultyStore['complete']>
+        ): ReturnType<FaultyStore['complete']> {
+          order.push('complete');
+          return super.complete(...args);
+        }
+      }
+      const store = new SlowFailingExtend(new MemoryIdempotencyStore({ now: () => Date.now() }));
+      const idempotency = new Idempotency({ store }, { leaseMs: 90, retentionMs: 60_000 });
+      const run = idempotency.run(request, () => sleep(45).then(() => 1)); // the beat: at 30 ms, until 60 ms
+      await jest.advanceTimersByTimeAsync(60);
+      expect(await run).toMatchObject({ status: 'completed', recorded: true });
+      expect(order).toEqual(['extend sent', 'extend failed', 'complete']);
+      expect(await store.get(request)).toMatchObject({ state: 'COMPLETED' });
+    });
   });
 });
