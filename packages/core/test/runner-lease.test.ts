@@ -265,6 +265,30 @@ describe('Idempotency runner: heartbeat and lease loss', () => {
     });
   });
 
+  it('after the local deadline declared the claim lost, no heartbeat is sent and none is reported', async () => {
+    await onFakeClock(async () => {
+      const store = new FaultyStore(new MemoryIdempotencyStore({ now: () => Date.now() }));
+      // The beats at 50 and 100 ms fail at once; the store answers again from then on.
+      store.inject('extend', { kind: 'throw', error: unavailable }, 2);
+      const extend = jest.spyOn(store, 'extend');
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 150, retentionMs: 60_000 });
+      const events = recordEvents(idempotency);
+      const order: string[] = [];
+      idempotency.on('leaseLost', ({ during }) => order.push(`leaseLost ${during}`));
+      // The handler does not stop at its signal: it returns at 300 ms.
+      const run = idempotency.run(request, () => sleep(300).then(() => 'late'), {
+        onHeartbeat: () => void order.push('heartbeat'),
+      });
+      await jest.advanceTimersByTimeAsync(400);
+      await run;
+      expect(order).toEqual(['leaseLost local-deadline']);
+      // Two failed beats, none after the loss: a beat then could renew a claim the run gave up on, and an
+      // adapter's onHeartbeat would extend the broker's timer (an SQS visibility timeout) for it.
+      expect(extend).toHaveBeenCalledTimes(2);
+      expect(events.filter(([n]) => n === 'leaseLost')).toHaveLength(1);
+    });
+  });
+
   it('leaves no timer pending after run settles (completed, threw, lease lost)', async () => {
     // Node marks a Timeout `_destroyed` once it fired or was cleared; unref'd timers are not in
     // process.getActiveResourcesInfo(), so every timer created during the runs is tracked instead.

@@ -144,13 +144,15 @@ export class LeaseKeeper<C = undefined> {
         leaseMs: this.timings.leaseMs,
         retentionMs: this.timings.retentionMs,
       });
-      if (this.#stopped) return;
+      // Stopped, or the claim already declared lost (the local deadline passed while this beat was in
+      // flight): a late success renews nothing the run still holds, and is not reported.
+      if (this.#stopped || this.#lostDuring) return;
       if (!reply.ok) return this.#lose('heartbeat');
       this.#localDeadline = sentAt + this.timings.leaseMs;
       this.#armDeadline();
       await this.callbacks.onExtended?.(this, reply);
     } catch (error) {
-      if (this.#stopped) return;
+      if (this.#stopped || this.#lostDuring) return;
       this.callbacks.onStoreError(this, error);
       if (performance.now() >= this.#localDeadline) this.#lose('local-deadline');
     }
@@ -163,6 +165,9 @@ export class LeaseKeeper<C = undefined> {
         ? 'the store refused the fencing token'
         : 'no heartbeat reached the store for a whole lease';
     clearTimeout(this.#deadlineTimer);
+    // The beat already scheduled is not sent: the run gave the claim up, and a renewal now would hold the
+    // key for another lease (and extend the broker's timer through onExtended) for nobody.
+    clearTimeout(this.#timer);
     this.#lostDuring = during;
     this.#reason = new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`);
     this.#controller?.abort(this.#reason);
