@@ -234,6 +234,48 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       store.close();
     }
   });
+  /**
+   * Produces one message with `key` and consumes it with `form` through `idempotency`, whose store
+   * (`OutageStore`) is down until the wrapper reports the outage (`storeUnavailable`); resolves with the
+   * wrapper's events once the message settled.
+   */
+  async function settleThroughOutage<T>(
+    form: 'eachMessage' | 'eachBatch',
+    idempotency: Idempotency,
+    store: OutageStore,
+    names: { topic: string; groupId: string; key: string },
+    handler: Parameters<typeof idempotentEachMessage<T>>[2],
+  ): Promise<RecordedEvent[]> {
+    const { topic, groupId, key } = names;
+    const events: RecordedEvent[] = [];
+    await producer.send({
+      topic,
+      messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': key } }],
+    });
+    const options = {
+      groupId,
+      deadLetterTopic: false,
+      storeProbeBackoff: { baseMs: 50, maxMs: 100 },
+    } as const;
+    const consumer = await startConsumer(kafka, groupId, topic, (c) => {
+      const deps = { idempotency, consumer: c, producer, logger: false as const };
+      /** Records the wrapper's events, ends the outage once it reports it, closes it after the test. */
+      const watched = <W extends { readonly events: KafkaEventEmitter; close(): void }>(wrapper: W): W => {
+        recordEvents(wrapper, events).events.once('storeUnavailable', () => {
+          store.down = false;
+        });
+        closers.push(() => wrapper.close());
+        return wrapper;
+      };
+      return form === 'eachMessage'
+        ? { eachMessage: watched(idempotentEachMessage(deps, options, handler)) }
+        : { eachBatch: watched(idempotentEachBatch(deps, options, handler)) };
+    });
+    consumers.push(consumer);
+    await waitFor('the message settled', () => events.some((e) => e.type === 'settled'), 20_000);
+    return events;
+  }
+
   it.each(['eachMessage', 'eachBatch'] as const)(
     "%s: a completion write Redis did not take is written once a ping answers, then the offset resolves; the runner's completed event for it carries the handler's run time, as its unrecorded one did",
     async (form) => {
@@ -245,39 +287,12 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
       idempotency.on('completed', ({ recorded, durationMs }) => completed.push({ recorded, durationMs }));
       const topic = uniqueName('write-late-duration');
       const groupId = uniqueName('g');
-      const events: RecordedEvent[] = [];
-      await producer.send({
-        topic,
-        messages: [{ partition: 0, value: 'a', headers: { 'idempotency-key': 'timed' } }],
-      });
-      const options = {
-        groupId,
-        deadLetterTopic: false,
-        storeProbeBackoff: { baseMs: 50, maxMs: 100 },
-      } as const;
       const handler = async () => {
         await new Promise((r) => setTimeout(r, 20)); // the handler's own work
         return 'done';
       };
       try {
-        const consumer = await startConsumer(kafka, groupId, topic, (c) => {
-          const deps = { idempotency, consumer: c, producer, logger: false as const };
-          /** Records the wrapper's events, ends the outage once it reports it, closes it after the test. */
-          const watched = <W extends { readonly events: KafkaEventEmitter; close(): void }>(
-            wrapper: W,
-          ): W => {
-            recordEvents(wrapper, events).events.once('storeUnavailable', () => {
-              store.down = false;
-            });
-            closers.push(() => wrapper.close());
-            return wrapper;
-          };
-          return form === 'eachMessage'
-            ? { eachMessage: watched(idempotentEachMessage(deps, options, handler)) }
-            : { eachBatch: watched(idempotentEachBatch(deps, options, handler)) };
-        });
-        consumers.push(consumer);
-        await waitFor('the message settled', () => events.some((e) => e.type === 'settled'), 20_000);
+        await settleThroughOutage(form, idempotency, store, { topic, groupId, key: 'timed' }, handler);
         expect(completed).toEqual([
           { recorded: false, durationMs: expect.any(Number) },
           { recorded: true, durationMs: completed[0]!.durationMs },
@@ -286,6 +301,43 @@ describeWithServices(['redis', 'kafka'], 'kafka: failure paths', ({ redis: redis
         expect(await store.get({ scope: `${groupId}/${topic}`, key: 'timed' })).toMatchObject({
           state: 'COMPLETED',
         });
+      } finally {
+        store.down = false;
+        store.close();
+      }
+    },
+  );
+  it.each(['eachMessage', 'eachBatch'] as const)(
+    "%s: a claim the heartbeat saw lost while the handler ran, whose completion Redis then did not take and refused once it answered: leaseLost says 'heartbeat', as the runner's first leaseLost did",
+    async (form) => {
+      // The claim and the extensions are answered; the COMPLETED write and the gate's pings are not, until
+      // the wrapper reports the outage. A short lease: the heartbeat comes while the handler waits.
+      const store = new OutageStore(redis, 'complete');
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 1_000, writeAttempts: 1 });
+      const runnerLost: string[] = [];
+      idempotency.on('leaseLost', ({ during }) => runnerLost.push(during));
+      const handler = async ({
+        scope,
+        key = '',
+        signal,
+      }: {
+        scope: string;
+        key?: string;
+        signal: AbortSignal;
+      }) => {
+        // Redis loses the record while the handler runs: the next extension is refused, the signal aborts.
+        await redis.del(buildRecordKey(store.prefix, { scope, key }));
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        return 'done';
+      };
+      try {
+        const names = { topic: uniqueName('lost-then-late'), groupId: uniqueName('g'), key: 'vanishes' };
+        const events = await settleThroughOutage(form, idempotency, store, names, handler);
+        // The runner: lost at the heartbeat, then the late write refused.
+        expect(runnerLost).toEqual(['heartbeat', 'write']);
+        expect(events.filter((e) => e.type === 'leaseLost')).toEqual([
+          expect.objectContaining({ during: 'heartbeat', handlerCompleted: true, reason: 'record-vanished' }),
+        ]);
       } finally {
         store.down = false;
         store.close();
@@ -443,8 +495,10 @@ class OutageStore extends RedisIdempotencyStore {
   constructor(
     redis: Redis,
     private readonly unanswered: 'complete' | 'start',
+    /** The store's key prefix (to find a record's key). */
+    readonly prefix = uniqueName('idem'),
   ) {
-    super({ redis }, { keyPrefix: uniqueName('idem'), commandTimeoutMs: 1000 });
+    super({ redis }, { keyPrefix: prefix, commandTimeoutMs: 1000 });
   }
 
   #refuse(operation: 'complete' | 'start' | 'ping'): void {

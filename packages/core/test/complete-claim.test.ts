@@ -44,6 +44,30 @@ describe('Idempotency.completeClaim', () => {
     ]);
   });
 
+  it.each([
+    [undefined, 'write'],
+    ['heartbeat', 'heartbeat'],
+    ['local-deadline', 'local-deadline'],
+  ] as const)(
+    "refused (another claim holds the key), a run whose leaseLostDuring is %s: lease-lost, during '%s' (where the claim was lost first); the event says 'write'",
+    async (lostDuring, during) => {
+      let nowMs = 1_000_000;
+      const store = new MemoryIdempotencyStore({ now: () => nowMs });
+      const idempotency = new Idempotency({ store, logger: false }, { writeAttempts: 1, leaseMs: 1000 });
+      const complete = jest.spyOn(store, 'complete').mockRejectedValueOnce(new StoreUnavailableError('down'));
+      const ran = (await idempotency.run({ scope: 's', key: 'k' }, () => 'v')) as CompletedResult<string>;
+      complete.mockRestore();
+      nowMs += 5000;
+      await store.claim({ scope: 's', key: 'k' }, { leaseMs: 1000, retentionMs: 60_000, maxAttempts: 3 });
+      const lost: unknown[] = [];
+      idempotency.on('leaseLost', (e) => lost.push(e.during));
+      const run = lostDuring === undefined ? ran : { ...ran, leaseLostDuring: lostDuring };
+      const result = await idempotency.completeClaim({ scope: 's', key: 'k' }, run);
+      expect(result).toMatchObject({ status: 'lease-lost', during, handlerCompleted: true, result: 'v' });
+      expect(lost).toEqual(['write']);
+    },
+  );
+
   it("omits a result too large under onResultTooLarge 'omit', with resultOmitted", async () => {
     const t = await unrecorded('x'.repeat(300), { maxResultBytes: 100, compressAboveBytes: Infinity });
     expect(t.run.resultOmitted).toBe(true); // the unrecorded write would have left it out too
@@ -66,22 +90,6 @@ describe('Idempotency.completeClaim', () => {
         /^ResultTooLargeError \[RESULT_TOO_LARGE\]: The handler result is \d+ bytes/,
       ),
     });
-  });
-
-  it('is lease-lost (leaseLost during write) when another claim holds the key', async () => {
-    let nowMs = 1_000_000;
-    const store = new MemoryIdempotencyStore({ now: () => nowMs });
-    const idempotency = new Idempotency({ store, logger: false }, { writeAttempts: 1, leaseMs: 1000 });
-    const complete = jest.spyOn(store, 'complete').mockRejectedValueOnce(new StoreUnavailableError('down'));
-    const run = (await idempotency.run({ scope: 's', key: 'k' }, () => 'v')) as CompletedResult<string>;
-    complete.mockRestore();
-    nowMs += 5000;
-    await store.claim({ scope: 's', key: 'k' }, { leaseMs: 1000, retentionMs: 60_000, maxAttempts: 3 });
-    const lost: unknown[] = [];
-    idempotency.on('leaseLost', (e) => lost.push(e.during));
-    const result = await idempotency.completeClaim({ scope: 's', key: 'k' }, run);
-    expect(result).toMatchObject({ status: 'lease-lost', handlerCompleted: true, result: 'v' });
-    expect(lost).toEqual(['write']);
   });
 
   it('rejects with the store error after a storeError event (the caller decides to try again)', async () => {

@@ -79,7 +79,8 @@ export interface KafkaIdempotencyEvents {
    * while the handler ran (`heartbeat`: a lease extension was refused, or none reached the store for a
    * whole lease; whether the handler then returned or threw) or at the outcome write (`write`: the lease
    * held while the handler ran and its `complete`, `release` or `fail` was refused; also the completion
-   * write made again after a store outage), as in the RabbitMQ and SQS adapters (the kit's
+   * write made again after a store outage, unless an extension had been refused while the handler ran:
+   * `heartbeat` then), as in the RabbitMQ and SQS adapters (the kit's
    * `leaseLostDuring`). When the handler had completed, the work is done: the offset resolves and the
    * handler is not run again here; otherwise the message is claimed again at once.
    */

@@ -29,8 +29,9 @@ export interface CompleteClaimRunner {
  *   `onResultTooLarge: 'omit'` completes without it (the `resultOmitted` event, and `resultOmitted: true`
  *   on the result); too large under `'fail'`, or not serializable, writes FAILED with a
  *   `ResultTooLargeError` (`failed`, reason `result-too-large`);
- * - the write is fenced by the claim's token: refused, it is `lease-lost` (`leaseLost`, `during: 'write'`),
- *   unless the record is already COMPLETED (or FAILED) under this very token (an earlier try that timed
+ * - the write is fenced by the claim's token: refused, it is `lease-lost` (`leaseLost`, `during: 'write'`;
+ *   the result's `during` is `run.leaseLostDuring` when the keeper had seen the claim lost while the
+ *   handler ran, else `write`), unless the record is already COMPLETED (or FAILED) under this very token (an earlier try that timed
  *   out on our side was applied);
  * - written, it emits `completed` with `recorded: true` (the write the earlier `recorded: false` event
  *   said was missing).
@@ -88,7 +89,9 @@ export async function completeClaim<T>(
     return {
       ...base,
       status: 'lease-lost',
-      during: 'write',
+      // Where the claim was lost first: while the handler ran when the keeper saw it (the runner's first
+      // leaseLost event), else at this write.
+      during: run.leaseLostDuring ?? 'write',
       handlerStarted: true,
       handlerCompleted: true,
       result: tooLarge ? undefined : run.result,

@@ -672,7 +672,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
         }
         const resultOmitted = encoded.kind === 'too-large';
-        return {
+        const completed: CompletedResult<T> = {
           outcome,
           fencingToken,
           attempt,
@@ -682,6 +682,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           resultOmitted,
           durationMs,
         };
+        // A late write of it (completeClaim) that the store refuses says where the claim was lost first.
+        const lostDuring = recorded ? undefined : keeper.lostDuring;
+        return lostDuring === undefined ? completed : { ...completed, leaseLostDuring: lostDuring };
       }
     }
 

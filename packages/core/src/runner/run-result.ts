@@ -35,6 +35,15 @@ export interface CompletedResult<T> extends Executed {
    * `recordCompletionLate`): the same handler run, whenever its write lands.
    */
   readonly durationMs: number;
+  /**
+   * Set only on a completion that was not recorded (`recorded: false`) after the lease keeper saw the claim
+   * lost while the handler ran: `heartbeat` (the store refused an extension) or `local-deadline` (no
+   * extension reached the store for a whole lease); the runner's first `leaseLost` event said so. A write of
+   * it made later (`Idempotency.completeClaim`, the kit's `recordCompletionLate`) that the store refuses is
+   * a `lease-lost` run with this `during`, not `write`: the claim was lost first while the handler ran.
+   * `undefined` otherwise (the lease held while the handler ran, or the completion was recorded).
+   */
+  readonly leaseLostDuring?: 'heartbeat' | 'local-deadline' | undefined;
 }
 
 /** The handler threw a retryable error; the record is RELEASED for a later attempt. */
