@@ -36,7 +36,8 @@ export interface IdempotentFunction<Args extends unknown[], R> {
    * result of an earlier call with the same key (`DUPLICATE`). Rejects with what the function threw (the
    * record was released for a retry, or failed when the error is non-retryable or attempts are exhausted),
    * {@link IdempotencyConflictError}, {@link PayloadMismatchError}, {@link RecordFailedError},
-   * `LeaseLostError` (the claim was lost while the function ran; nothing was recorded), or what
+   * `LeaseLostError` (the claim was lost while the function ran, or before it started, which its message
+   * says; nothing was recorded), or what
    * {@link Idempotency.run} rejects with (`StoreUnavailableError`, `InvalidKeyError`...).
    */
   (...args: Args): Promise<Awaited<R>>;
@@ -68,7 +69,8 @@ export function getIdempotencyContext(): HandlerContext | undefined {
  *   the result exceeded `maxResultBytes` with `onResultTooLarge: 'omit'`);
  * - `CONFLICT`: {@link IdempotencyConflictError} with `retryAfterMs`; `PAYLOAD_MISMATCH`:
  *   {@link PayloadMismatchError}; `FAILED`: {@link RecordFailedError};
- * - lease lost while it ran: `LeaseLostError` (its `cause` is the function's error, if it threw);
+ * - lease lost while it ran, or before it started (the extension before it was refused; it did not run):
+ *   `LeaseLostError` (its `cause` is the function's error, if it threw);
  * - `UNPROTECTED` (`storeFailureMode: 'open'`, store down): the function's own result or error.
  *
  * `this` is passed through to the function. Inside it, {@link getIdempotencyContext} gives the claim.
@@ -134,7 +136,7 @@ function unwrap<T>(result: RunResult<T>, scope: string): T {
       return result.result;
     case 'lease-lost':
       throw new LeaseLostError(
-        `The claim on this idempotency key in scope '${scope}' was lost while the function ran (fencing token ${result.fencingToken}); nothing was recorded`,
+        `The claim on this idempotency key in scope '${scope}' was lost ${result.handlerStarted ? 'while the function ran' : 'before the function started (it did not run)'} (fencing token ${result.fencingToken}); nothing was recorded`,
         result.error === undefined ? undefined : { cause: result.error },
       );
     default:

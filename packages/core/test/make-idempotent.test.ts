@@ -10,6 +10,7 @@ import {
   PayloadMismatchError,
   RecordFailedError,
 } from '../src';
+import { onFakeClock } from './support/fake-clock';
 
 interface Order {
   id: string;
@@ -154,6 +155,37 @@ describe('makeIdempotent (in-memory store)', () => {
     await expect(call).rejects.toBeInstanceOf(LeaseLostError);
     const taken = await store.get({ scope: 'charge', key: 'o-1' });
     expect(taken).toMatchObject({ state: 'IN_PROGRESS', attempt: 2 }); // the taker's claim, not the late one's
+  });
+
+  it('a claim lost before the function started rejects with LeaseLostError that says it never ran', async () => {
+    await onFakeClock(async () => {
+      class SlowClaimLostLease extends MemoryIdempotencyStore {
+        override async claim(...args: Parameters<MemoryIdempotencyStore['claim']>) {
+          const reply = await super.claim(...args);
+          await new Promise((r) => setTimeout(r, 250)); // applied; its reply takes 250 ms of a 300 ms lease
+          return reply;
+        }
+        override async extend(...[id, token, options]: Parameters<MemoryIdempotencyStore['extend']>) {
+          return super.extend(id, token + 1, options); // refused: the claim was taken meanwhile
+        }
+      }
+      const store = new SlowClaimLostLease({ now: () => Date.now() });
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 300, retentionMs: 60_000 });
+      let runs = 0;
+      const charge = makeIdempotent(
+        async (_o: Order) => {
+          runs++;
+          return 'charged';
+        },
+        { idempotency, scope: 'charge', key: (o) => o.id },
+      );
+      const call = charge(order).catch((error: unknown) => error);
+      await jest.advanceTimersByTimeAsync(300);
+      const error = await call;
+      expect(error).toBeInstanceOf(LeaseLostError);
+      expect(runs).toBe(0);
+      expect(String((error as Error).message)).toMatch(/before the function started/);
+    });
   });
 
   it('exposes the claim inside the call through getIdempotencyContext, and passes `this`', async () => {
