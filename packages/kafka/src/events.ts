@@ -1,5 +1,9 @@
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
-import { type MessageSubjectOf, TypedEventEmitter } from '@idempotent-consumer/core/kit';
+import {
+  type AdapterLeaseLostDuring,
+  type MessageSubjectOf,
+  TypedEventEmitter,
+} from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Where a message was consumed from: its topic, partition and offset. */
@@ -86,7 +90,7 @@ export interface KafkaIdempotencyEvents {
    */
   leaseLost: [
     MessageSubject & {
-      during: 'start' | 'heartbeat' | 'write';
+      during: AdapterLeaseLostDuring;
       handlerCompleted: boolean;
       fencingToken: number;
       reason: LeaseLostReason;

@@ -1,5 +1,5 @@
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
-import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type { AdapterLeaseLostDuring, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { CloseReason } from './close-reason';
 import type { Decision, RetryReason } from './decide';
 
@@ -107,7 +107,7 @@ export interface IdempotentConsumerEvents {
        * the lease held while it ran, and the write of its outcome (`complete`, `release` or `fail`) was
        * refused. As in the Kafka and SQS adapters (the kit's `leaseLostDuring`).
        */
-      during: 'start' | 'heartbeat' | 'write';
+      during: AdapterLeaseLostDuring;
       handlerCompleted: boolean;
     },
   ];

@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
-import type { MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type { AdapterLeaseLostDuring, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Which SQS message an event is about. */
@@ -75,7 +75,7 @@ export interface SqsEvents {
    */
   leaseLost: [
     MessageSubject & {
-      readonly during: 'start' | 'heartbeat' | 'write';
+      readonly during: AdapterLeaseLostDuring;
       readonly handlerCompleted: boolean;
     },
   ];

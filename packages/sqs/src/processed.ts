@@ -1,5 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { RunOutcome } from '@idempotent-consumer/core';
+import type { AdapterLeaseLostDuring } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Where a dead-lettered message went (set with a `dead-letter` decision). */
@@ -43,7 +44,7 @@ export interface ProcessedMessage<T> {
    * returned or threw), or at the write of its outcome (the lease held until then): the kit's
    * `leaseLostDuring`.
    */
-  readonly leaseLostDuring?: 'start' | 'heartbeat' | 'write' | undefined;
+  readonly leaseLostDuring?: AdapterLeaseLostDuring | undefined;
   /**
    * True when the store did not answer at some step (claim, or the write after the handler): consumption
    * pauses until it answers again.

@@ -61,7 +61,7 @@ export {
   type LeaseKeeperSetTimings,
   type TakenClaim,
 } from './lease-keeper-set';
-export { leaseLostDuring } from './lease-lost-during';
+export { type AdapterLeaseLostDuring, leaseLostDuring } from './lease-lost-during';
 export type { MessageSubjectOf } from './message-subject';
 export {
   checkAtMost,

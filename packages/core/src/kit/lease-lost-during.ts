@@ -1,6 +1,12 @@
 import type { LeaseLostResult } from '../runner/run-result';
 
 /**
+ * Where an adapter's `leaseLost` event says the claim was lost (its `during`), the same in every adapter;
+ * see {@link leaseLostDuring}.
+ */
+export type AdapterLeaseLostDuring = 'start' | 'heartbeat' | 'write';
+
+/**
  * The `during` of an adapter's `leaseLost` event for a run that ended `lease-lost`, the same in every
  * adapter: where the claim was lost first ({@link LeaseLostResult.during}), `local-deadline` told as
  * `heartbeat` (both are a loss while the handler ran, its signal aborted):
@@ -15,8 +21,6 @@ import type { LeaseLostResult } from '../runner/run-result';
  * Not from `handlerCompleted`: a handler that threw may have lost its claim at the write (its release
  * refused), and one that returned may have lost it while it ran.
  */
-export function leaseLostDuring(
-  result: Pick<LeaseLostResult<unknown>, 'during'>,
-): 'start' | 'heartbeat' | 'write' {
+export function leaseLostDuring(result: Pick<LeaseLostResult<unknown>, 'during'>): AdapterLeaseLostDuring {
   return result.during === 'local-deadline' ? 'heartbeat' : result.during;
 }
