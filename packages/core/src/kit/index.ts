@@ -96,6 +96,29 @@ export {
 } from './typed-emitter';
 export { type UnlessAborted, unlessAborted } from './unless-aborted';
 export {
+  type AckReason,
+  type Decision as PipelineDecision,
+  type DecisionPolicy as PipelineDecisionPolicy,
+  decide,
+  type LeaveReason,
+  type RetryReason,
+} from '../pipeline/decide';
+export {
+  type BatchClaim,
+  MessagePipeline,
+  type PipelineOptions,
+  type PipelineParts,
+} from '../pipeline/message-pipeline';
+export type {
+  CarriedOut,
+  MessageEnd,
+  MessagePort,
+  PipelineEventName,
+  Prepared,
+  SubjectFields,
+  WarningWords,
+} from '../pipeline/port';
+export {
   callUnprotected,
   runUnprotected,
   type UnprotectedContextBase,
