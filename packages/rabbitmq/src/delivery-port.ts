@@ -159,6 +159,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     const { queue, deadLetterExchange } = this.context.options;
     return {
       where: `on queue ${queue}`,
+      unacknowledged: 'the delivery is requeued',
       keySource: `by default the AMQP messageId property, else the ${IDEMPOTENCY_KEY_HEADER} header`,
       advice: ' Set messageId when publishing, or pass idempotencyKey.',
       deadLetter: (reason) => `dead-lettered (reason ${reason}) to ${deadLetterExchange}`,

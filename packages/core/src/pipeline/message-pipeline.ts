@@ -4,6 +4,7 @@ import {
   InvalidOptionError,
   InvalidPayloadError,
   isIdempotencyError,
+  MissingKeyError,
   StoreUnavailableError,
   type WrittenClaim,
 } from '../errors';
@@ -63,12 +64,13 @@ export interface PipelineOptions {
   readonly lateCompletionClosesGate?: boolean;
 }
 
-/** A claim made for the message before {@link MessagePipeline.process}: a batch claim. */
+/** What a batch consumer knows of a message before {@link MessagePipeline.process}. */
 export interface BatchClaim {
-  readonly reply: ClaimReply;
-  /** The last renewal of its lease by whoever kept it alive since. */
+  /** Its claim from the batch claim, if any. */
+  readonly reply?: ClaimReply;
+  /** The last renewal of that claim's lease by whoever kept it alive since. */
   readonly renewedLease?: LeaseRenewal;
-  /** Called when its handler returned, before its outcome is written. */
+  /** Called when its handler returned, before its outcome is written: the next message may start. */
   readonly onHandlerReturned?: () => void;
 }
 
@@ -132,7 +134,7 @@ export class MessagePipeline<M, T, R = void> {
       return { kind: 'unkeyed', scope, reason: 'invalid-key', error: refused };
     }
     if (key === undefined || key === '') {
-      const error = new InvalidKeyError('The message carries no idempotency key');
+      const error = new MissingKeyError('The message carries no idempotency key');
       return { kind: 'unkeyed', scope, reason: 'missing-key', error };
     }
     try {
@@ -148,15 +150,17 @@ export class MessagePipeline<M, T, R = void> {
   }
 
   /**
-   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). A key repeated in
-   * the batch is claimed once, for its first message. Resolves with one reply per message (`undefined` for
-   * those not claimed), or `{ storeUnavailable }` when the store did not answer and the runner fails
-   * closed. Resolves `undefined` when the batch cannot be claimed at once: each message claims on its own.
-   * @param reserve - claim as reservations, counted when each handler starts.
+   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). Resolves with one
+   * reply per message (`undefined` for those not claimed), or `{ storeUnavailable }` when the store did not
+   * answer and the runner fails closed. Resolves `undefined` when the batch cannot be claimed at once:
+   * each message claims on its own.
+   * @param options.reserve - claim as reservations, counted when each handler starts.
+   * @param options.distinctKeys - claim a key repeated in the batch once, for its first message (a batch run
+   *   in order would meet its own claim as a CONFLICT).
    */
   async claimBatch(
     prepared: readonly Prepared[],
-    reserve: boolean,
+    options: { readonly reserve: boolean; readonly distinctKeys?: boolean },
   ): Promise<(ClaimReply | undefined)[] | { readonly storeUnavailable: unknown } | undefined> {
     const { idempotency } = this.#parts;
     const seen = new Set<string>();
@@ -164,7 +168,7 @@ export class MessagePipeline<M, T, R = void> {
     for (const [index, p] of prepared.entries()) {
       if (p.kind !== 'keyed') continue;
       const id = `${p.request.scope.length}:${p.request.scope}:${p.request.key}`;
-      if (seen.has(id)) continue;
+      if (options.distinctKeys && seen.has(id)) continue;
       seen.add(id);
       keyed.push({ index, request: p.request });
     }
@@ -173,7 +177,7 @@ export class MessagePipeline<M, T, R = void> {
     try {
       const claimed = await idempotency.claimMany(
         keyed.map((k) => k.request),
-        { ...this.#runOptions, reserve },
+        { ...this.#runOptions, reserve: options.reserve },
       );
       for (const [j, k] of keyed.entries()) replies[k.index] = claimed[j];
       return replies;
@@ -244,7 +248,7 @@ export class MessagePipeline<M, T, R = void> {
     const held = this.#held(message);
     if (held) {
       // A run without a claim whose ending decision was not carried out: carried out again, not run.
-      if (claimed) await this.giveBack(message, prepared, claimed.reply);
+      await this.giveBack(message, prepared, claimed?.reply);
       const key = prepared.kind === 'keyed' ? prepared.request.key : undefined;
       const attempt = held.action === 'dead-letter' ? held.attempt : 0;
       return { decision: held, subject: { scope: scopeOf(prepared), key, outcome: 'UNPROTECTED', attempt } };
@@ -254,7 +258,7 @@ export class MessagePipeline<M, T, R = void> {
     let reply = claimed?.reply;
     let waited = false;
     for (;;) {
-      let turn: Turn<T>;
+      let turn: Turn<T> | 'start-again';
       if (reply === undefined) {
         span.claiming();
         const claim = await this.#claim(message, request, span);
@@ -266,16 +270,24 @@ export class MessagePipeline<M, T, R = void> {
       reply = undefined;
       if (current.outcome === 'CONFLICT' && !waited && this.conflictWaitMs > 0) {
         waited = true;
-        const after = await this.#waitForHolder(message, request, current, claimed !== undefined);
+        const after = await this.#waitForHolder(message, request, current, claimed?.reply !== undefined);
         if ('end' in after) return after.end;
         reply = after.reply;
         continue;
       }
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
-        const first = claimed !== undefined && current === claimed.reply ? claimed : undefined;
-        turn = await this.#execute(message, request, current, span, waited, first);
-        if (turn === 'again') {
-          reply = current; // the same claim, started again
+        const renewed = current === claimed?.reply ? claimed.renewedLease : undefined;
+        turn = await this.#execute(
+          message,
+          request,
+          current,
+          span,
+          waited,
+          renewed,
+          claimed?.onHandlerReturned,
+        );
+        if (turn === 'start-again') {
+          reply = current; // the store answered again: the same claim, started again
           continue;
         }
       } else {
@@ -359,7 +371,7 @@ export class MessagePipeline<M, T, R = void> {
     request: RunRequest,
     conflict: ClaimReply,
     reserve: boolean,
-  ): Promise<{ readonly reply: ClaimReply } | { readonly end: Ending<T> }> {
+  ): Promise<{ readonly reply: ClaimReply | undefined } | { readonly end: Ending<T> }> {
     const { idempotency, port, stopping } = this.#parts;
     const abort = new AbortController();
     const onStop = () => abort.abort();
@@ -401,7 +413,7 @@ export class MessagePipeline<M, T, R = void> {
     // The store stopped answering: nothing runs while the holder may. A claim the wait wrote is given back.
     if (written === undefined) return { reply: conflict };
     const end = await this.#unanswered(message, request, written, ended.error);
-    return end === 'again' ? { reply: conflict } : { end };
+    return end === 'again' ? { reply: undefined } : { end };
   }
 
   /**
@@ -414,8 +426,9 @@ export class MessagePipeline<M, T, R = void> {
     claim: ClaimReply & { readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' },
     span: MessageSpan,
     afterWait: boolean,
-    batch: BatchClaim | undefined,
-  ): Promise<Ending<T> | 'again'> {
+    renewedLease: LeaseRenewal | undefined,
+    onHandlerReturned: (() => void) | undefined,
+  ): Promise<Ending<T> | 'again' | 'start-again'> {
     const { idempotency, port, handler, abandoning } = this.#parts;
     const prepared: Prepared = { kind: 'keyed', request };
     await port.beforeRun?.(message, this.leaseMs, afterWait);
@@ -441,14 +454,15 @@ export class MessagePipeline<M, T, R = void> {
           onHeartbeat:
             port.extendTimer &&
             ((info) => port.extendTimer!(message, info.leaseExpiresAtMs - info.serverTimeMs)),
-          onHandlerReturned: batch?.onHandlerReturned,
-          renewedLease: batch?.renewedLease,
+          onHandlerReturned,
+          renewedLease,
         },
       );
     } catch (error) {
       if (!isUnanswered(error)) throw error;
       // The start of the claim went unanswered: nothing ran, and nothing may until the store confirms it.
-      return this.#unanswered(message, request, claim, error, true);
+      const turn = await this.#unanswered(message, request, claim, error, true);
+      return turn === 'again' ? 'start-again' : turn;
     } finally {
       signal?.dispose();
     }
@@ -480,19 +494,17 @@ export class MessagePipeline<M, T, R = void> {
     if ('status' in result && result.status === 'lease-lost')
       await this.#reportLeaseLost(message, request, result);
     const subject = subjectOf(request, result.outcome, result.attempt);
-    return this.#retryInline(message, {
-      decision: decide(result, this.#parts.options.policy),
-      subject,
-      run: result,
-    });
+    const end = { decision: decide(result, this.#parts.options.policy), subject, run: result };
+    return this.#retryInline(message, end, span);
   }
 
   /** A retry the port waits for inline: `again`, or the end. */
-  async #retryInline<E extends Ending<T>>(message: M, end: E): Promise<E | 'again'> {
+  async #retryInline<E extends Ending<T>>(message: M, end: E, span: MessageSpan): Promise<E | 'again'> {
     const { decision } = end;
     if (decision.action !== 'retry') return end;
     const inline = this.#parts.port.retryInline?.(message, decision, end.subject);
     if (inline === undefined) return end;
+    span.brokerAction('retry');
     if ((await inline) === 'again') return 'again';
     return { ...end, decision: { action: 'leave', reason: 'stopping' } };
   }
@@ -539,7 +551,7 @@ export class MessagePipeline<M, T, R = void> {
         this.#storeError('complete', error, message);
         if (!gate.closeIfUnavailable(error, message)) {
           this.#parts.log.error(
-            `the COMPLETED write of key ${JSON.stringify(request.key)} failed with an error that is not an outage (${describeError(error)}): the handler completed, but the message stays unacknowledged (it may run again once the claim's lease lapses)`,
+            `the COMPLETED write of key ${JSON.stringify(request.key)} failed with an error that is not an outage (${describeError(error)}): the handler completed, but ${port.warningWords(message).unacknowledged} (it may run again once the claim's lease lapses)`,
             { scope: request.scope, key: request.key, fencingToken: run.fencingToken, error },
           );
           return { error };
@@ -582,7 +594,7 @@ export class MessagePipeline<M, T, R = void> {
       { scope: prepared.scope },
     );
     if (options.missingKey === 'dead-letter') {
-      const decision = letter('missing-key', 'The message carries no idempotency key');
+      const decision = letter('missing-key', describeError(prepared.error));
       return { decision, subject, error: prepared.error };
     }
     return this.#withoutClaim(message, prepared.scope, undefined, span, (attempt) =>
@@ -598,7 +610,7 @@ export class MessagePipeline<M, T, R = void> {
     const words = port.warningWords(message);
     log.warnOnce(
       'invalid-key',
-      `a message ${words.where} has an invalid idempotency key or payload (${error.name}: ${error.message}); it is ${words.deadLetter('invalid-key')}. Further ones are reported only by the invalidKey event.`,
+      `a message ${words.where} has an invalid idempotency key or payload (${describeError(error)}); it is ${words.deadLetter('invalid-key')}. Further ones are reported only by the invalidKey event.`,
       { scope },
     );
     return { decision: letter('invalid-key', describeError(error)), subject, error };
@@ -644,7 +656,7 @@ export class MessagePipeline<M, T, R = void> {
       span.result(result, key);
       const subject: SubjectFields = { scope, key, outcome: 'UNPROTECTED', attempt };
       const end = { decision: decide(result, options.policy, attempt), subject, run: result };
-      const turn = await this.#retryInline(message, end);
+      const turn = await this.#retryInline(message, end, span);
       if (turn !== 'again') return turn;
       if (id !== undefined) this.#unprotected.ran(id);
     }

@@ -53,6 +53,8 @@ export interface WarningWords {
   readonly keySource: string;
   /** What a producer can do about a missing key, a full sentence or `''`. */
   readonly advice: string;
+  /** What happens to the message when it is not acknowledged: `pay[0]@7 stays unresolved and is fetched again`. */
+  readonly unacknowledged: string;
   /** What happens to a dead letter: `dead-lettered (reason missing-key) to payments.dlx`. */
   deadLetter(reason: 'missing-key' | 'invalid-key'): string;
 }
