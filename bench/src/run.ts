@@ -74,7 +74,7 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     DEFAULT_MAX_COMMANDS_PER_WRITE,
   );
   const run = ours(plain, `${prefix}:ours`);
-  // The store writing each call at once (before session 7): what coalescing gains the library.
+  // The store writing each call at once: what coalescing gains the library.
   const runEachWrite = ours(plain, `${prefix}:ours-1w`, 'Idempotency.run, maxCommandsPerWrite: 1', {
     maxCommandsPerWrite: 1,
   });

@@ -18,7 +18,7 @@ export interface LeaseKeeperTimings {
 
 /**
  * What a {@link LeaseKeeper} reports, each with the keeper (its `id`, `fencingToken` and `context`), so
- * one callbacks object serves every run of a runner (no closures per run: bench/README.md, profile).
+ * one callbacks object serves every run of a runner and no closure is made per run.
  */
 export interface LeaseKeeperCallbacks<C> {
   /** After every successful extension (the adapters extend the broker's own timer here). */

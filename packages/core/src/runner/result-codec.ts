@@ -41,8 +41,8 @@ export function encodeResult(value: unknown, options: Required<ResultOptions>): 
   const json = JSON.stringify(value);
   if (json === undefined) return NONE; // functions and symbols serialize to nothing
   let encoded = `j${json}`;
-  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength (a per-message
-  // cost in the profile, bench/README.md); the limits themselves are unchanged.
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength, which showed
+  // in the per-message CPU profile. The limits themselves are unchanged.
   if (json.length * 3 > options.compressAboveBytes && Buffer.byteLength(json) > options.compressAboveBytes) {
     const z = `z${deflateRawSync(json).toString('base64')}`;
     // Compare bytes (what the store keeps and maxResultBytes counts), not UTF-16 lengths: base64 is ASCII.

@@ -10,7 +10,7 @@ interface Pending {
 /**
  * Bounds every command of one store by the same timeout (`commandTimeoutMs`) with one timer for all of
  * them, not one per command: a Node timer per command (`setTimeout`, `unref`, `clearTimeout`) cost about
- * 0.5 µs of CPU on every Redis call (bench/README.md, "Session 6").
+ * 0.5 µs of CPU on every Redis call.
  *
  * Commands are kept in the order they were sent. Their deadlines are in the same order (one timeout for
  * all), so the ones past due are always a prefix: the single timer is armed for the oldest pending

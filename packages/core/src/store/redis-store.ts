@@ -75,15 +75,14 @@ export interface RedisIdempotencyStoreOptions {
   commandTimeoutMs?: number;
   /**
    * How many of this store's script calls may leave in one socket write on a standalone client. While
-   * any of the store's calls is in flight, the client's socket is corked before a call and uncorked after
-   * this many calls, or at the end of the current tick, whichever comes first (write-coalescer.ts); a call
-   * made while none is in flight is written at once. Nothing waits for a timer, and commands keep their
-   * order. At tens of messages in flight this halves the CPU a call costs the client and raises
-   * throughput, because each write to Redis is a system call that wakes the server (bench/README.md,
-   * "Session 7"). Other commands sent on the same client in the same tick leave in the same writes. `1`
-   * writes each call at once. The store does not coalesce on a Cluster client (there ioredis's
-   * auto-pipelining batches calls per node, when the client turns it on). An integer ≥ 1;
-   * `InvalidOptionError` otherwise.
+   * any of its calls is in flight, the store corks the client's socket before a call and uncorks it after
+   * this many calls or at the end of the tick, whichever comes first. A call made while none is in flight
+   * is written at once. Nothing waits for a timer, and commands keep their order. Each write wakes the
+   * Redis server, so this halves the client's CPU per call at tens of calls in flight. Measured on
+   * duplicates at 50 in flight: 15.7 → 7.7 µs of client CPU per call. Other commands sent on the client in
+   * the same tick share the same writes. `1` writes each call at once. On a Cluster client the store does
+   * not coalesce, and ioredis's auto-pipelining batches calls per node when turned on. An integer ≥ 1,
+   * else `InvalidOptionError`.
    * @defaultValue 8
    */
   maxCommandsPerWrite?: number;

@@ -2,7 +2,7 @@ import { InvalidOptionError } from '../errors';
 
 /**
  * `RedisIdempotencyStore`'s default `maxCommandsPerWrite`: at 50 in flight, 4 to 16 gave the same
- * throughput here and 2 about 20% less (bench/README.md, "Session 7").
+ * throughput here and 2 about 20% less.
  */
 export const DEFAULT_MAX_COMMANDS_PER_WRITE = 8;
 
@@ -34,8 +34,7 @@ export interface CorkableStream {
  * Why: at tens of commands in flight, each `write` to an idle Redis costs a system call and wakes the server
  * once per command, which on a small or virtual machine is most of the client's CPU per message. Flushing
  * after a few commands rather than only at the end of the tick keeps Redis busy while Node prepares the
- * rest: uncorking only at the end of the tick left Redis idle and lost throughput (bench/README.md,
- * "Session 7").
+ * rest. Uncorking only at the end of the tick left Redis idle: 50,000 against 56,000 calls/s.
  *
  * Several coalescers (stores) on one connection nest: Node flushes a socket when its last cork is undone,
  * so their commands leave together, still within the tick.
