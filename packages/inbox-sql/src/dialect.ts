@@ -73,9 +73,9 @@ const MAX_IDENTIFIER_LENGTH = 63;
 /**
  * The name of the expiry index, unqualified and derived from the table's own name.
  * @throws {@link @idempotent-consumer/core!InvalidOptionError} when it is longer than 63 characters, for a
- *   table name over 52. PostgreSQL would truncate it to the table's own name for a 63-character one. `CREATE
- *   INDEX IF NOT EXISTS` would then find that relation and silently create no index. MySQL refuses it at
- *   `createSchema`.
+ *   table name over 52. PostgreSQL would truncate it to the table's own name for a 63-character one.
+ *   `CREATE INDEX IF NOT EXISTS` would then find that relation and silently create no index. MySQL refuses it
+ *   at `createSchema`.
  */
 function indexName(table: string): string {
   const name = `${table.split('.').pop()}_expires_at`;

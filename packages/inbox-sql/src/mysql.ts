@@ -2,8 +2,8 @@ import type { RunInTransaction, SqlClient } from './sql-client';
 
 /**
  * The part of a `mysql2/promise` `Pool`, `PoolConnection` or `Connection` the inbox uses. It is structural,
- * so `mysql2` stays an optional peer dependency. `query` resolves `[rows, fields]` for a `SELECT` and `[{
- * affectedRows }, undefined]` for other statements.
+ * so `mysql2` stays an optional peer dependency. `query` resolves `[rows, fields]` for a `SELECT` and
+ * `[{ affectedRows }, undefined]` for other statements.
  */
 export interface MysqlQueryable {
   query(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;

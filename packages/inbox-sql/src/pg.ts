@@ -29,8 +29,8 @@ export interface PgPool {
 }
 
 /**
- * Adapts a `pg` `Pool`, `PoolClient` or `Client` to a {@link SqlClient}. Anything with pg's `query(text,
- * values)` and a `{ rows, rowCount }` result fits, such as Knex's `trx.raw` on PostgreSQL.
+ * Adapts a `pg` `Pool`, `PoolClient` or `Client` to a {@link SqlClient}. Anything with pg's
+ * `query(text, values)` and a `{ rows, rowCount }` result fits, such as Knex's `trx.raw` on PostgreSQL.
  */
 export function pgClient(queryable: PgQueryable): SqlClient {
   return {

@@ -24,7 +24,7 @@ export interface SqlClient {
 /**
  * Runs `body` inside one database transaction on a {@link SqlClient} bound to it. It commits when `body`
  * resolves, and rolls back and rethrows when it rejects. `pgTransaction` and `mysqlTransaction` build one
- * from a pool. With an ORM it is the ORM's own transaction call, for example with Kysely `(body) =>
- * db.transaction().execute((trx) => body(kyselyClient(trx)))`.
+ * from a pool. With an ORM it is the ORM's own transaction call, for example with Kysely
+ * `(body) => db.transaction().execute((trx) => body(kyselyClient(trx)))`.
  */
 export type RunInTransaction = <R>(body: (tx: SqlClient) => Promise<R>) => Promise<R>;
