@@ -31,8 +31,8 @@
     when the holder gave up on its last attempt's handler (fail.lua abandoned), for admin-release.lua.
     The record does not say which cause set it).
   Only fields with a value are stored, and a completed record drops a when it is 1 (a completed record
-  without a completed on its first attempt; a small result then fits the allocator's 80-byte class:
-  bench/README.md, memory). Records written before this layout may carry h ('0': completed
+  without a completed on its first attempt; a small result then fits the allocator's 80-byte class,
+  1.14 times a string key holding the result). Records written before this layout may carry h ('0': completed
   without a result, its r is ''); complete.lua removes it.
 
   Fencing token: max(previous token + 1, server TIME in microseconds). It grows with every claim of the

@@ -6,7 +6,7 @@
  * reference does in JavaScript). 50 runs in flight, 20,000 per round, contenders alternating round by round;
  * prints the median and quartiles of ns per run. Each extra argument is the path of another build of
  * `@idempotent-consumer/core` (an older checkout's `packages/core/dist`), measured in the same rounds, so a
- * change is compared in one process (bench/README.md, "Session 7").
+ * change is compared in one process.
  */
 import { resolve } from 'node:path';
 import type * as Core from '@idempotent-consumer/core';

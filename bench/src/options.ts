@@ -62,7 +62,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     // Peers' rounds are longer: at 2,500 messages a round of ours lasted about 50 ms, and what a round costs
     // whatever the contender's speed (filling and draining 50 in flight, a collection of what the previous
     // contender allocated) weighs most on the fastest: ours measured 49,000-50,000 msg/s in such rounds and
-    // 54,000-57,000 in rounds of 10,000 (bench/README.md, "Session 8").
+    // 54,000-57,000 in rounds of 10,000.
     peerMessages: q ? 600 : 10_000,
     inFlight: o.inFlight,
     raceKeys: q ? 50 : 200,

@@ -1,8 +1,8 @@
 /**
  * `node --cpu-prof --cpu-prof-dir=bench/results/profiles bench/dist/profile-adapter.js <rabbitmq|kafka|sqs> [messages]`:
  * one adapter row of the `adapters` section (the bare broker client, the same with the bare scripts, then
- * the adapter) alone in the process, so a CPU profile shows where the adapter's time per message goes (see
- * bench/README.md, "Profile").
+ * the adapter) alone in the process, so a CPU profile shows where the adapter's time per message goes
+ * (bench/README.md, "What limits each adapter row").
  */
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';

@@ -1,7 +1,7 @@
 /**
  * `node --cpu-prof --cpu-prof-dir=bench/results/profiles bench/dist/profile.js [run|bare|run-duplicate|bare-duplicate] [messages] [in flight]`:
  * `Idempotency.run` of a no-op handler (or the bare EVALSHA client) at 50 (or the given number) in flight on new keys, alone in
- * the process, so a CPU profile shows where the time per message goes (see bench/README.md, "Profile").
+ * the process, so a CPU profile shows where the time per message goes (bench/README.md, "Where the time goes").
  * The `-duplicate` modes first complete the keys, then measure only the duplicates of them (the bare
  * client sends its claim alone, as the `duplicates` table's reference does).
  */

@@ -155,7 +155,7 @@ export function memoryTable(rows: readonly MemoryRow[]): string {
   return table.toString();
 }
 
-/** One target of issue 9 and whether this run met it. */
+/** One target of the bench and whether this run met it. */
 export interface Target {
   readonly target: string;
   readonly measured: string;
@@ -163,7 +163,7 @@ export interface Target {
 }
 
 export function targetTable(targets: readonly Target[]): string {
-  const table = new Table({ head: ['target (issue 9)', 'measured', 'met'], ...style });
+  const table = new Table({ head: ['target', 'measured', 'met'], ...style });
   for (const t of targets) table.push([t.target, t.measured, t.met ? 'yes' : 'NO']);
   return table.toString();
 }

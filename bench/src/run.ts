@@ -2,8 +2,8 @@
  * `npm run bench [-- --quick] [-- --only core peers ...]`: idempotent-consumer measured against references
  * in the same run on the same Redis (`REDIS_URL`, else 127.0.0.1:6379): the bare scripts sent by EVALSHA,
  * Powertools' idempotency utility and message-queue-toolkit's deduplication store, the broker clients
- * without the SDK, and a plain string key for memory. Prints tables and writes `bench/results/latest.json`.
- * See bench/README.md.
+ * without the SDK, and a plain string key for memory. Prints tables and writes `bench/results/latest.json`;
+ * a full run also adds its ratios to the history there (history.ts). See bench/README.md.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -20,8 +20,9 @@ import { type ClaimManyRow, measureClaimMany } from './claim-many';
 import type { Contender } from './contender';
 import { CpuMeter } from './cpu-meter';
 import { type HandoffRow, measureHandoff } from './handoff';
+import { checkout, ratiosOf, writeRunRecord } from './history';
 import { type MemoryRow, measureMemory } from './memory';
-import { type BenchOptions, parseOptions, type Section } from './options';
+import { type BenchOptions, parseOptions, SECTIONS, type Section } from './options';
 import { Ours, ours } from './ours';
 import { messageQueueToolkit } from './peers/message-queue-toolkit';
 import { powertools } from './peers/powertools';
@@ -74,7 +75,7 @@ async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<No
     DEFAULT_MAX_COMMANDS_PER_WRITE,
   );
   const run = ours(plain, `${prefix}:ours`);
-  // The store writing each call at once (before session 7): what coalescing gains the library.
+  // The store writing each call at once: what coalescing gains the library.
   const runEachWrite = ours(plain, `${prefix}:ours-1w`, 'Idempotency.run, maxCommandsPerWrite: 1', {
     maxCommandsPerWrite: 1,
   });
@@ -461,11 +462,17 @@ async function main(): Promise<void> {
   const seconds = (Date.now() - started) / 1000;
   out(`Total bench time ${seconds.toFixed(1)} s.`);
   mkdirSync(dirname(o.out), { recursive: true });
+  const date = new Date().toISOString();
   writeFileSync(
     o.out,
-    `${JSON.stringify({ date: new Date().toISOString(), quick: o.quick, seconds, sectionSeconds, machine, targets: t, ...results }, null, 2)}\n`,
+    `${JSON.stringify({ date, quick: o.quick, seconds, sectionSeconds, machine, targets: t, ...results }, null, 2)}\n`,
   );
   out(`Wrote ${o.out}.`);
+  // A full run joins the history beside latest.json: date, commit, machine and every ratio.
+  if (!o.quick && SECTIONS.every((s) => o.sections.includes(s))) {
+    const record = { date, ...checkout(), seconds, machine, ratios: ratiosOf(results), targets: t };
+    out(`Wrote ${writeRunRecord(dirname(o.out), record)}.`);
+  }
 }
 
 main().catch((error: unknown) => {

@@ -2,7 +2,7 @@
  * `node bench/dist/script-cost.js [lua dir …]`: the server time per `EVALSHA` of `claim.lua` + `complete.lua`
  * (new keys, 10,000 pairs pipelined 50 at a time, without and with a fingerprint), from `INFO
  * commandstats` on a private `redis-server`, for each `lua/` directory given (default: this repository's),
- * e.g. an older checkout's to compare (bench/README.md, profile). Server time is what the bare-scripts
+ * e.g. an older checkout's to compare. Server time is what the bare-scripts
  * reference and `Idempotency.run` share, and what bounds both when Redis is the busy side.
  */
 import { createHash } from 'node:crypto';

@@ -2,15 +2,16 @@ import { createInterface } from 'node:readline/promises';
 import type { CliIo } from './io';
 import { printable } from './output';
 
-/** Thrown when a change needs a confirmation that was not given; the CLI exits with status 2. */
+/** Thrown when a change needs a confirmation that was not given. The CLI exits with status 2. */
 export class NotConfirmedError extends Error {
   override readonly name = 'NotConfirmedError';
 }
 
 /**
- * Asks `text [y/N]` (its control characters written out, see `printable`) on stderr and reads the answer from stdin; resolves when the answer is `y` or
- * `yes`. With `yes` (the `--yes` flag) it does not ask. When nobody can answer (stdin is not a terminal)
- * and `yes` is not set, it rejects with {@link NotConfirmedError} rather than guess.
+ * Asks `text [y/N]` on stderr, its control characters written out by `printable`, and reads the answer from
+ * stdin. It resolves when the answer is `y` or `yes`. With `yes`, the `--yes` flag, it does not ask. When
+ * nobody can answer because stdin is not a terminal, and `yes` is not set, it rejects with
+ * {@link NotConfirmedError} rather than guess.
  */
 export async function confirm(io: CliIo, text: string, yes: boolean): Promise<void> {
   if (yes) return;
@@ -20,7 +21,7 @@ export async function confirm(io: CliIo, text: string, yes: boolean): Promise<vo
   }
   const rl = createInterface({ input: io.stdin, output: io.stderr, terminal: false });
   try {
-    // End of input (Ctrl-D, a closed pipe) counts as "no".
+    // End of input, by Ctrl-D or a closed pipe, counts as "no".
     const answer = await new Promise<string>((resolve) => {
       // readline emits 'close' before the answer's promise settles when the input ends right after it.
       rl.once('close', () => setImmediate(() => resolve('')));

@@ -1,32 +1,33 @@
 import { redactUrl } from '@idempotent-consumer/core/kit';
 import { Cluster, Redis } from 'ioredis';
 
-/** How to reach Redis: a URL, and whether it is a Cluster (`undefined`: ask the server). */
+/** How to reach Redis. A URL, and whether it is a Cluster, where `undefined` asks the server. */
 export interface ConnectOptions {
   /** `redis://[user:password@]host:port[/db]` or `rediss://…` for TLS. */
   readonly url: string;
-  /** `true`: a Cluster; `false`: standalone; `undefined`: whichever `INFO cluster` reports. */
+  /** `true` for a Cluster, `false` for standalone, `undefined` for whichever `INFO cluster` reports. */
   readonly cluster?: boolean;
   /** How long a command may take before it fails, in milliseconds. */
   readonly commandTimeoutMs: number;
 }
 
 /**
- * Thrown by {@link connect} when `--no-cluster` was given for a server that is a Cluster node: a standalone
+ * Thrown by {@link connect} when `--no-cluster` was given for a server that is a Cluster node. A standalone
  * client there sees one node's records, so `stats` and `list` would count a part of the scope and `purge`
- * would delete a part of it. The CLI exits with status 2 (bad usage).
+ * would delete a part of it. The CLI exits with status 2, bad usage.
  */
 export class NotStandaloneError extends Error {
   override readonly name = 'NotStandaloneError';
 }
 
 /**
- * Connects to Redis standalone or Cluster (ioredis). Without `cluster`, connects standalone first and
- * switches to a `Cluster` client when `INFO cluster` reports `cluster_enabled:1`. The client does not
- * retry a refused connection: an operator's command fails fast with the error. A database in the URL
- * (`/db`, `?db=`) that the server refuses (out of range, or any but 0 on a Cluster) is an error too.
+ * Connects to Redis standalone or Cluster with ioredis. Without `cluster`, it connects standalone first and
+ * switches to a `Cluster` client when `INFO cluster` reports `cluster_enabled:1`. The client does not retry a
+ * refused connection, so an operator's command fails fast with the error. A database in the URL, as `/db` or
+ * `?db=`, that the server refuses is an error too. Out of range is refused, and so is any database but 0 on a
+ * Cluster.
  * @throws {@link NotStandaloneError} when `cluster` is `false` and the server is a Cluster node.
- * @throws Error (`Cannot reach Redis at …`) when the connection, the database selection or `INFO` fails.
+ * @throws Error `Cannot reach Redis at …` when the connection, the database selection or `INFO` fails.
  */
 export async function connect(options: ConnectOptions): Promise<Redis | Cluster> {
   const common = { commandTimeout: options.commandTimeoutMs, maxRetriesPerRequest: 1, lazyConnect: true };
@@ -37,13 +38,13 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
   });
   try {
     await standalone.connect();
-    // ioredis only emits an 'error' when the SELECT of the URL's database fails, and its commands then
-    // run on database 0: a purge would delete records the operator did not select. Selecting it again
-    // here makes the refusal this command's error.
+    // ioredis only emits an 'error' when the SELECT of the URL's database fails, and its commands then run on
+    // database 0, so a purge would delete records the operator did not select. Selecting it again here makes
+    // the refusal this command's error.
     const db = standalone.options.db;
     if (db !== undefined && String(db) !== '0') await standalone.select(db);
-    // Asked unless `cluster: true`, also with `cluster: false` (one node of a Cluster holds only a part of
-    // each scope), where a server that refuses INFO (an ACL) is taken at the operator's word, as before.
+    // Asked unless `cluster: true`, also with `cluster: false`, because one node of a Cluster holds only a
+    // part of each scope. A server that refuses INFO to this account is taken at the operator's word.
     let clusterEnabled = options.cluster === true;
     if (options.cluster !== true) {
       const info = standalone.info('cluster');
@@ -61,8 +62,9 @@ export async function connect(options: ConnectOptions): Promise<Redis | Cluster>
     if (!clusterEnabled) return standalone;
   } catch (error) {
     if (error instanceof NotStandaloneError) throw error;
-    // A refused connection has already ended the client (no retries): disconnect() would then wait up to
-    // 2 s (a ref'd timer in ioredis) for a `close` event that came before it, and the CLI would not exit.
+    // A refused connection has already ended the client, since it does not retry. disconnect() would then
+    // wait up to 2 s on a ref'd ioredis timer for a `close` event that came before it, and the CLI would
+    // hang.
     if (standalone.status !== 'end') standalone.disconnect();
     const reason = lastError ?? (error as Error);
     throw new Error(`Cannot reach Redis at ${redactUrl(options.url)}: ${reason.message}`, { cause: reason });

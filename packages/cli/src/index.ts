@@ -1,6 +1,6 @@
 /**
- * `@idempotent-consumer/cli`: the `idempotent-consumer` operator's command (inspect, list, stats, release,
- * purge the idempotency records in Redis). `runCli` runs it in-process, for tests and wrappers.
+ * `@idempotent-consumer/cli`, the `idempotent-consumer` operator's command. It inspects, lists, counts,
+ * releases and purges the idempotency records in Redis. `runCli` runs it in-process, for tests and wrappers.
  * @packageDocumentation
  */
 export { type CliIo, EXIT, processIo } from './io';

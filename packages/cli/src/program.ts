@@ -16,9 +16,9 @@ import { cliVersion } from './version';
 const STATES: readonly RecordState[] = ['IN_PROGRESS', 'COMPLETED', 'RELEASED', 'FAILED'];
 
 /**
- * The admin's `maxKeyBytes`: no limit. A store may be configured with a larger `maxKeyBytes` than the
- * default 512 bytes, and the CLI must read, list and purge every record a store wrote (one longer key made
- * the whole scope fail), and look up whatever key the operator types (a longer one is then not found).
+ * The admin's `maxKeyBytes`, no limit. A store may allow longer keys than the default 512 bytes, and the CLI
+ * must read, list and purge every record a store wrote, where one longer key would fail the whole scope. It
+ * also looks up whatever key the operator types; a longer one is then simply not found.
  */
 const ANY_KEY_LENGTH = Number.MAX_SAFE_INTEGER;
 
@@ -48,22 +48,22 @@ function stateList(value: string, previous: RecordState[] = []): RecordState[] {
 }
 
 /**
- * Runs the `idempotent-consumer` command with `args` (the arguments after the program name) and resolves
- * with its exit status (see {@link EXIT}) once its output was written (handed to `io.stdout`, which the
- * caller reads meanwhile); never calls `process.exit`. A stdout or stderr whose reader went away (EPIPE)
- * never ends the process: see {@link EXIT}'s `outputCut` for the status.
+ * Runs the `idempotent-consumer` command with `args`, the arguments after the program name. It resolves with
+ * the exit status, see {@link EXIT}, once its output was handed to `io.stdout`, which the caller reads
+ * meanwhile. It never calls `process.exit`. A stdout or stderr whose reader went away with EPIPE never ends
+ * the process; {@link EXIT}'s `outputCut` gives the status then.
  */
 export async function runCli(args: readonly string[], io: CliIo): Promise<number> {
   let status: number = EXIT.ok;
   const stdout = trackWrites(io.stdout);
   const stderr = trackWrites(io.stderr);
-  /** The command run, once it changed records (its report must not be lost unnoticed). */
+  /** The command run, once it changed records, so that a lost report does not go unnoticed. */
   let change: 'release' | 'purge' | undefined;
   const program = new Command('idempotent-consumer')
     .description(
       'Inspect and repair the idempotency records of idempotent-consumer in Redis (standalone or Cluster).',
     )
-    // commander's own: `-V, --version` prints it on stdout and exits 0 (failureStatus).
+    // commander's own `-V, --version` prints it on stdout and exits 0, see failureStatus.
     .version(cliVersion(), '-V, --version', 'print the version of idempotent-consumer and exit')
     .option(
       '-u, --url <url>',
@@ -88,8 +88,8 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
     });
 
   /**
-   * Wraps a command: connects, runs it, maps failures to an exit status, disconnects. `changes`: the
-   * command may change records (it calls `ctx.changed()` once it did).
+   * Wraps a command. It connects, runs the command, maps failures to an exit status and disconnects.
+   * `changes` names a command that may change records; it calls `ctx.changed()` once it did.
    */
   const action =
     <A extends unknown[]>(
@@ -115,7 +115,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
         );
         status = await body({ admin, out, io, yes: options.yes, changed }, ...args);
       } finally {
-        // A client whose connection already ended would wait up to 2 s in disconnect() (see connect.ts).
+        // A client whose connection already ended would wait up to 2 s in disconnect(), see connect.ts.
         if (redis.status !== 'end') redis.disconnect();
       }
     };
@@ -221,7 +221,7 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
   const code = isIdempotencyError(error) ? ` [${error.code}]` : '';
   const message = printable(error instanceof Error ? error.message : String(error));
   stderr.write(`idempotent-consumer: ${message}${code}\n`);
-  // A scope, key or prefix the core refuses (empty, a lone surrogate) is the operator's input, not Redis.
+  // A scope, key or prefix the core refuses, such as an empty one, is the operator's input, not Redis.
   const badInput =
     isIdempotencyError(error) &&
     (error.code === 'INVALID_IDEMPOTENCY_KEY' || error.code === 'INVALID_OPTION');
@@ -229,10 +229,10 @@ function failureStatus(error: unknown, stderr: TrackedStream): number {
 }
 
 /**
- * The exit status once stdout's writes ended as `written` says. A reader that went away (`| head -1`)
- * is no failure of a read-only command: it stops quietly with its status. A `change` whose report was
- * cut says so on stderr and exits `outputCut` (its changes are done and stay done), unless Redis failed
- * (`error`, already told on stderr); a write that failed otherwise is told the same way.
+ * The exit status once stdout's writes ended as `written` says. A reader that went away, as `| head -1` does,
+ * is no failure of a read-only command, which stops quietly with its status. A `change` whose report was cut
+ * says so on stderr and exits `outputCut`, since its changes are done and stay done, unless Redis failed and
+ * that was already told. A write that failed in another way is told the same way.
  */
 function statusAfterOutput(
   status: number,

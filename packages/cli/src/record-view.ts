@@ -1,58 +1,58 @@
 import type { IdempotencyRecord, RecordId, RecordState } from '@idempotent-consumer/core';
 import { decodeResult } from '@idempotent-consumer/core/kit';
 
-/** One record as the CLI shows it, in tables and in `--json` (the same fields). */
+/** One record as the CLI shows it, with the same fields in tables and in `--json`. */
 export interface RecordView {
   readonly scope: string;
   readonly key: string;
   readonly state: RecordState;
   readonly fencingToken: number;
   readonly attempt: number;
-  /** IN_PROGRESS only: claimed by a batch that has not started the handler yet (no attempt counted). */
+  /** IN_PROGRESS only. Claimed by a batch that has not started the handler yet, so no attempt counted. */
   readonly reserved: boolean;
   /** FAILED only: an adapter has dead-lettered the message already. */
   readonly deadLettered: boolean;
   /**
-   * FAILED only: FAILED because the last attempt's lease lapsed (the store record's `lapsed`, `l`): its
+   * FAILED only. FAILED because the last attempt's lease lapsed, the store record's `lapsed` field `l`. Its
    * holder may still be running, and may still complete the record.
    */
   readonly lapsed: boolean;
   /**
-   * RELEASED (or IN_PROGRESS under a reservation) after a handler that may be partial or still running: it
-   * was released abandoned (a handler timeout, or the CLI's `release` of a started IN_PROGRESS record), or
-   * the reservation took over from a handler whose lease lapsed. The next claim is `ACQUIRED_STALE`. On a
-   * FAILED record (it exhausted its attempts after such a release, or its last attempt's handler timed out),
+   * The last handler may be partial or still running, so the next claim is `ACQUIRED_STALE`. Set on a
+   * RELEASED record released abandoned, after a handler timeout or the CLI's `release` of a started
+   * IN_PROGRESS record. Set on an IN_PROGRESS reservation that took over from a handler whose lease lapsed.
+   * On a FAILED record, which exhausted its attempts after such a release or whose last handler timed out,
    * `release` makes the claim after it `ACQUIRED_STALE`.
    */
   readonly abandoned: boolean;
   /**
-   * IN_PROGRESS only: lease expiry minus the Redis server's clock, in ms; 0 or negative when the lease
-   * lapsed (the next claim takes the record over as ACQUIRED_STALE). `null` in other states.
+   * IN_PROGRESS only. Lease expiry minus the Redis server's clock, in ms. 0 or negative once the lease
+   * lapsed, and the next claim then takes the record over as ACQUIRED_STALE. `null` in other states.
    */
   readonly leaseRemainingMs: number | null;
-  /** IN_PROGRESS only: when the lease ends, ISO 8601 on the server clock. */
+  /** IN_PROGRESS only. When the lease ends, ISO 8601 on the server clock. */
   readonly leaseExpiresAt: string | null;
   /**
-   * First claim, ISO 8601 on the server clock; `null` when the record does not keep it (a COMPLETED record
-   * keeps only what duplicates need: lua/complete.lua).
+   * First claim, ISO 8601 on the server clock. `null` when the record does not keep it, because a COMPLETED
+   * record keeps only what duplicates need, see lua/complete.lua.
    */
   readonly createdAt: string | null;
   /** Last change, ISO 8601 on the server clock. */
   readonly updatedAt: string;
-  /** Milliseconds until Redis forgets the record (its key TTL); -1 when it has none. */
+  /** Milliseconds until Redis forgets the record, its key TTL. -1 when it has none. */
   readonly ttlMs: number;
   /** SHA-256 hex of the first payload, '' when none was given. */
   readonly fingerprint: string;
-  /** COMPLETED with a result: the decoded result as JSON, cut at the preview length. */
+  /** COMPLETED with a result. The decoded result as JSON, cut at the preview length. */
   readonly resultPreview: string | null;
-  /** FAILED: the recorded error, cut at the preview length. */
+  /** FAILED. The recorded error, cut at the preview length. */
   readonly errorPreview: string | null;
 }
 
 /**
- * The markers of a record's state beside it (`true` fields of {@link RecordView}), each with the name the
- * tables show and what it means: `inspect` shows a row per marker set, `list` their names in one column
- * ({@link flagsOf}); `--json` has the fields themselves.
+ * The markers of a record's state, the `true` fields of {@link RecordView}, each with the name the tables
+ * show and what it means. `inspect` shows a row per marker set, and `list` their names in one column with
+ * {@link flagsOf}. `--json` has the fields themselves.
  */
 export const RECORD_FLAGS = [
   {
@@ -112,7 +112,7 @@ export function recordView(
   };
 }
 
-/** The stored result decoded (core's `decodeResult`: JSON, deflated JSON) as JSON text; raw if it cannot be. */
+/** The stored result decoded by core's `decodeResult`, as JSON text, or raw if it cannot be decoded. */
 function resultJson(encoded: string): string {
   try {
     return JSON.stringify(decodeResult(encoded)) ?? '';

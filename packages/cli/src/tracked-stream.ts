@@ -2,28 +2,28 @@ import type { Writable } from 'node:stream';
 
 /** How the writes to one of the CLI's output streams ended. */
 export type WritesOutcome =
-  /** Everything written was handed on (or nothing was written). */
+  /** Everything written was handed on, or nothing was written. */
   | { readonly kind: 'written' }
-  /** The reader went away (a pipe closed early, `| head -1`: EPIPE) before all of it was written. */
+  /** The reader went away before all of it was written, such as a pipe closed early by `| head -1`. */
   | { readonly kind: 'cut' }
-  /** A write failed otherwise (a full disk behind a redirect...). */
+  /** A write failed in another way, such as a full disk behind a redirect. */
   | { readonly kind: 'failed'; readonly error: unknown };
 
-/** An output stream whose writes are followed: {@link TrackedStream.settled} tells how they ended. */
+/** An output stream whose writes are followed. {@link TrackedStream.settled} tells how they ended. */
 export interface TrackedStream {
-  /** Writes `text`; after a failed write, nothing more is written. */
+  /** Writes `text`. After a failed write, nothing more is written. */
   write(text: string): void;
-  /** Resolves once every write so far was handed on or failed; never rejects. */
+  /** Resolves once every write so far was handed on or failed. Never rejects. */
   settled(): Promise<WritesOutcome>;
 }
 
-/** Streams given an `error` listener, once each (a process's stdout is given to every run). */
+/** Streams given an `error` listener, once each, since a process's stdout is given to every run. */
 const guarded = new WeakSet<Writable>();
 
 /**
- * Follows the writes to `stream`. A failed write is reported to its callback and also emitted as the
- * stream's `error`, which, unheard, ends the process with a stack trace (a closed pipe's EPIPE): the stream
- * gets a listener that leaves the error to the callbacks, and to `settled`.
+ * Follows the writes to `stream`. A failed write is reported to its callback and also emitted as the stream's
+ * `error`. Unheard, that error ends the process with a stack trace, as a closed pipe's EPIPE would. So the
+ * stream gets a listener that leaves the error to the callbacks and to `settled`.
  */
 export function trackWrites(stream: Writable): TrackedStream {
   if (!guarded.has(stream)) {
@@ -47,7 +47,7 @@ export function trackWrites(stream: Writable): TrackedStream {
               resolve();
             });
           } catch (error) {
-            // A synchronous stream (a file) throws its write's error.
+            // A synchronous stream, such as a file, throws its write's error.
             fail(error);
             resolve();
           }
@@ -62,8 +62,8 @@ export function trackWrites(stream: Writable): TrackedStream {
 }
 
 /**
- * Whether a write failed because nobody reads any more: EPIPE (the reader closed the pipe or socket), or a
- * write to a stream already destroyed (by such an error, or by its reader).
+ * Whether a write failed because nobody reads any more. That is EPIPE, when the reader closed the pipe or
+ * socket, or a write to a stream already destroyed by such an error or by its reader.
  */
 function isReaderGone(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;

@@ -7,19 +7,19 @@ export interface BackoffOptions {
   /** Growth factor per attempt. @defaultValue 2 */
   factor?: number;
   /**
-   * `full`: a uniformly random delay in [delay/2, delay], so that many consumers retrying together spread
-   * out; `none`: the exact delay. @defaultValue `'full'`
+   * `full` picks a uniformly random delay between delay/2 and delay, so that many consumers retrying together
+   * spread out. `none` keeps the exact delay. @defaultValue `'full'`
    */
   jitter?: 'full' | 'none';
 }
 
 /**
- * Delay before retry number `attempt` (1 for the first retry): `min(maxMs, baseMs * factor^(attempt-1))`,
- * with jitter. The adapters turn it into a broker delay: a RabbitMQ retry-tier TTL, an SQS visibility
- * timeout, a Kafka partition pause.
+ * Delay before retry number `attempt`, 1 for the first retry. It is `min(maxMs, baseMs * factor^(attempt-1))`
+ * with jitter. The adapters turn it into a broker delay, such as a RabbitMQ retry-tier TTL, an SQS visibility
+ * timeout or a Kafka partition pause.
  *
- * @param attempt - the attempt that failed, an integer >= 1 (smaller values count as 1).
- * @param random - source of randomness in [0, 1), injectable for tests.
+ * @param attempt - the attempt that failed, an integer >= 1. Smaller values count as 1.
+ * @param random - source of randomness between 0 and 1, injectable for tests.
  * @returns milliseconds, an integer >= 0.
  */
 export function computeBackoffMs(

@@ -4,20 +4,21 @@ import type { RunResult } from './runner/run-result';
 import type { ClaimReply } from './store/idempotency-store';
 
 /**
- * Why a message was dead-lettered: one vocabulary for every adapter (Kafka dead-letter topic, RabbitMQ
- * dead-letter exchange, SQS dead-letter queue), written in the `DEAD_LETTER_FIELDS.reason` field (`@idempotent-consumer/core/kit`).
- * - `attempts-exhausted`: the handler threw a retryable error on the last allowed attempt (`maxAttempts`);
- *   the record is FAILED (docs/design.md#failure-policy);
- * - `non-retryable`: the handler threw an error that `isRetryable` refused (e.g. `NonRetryableError`); the
- *   record is FAILED;
- * - `result-too-large`: the handler returned a result above the stored-result size cap with the `fail`
- *   policy; the record is FAILED;
- * - `payload-mismatch`: the claim answered PAYLOAD_MISMATCH (the key was first used with another payload,
- *   a producer bug); the handler did not run;
- * - `failed-record`: the claim answered FAILED (the record failed in an earlier delivery); the handler did
- *   not run;
- * - `missing-key`: the message carries no idempotency key and the adapter's missing-key policy rejects it;
- * - `invalid-key`: the key extractor threw, or the key was refused (`INVALID_IDEMPOTENCY_KEY`).
+ * Why a message was dead-lettered, one vocabulary for every adapter. It is written in the
+ * `DEAD_LETTER_FIELDS.reason` field of `@idempotent-consumer/core/kit`, whether the dead letter went to a
+ * Kafka topic, a RabbitMQ exchange or an SQS queue.
+ * - `attempts-exhausted`. The handler threw a retryable error on the last attempt `maxAttempts` allows, and
+ *   the record is FAILED, see docs/design.md#failure-policy.
+ * - `non-retryable`. The handler threw an error that `isRetryable` refused, such as `NonRetryableError`, and
+ *   the record is FAILED.
+ * - `result-too-large`. The handler returned a result above the stored-result size cap under the `fail`
+ *   policy, and the record is FAILED.
+ * - `payload-mismatch`. The claim answered PAYLOAD_MISMATCH because the key was first used with another
+ *   payload, a producer bug. The handler did not run.
+ * - `failed-record`. The claim answered FAILED because the record failed in an earlier delivery. The handler
+ *   did not run.
+ * - `missing-key`. The message carries no idempotency key and the adapter's missing-key policy rejects it.
+ * - `invalid-key`. The key extractor threw, or the key was refused with `INVALID_IDEMPOTENCY_KEY`.
  */
 export type DeadLetterReason =
   | 'attempts-exhausted'
@@ -29,44 +30,45 @@ export type DeadLetterReason =
   | 'invalid-key';
 
 /**
- * An adapter's decision to dead-letter a delivery, one shape for the adapters that mark the record
- * (Kafka, RabbitMQ): send a copy carrying the {@link DEAD_LETTER_FIELDS} to the dead-letter destination, and
- * once it is durably sent, mark the FAILED record dead-lettered (`IdempotencyStore.markDeadLettered`), so
- * later deliveries of the key are not dead-lettered again.
+ * An adapter's decision to dead-letter a delivery, one shape for the adapters that mark the record, Kafka and
+ * RabbitMQ. The adapter sends a copy carrying the {@link DEAD_LETTER_FIELDS} to the dead-letter destination.
+ * Once that copy is durably sent, it marks the FAILED record dead-lettered with
+ * `IdempotencyStore.markDeadLettered`, so later deliveries of the key are not dead-lettered again.
  */
 export interface DeadLetterDecision {
   readonly action: 'dead-letter';
   readonly reason: DeadLetterReason;
-  /** The record's attempt count (0 when no claim was made). */
+  /** The record's attempt count, 0 when no claim was made. */
   readonly attempt: number;
-  /** The error as `Name [CODE]: message` (the runner's `describeError`). */
+  /** The error as `Name [CODE]: message`, from the runner's `describeError`. */
   readonly error: string;
-  /** The FAILED record's fencing token, to mark it dead-lettered once the copy is sent; `undefined`: none to mark. */
+  /** The FAILED record's fencing token, to mark it once the copy is sent. `undefined` when there is none. */
   readonly failedFencingToken: number | undefined;
 }
 
 /**
- * Names of the fields every adapter writes on a dead letter: Kafka record headers, RabbitMQ message
+ * Names of the fields every adapter writes on a dead letter, as Kafka record headers, RabbitMQ message
  * headers and SQS message attributes alike, so one piece of code reads the dead letters of every broker.
- * Values are text (RabbitMQ writes `attempt` as a number header; read it with `Number(value)`). Adapters add
- * broker-specific fields of their own (original queue, topic, partition, offset, message id).
+ * Values are text, except that RabbitMQ writes `attempt` as a number header, so read it with `Number(value)`.
+ * Adapters add broker-specific fields of their own, such as the original queue, topic, partition, offset or
+ * message id.
  */
 export const DEAD_LETTER_FIELDS = {
-  /** Why the message was dead-lettered: a {@link DeadLetterReason}. */
+  /** Why the message was dead-lettered, a {@link DeadLetterReason}. */
   reason: 'x-idempotency-dead-letter-reason',
   /**
-   * The claim outcome of the delivery that dead-lettered it (`ACQUIRED`, `ACQUIRED_STALE`,
-   * `PAYLOAD_MISMATCH`, `FAILED`, `UNPROTECTED`), or `NO_CLAIM_OUTCOME` (`NONE`) when no claim was made
-   * (`missing-key`, `invalid-key`).
+   * The claim outcome of the delivery that dead-lettered it, such as `ACQUIRED`, `PAYLOAD_MISMATCH` or
+   * `UNPROTECTED`. `NO_CLAIM_OUTCOME`, that is `NONE`, when no claim was made, for `missing-key` and
+   * `invalid-key`.
    */
   outcome: 'x-idempotency-outcome',
-  /** The error as `Name [CODE]: message`, at most 1000 characters (the runner's `describeError`). */
+  /** The error as `Name [CODE]: message`, at most 1000 characters, from the runner's `describeError`. */
   error: 'x-idempotency-error',
-  /** The idempotency record's attempt count (1 for the first attempt; 0 when no claim was made), decimal. */
+  /** The idempotency record's attempt count in decimal, 1 for the first attempt and 0 without a claim. */
   attempt: 'x-idempotency-attempt',
   /** The idempotency key, when the message had one. */
   key: 'x-idempotency-key',
-  /** The idempotency scope of the consumer (docs/design.md#record-keys). */
+  /** The idempotency scope of the consumer, see docs/design.md#record-keys. */
   scope: 'x-idempotency-scope',
 } as const;
 
@@ -74,16 +76,16 @@ export const DEAD_LETTER_FIELDS = {
 export const NO_CLAIM_OUTCOME = 'NONE';
 
 /**
- * Derives why a result is dead-lettered, from the runner's {@link RunResult} (or a store's
- * {@link ClaimReply}, for adapters that claim and execute apart). docs/design.md#outcome-to-broker-action:
- * - a `failed` execution (the record is FAILED now): its `reason`, `attempts-exhausted`, `non-retryable`
- *   or `result-too-large`;
- * - PAYLOAD_MISMATCH: `payload-mismatch`; FAILED (an earlier attempt failed the record): `failed-record`.
+ * Derives why a result is dead-lettered, from the runner's {@link RunResult} or from a store's
+ * {@link ClaimReply} for adapters that claim and execute apart. See docs/design.md#outcome-to-broker-action.
+ * - A `failed` execution, whose record is FAILED now, gives its `reason`.
+ * - PAYLOAD_MISMATCH gives `payload-mismatch`.
+ * - FAILED, because an earlier attempt failed the record, gives `failed-record`.
  *
- * @returns `undefined` for every other result: completed, released, lease lost, DUPLICATE, CONFLICT, an
- *   ACQUIRED claim reply not yet executed, and UNPROTECTED runs (the store did not answer, so no record
- *   decides; an adapter that dead-letters those counts attempts itself and picks `attempts-exhausted` or
- *   `non-retryable`). `missing-key` and `invalid-key` are never derived: no claim was made.
+ * @returns `undefined` for every other result. That is completed, released, lease lost, DUPLICATE, CONFLICT,
+ *   an ACQUIRED claim reply not yet executed, and UNPROTECTED runs. For those the store did not answer, so no
+ *   record decides, and an adapter that dead-letters them counts attempts itself. `missing-key` and
+ *   `invalid-key` are never derived, since no claim was made.
  */
 export function deadLetterReasonOf(result: RunResult<unknown> | ClaimReply): DeadLetterReason | undefined {
   switch (result.outcome) {
@@ -100,16 +102,17 @@ export function deadLetterReasonOf(result: RunResult<unknown> | ClaimReply): Dea
 }
 
 /**
- * The dead-letter decision of a result the core classifies as dead-lettered ({@link deadLetterReasonOf}),
- * the same for every adapter, so a dead letter carries the same `DEAD_LETTER_FIELDS.error` whichever broker
- * it went to:
- * - a `failed` execution: its reason, the handler's error described (`Name [CODE]: message`), and the
- *   record's token to mark when the FAILED write was recorded;
- * - FAILED (an earlier delivery failed the record): `failed-record`, the record's stored error, its token;
- * - PAYLOAD_MISMATCH: `payload-mismatch`, a `PayloadMismatchError [PAYLOAD_MISMATCH]: …` naming the
- *   record's state, nothing to mark (the record belongs to the other payload).
- * @returns `undefined` for every other result, and for a FAILED record already marked dead-lettered (its
- *   copy was sent by an earlier delivery: the adapter settles it without another).
+ * The dead-letter decision of a result the core classifies as dead-lettered by {@link deadLetterReasonOf}. It
+ * is the same for every adapter, so a dead letter carries the same `DEAD_LETTER_FIELDS.error` whichever
+ * broker it went to.
+ * - A `failed` execution gives its reason and the handler's error as `Name [CODE]: message`. It carries the
+ *   record's token to mark when the FAILED write was recorded.
+ * - FAILED, because an earlier delivery failed the record, gives `failed-record`, the record's stored error
+ *   and its token.
+ * - PAYLOAD_MISMATCH gives `payload-mismatch` and a `PayloadMismatchError [PAYLOAD_MISMATCH]: …` naming the
+ *   record's state. There is nothing to mark, since the record belongs to the other payload.
+ * @returns `undefined` for every other result, and for a FAILED record already marked dead-lettered. An
+ *   earlier delivery sent its copy, so the adapter settles it without another.
  */
 export function deadLetterOf(result: RunResult<unknown>): DeadLetterDecision | undefined {
   switch (result.outcome) {
@@ -146,11 +149,11 @@ function letter(
 }
 
 /**
- * The dead letter of an UNPROTECTED run that threw (the store did not answer and the runner failed open,
- * or a message without a key was processed): no record counts its attempts, so the adapter counts them
- * from the broker (`attempt`, e.g. RabbitMQ's retry header or SQS's receive count) and dead-letters once
- * `attempt` reaches `maxAttempts` (`attempts-exhausted`) or at once when `isRetryable` says no
- * (`non-retryable`). No record to mark: `failedFencingToken` is `undefined`.
+ * The dead letter of an UNPROTECTED run that threw. The store did not answer and the runner failed open, or a
+ * message without a key was processed. No record counts its attempts, so the adapter counts them from the
+ * broker, such as RabbitMQ's retry header or SQS's receive count. It dead-letters with `attempts-exhausted`
+ * once `attempt` reaches `maxAttempts`, or at once with `non-retryable` when `isRetryable` says no. There is
+ * no record to mark, so `failedFencingToken` is `undefined`.
  * @returns `undefined` when the run should be retried.
  */
 export function unprotectedDeadLetter(

@@ -4,29 +4,29 @@ import canonicalize from 'canonicalize';
 import { InvalidPayloadError } from './errors';
 
 /**
- * What a fingerprint is computed from: raw message bytes (`Buffer`, `Uint8Array`, `string` taken as UTF-8),
- * or a JSON value, serialized canonically (RFC 8785, JSON Canonicalization Scheme) so that key order and
- * number formatting do not change the fingerprint.
+ * What a fingerprint is computed from. Raw message bytes in a `Buffer`, a `Uint8Array` or a `string` taken as
+ * UTF-8, or a JSON value serialized canonically by RFC 8785, the JSON Canonicalization Scheme, so that key
+ * order and number formatting do not change the fingerprint.
  */
 export type Payload = Uint8Array | string | JsonValue;
 
 /** A JSON value, as accepted by {@link fingerprint}. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
-/** A fingerprint as stored: 64 hex characters (SHA-256). */
+/** A fingerprint as stored, the SHA-256 as 64 hex characters. */
 const FINGERPRINT = /^[0-9a-f]{64}$/;
 
 /**
- * SHA-256 of a payload as 64 lowercase hex characters. The record stores it at claim; a later claim of the
- * same key with another fingerprint returns `PAYLOAD_MISMATCH` (docs/design.md#fingerprints).
+ * SHA-256 of a payload as 64 lowercase hex characters. The record stores it at claim, and a later claim of
+ * the same key with another fingerprint returns `PAYLOAD_MISMATCH`, see docs/design.md#fingerprints.
  *
- * A JSON value must be what JSON can carry: `bigint`, functions, symbols, `NaN`/`Infinity`, cycles, and
- * objects JSON writes as `{}` whatever they hold (`Map`, `Set`, `WeakMap`, `WeakSet`, `ArrayBuffer`,
- * `DataView`, `Promise`; one with a `toJSON` goes through it) are refused (they would be dropped or changed
- * silently), as is anything whose getter or `toJSON` throws. Raw bytes go in a `Uint8Array` (or `Buffer`).
- * Properties whose value is `undefined` are left out, as `JSON.stringify` does.
+ * A JSON value must be what JSON can carry. Refused, because JSON would drop or change them silently, are
+ * `bigint`, functions, symbols, `NaN`, `Infinity` and cycles, and objects JSON writes as `{}` whatever they
+ * hold, such as `Map`, `Set`, `WeakMap`, `WeakSet`, `ArrayBuffer`, `DataView` and `Promise`. An object with a
+ * `toJSON` goes through it. Anything whose getter or `toJSON` throws is refused too. Raw bytes go in a
+ * `Uint8Array` or `Buffer`. Properties whose value is `undefined` are left out, as `JSON.stringify` does.
  *
- * @throws {@link InvalidPayloadError} when the payload cannot be fingerprinted; the cause says why.
+ * @throws {@link InvalidPayloadError} when the payload cannot be fingerprinted. The cause says why.
  */
 export function fingerprint(payload: Payload): string {
   const hash = createHash('sha256');
@@ -48,8 +48,8 @@ export function fingerprint(payload: Payload): string {
 }
 
 /**
- * Checks a precomputed fingerprint: 64 hex characters (either case; returned in lowercase).
- * @throws {@link InvalidPayloadError} otherwise (the message shows at most its first 20 characters).
+ * Checks a precomputed fingerprint of 64 hex characters in either case, and returns it in lowercase.
+ * @throws {@link InvalidPayloadError} otherwise. The message shows at most its first 20 characters.
  */
 export function checkFingerprint(value: unknown): string {
   const lower = typeof value === 'string' ? value.toLowerCase() : undefined;
@@ -63,7 +63,7 @@ export function checkFingerprint(value: unknown): string {
   return lower;
 }
 
-/** Walks a JSON value (after `toJSON`), refusing what JSON would drop or change. */
+/** Walks a JSON value after `toJSON`, refusing what JSON would drop or change. */
 function checkJson(value: unknown, path: string, ancestors: object[]): void {
   const bad = (what: string): never => {
     throw new InvalidPayloadError(`The payload cannot be fingerprinted: ${what} at ${path}`);
@@ -90,9 +90,9 @@ function checkJson(value: unknown, path: string, ancestors: object[]): void {
 }
 
 /**
- * What JSON turns into `{}` whatever it holds (a Map, a Set, raw bytes not in a `Uint8Array`, a Promise):
- * two different payloads of that kind would share one fingerprint, so a PAYLOAD_MISMATCH passed as a
- * DUPLICATE. `undefined` for anything else. Recognised across realms (`util.types`).
+ * What JSON turns into `{}` whatever it holds, such as a Map, a Set, a Promise or raw bytes not in a
+ * `Uint8Array`. Two different payloads of that kind would share one fingerprint, so a PAYLOAD_MISMATCH would
+ * pass as a DUPLICATE. `undefined` for anything else. Recognised across realms by `util.types`.
  */
 function opaqueKind(value: object): string | undefined {
   if (types.isMap(value)) return 'a Map';

@@ -1,6 +1,6 @@
 /**
- * `@idempotent-consumer/core`: the idempotency state machine (docs/design.md), its stores and its runner.
- * @packageDocumentation
+ * `@idempotent-consumer/core`, the idempotency state machine with its stores and its runner. docs/design.md
+ * explains it. @packageDocumentation
  */
 export { type BackoffOptions, computeBackoffMs } from './backoff';
 export type { DeadLetterReason } from './dead-letter';

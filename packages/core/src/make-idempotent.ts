@@ -5,21 +5,21 @@ import type { HandlerContext } from './runner/handler-context';
 import type { Idempotency, RunOptions } from './runner/idempotency';
 import type { RunResult } from './runner/run-result';
 
-/** Options of {@link makeIdempotent}; `Args` are the wrapped function's parameters. */
+/** Options of {@link makeIdempotent}. `Args` are the wrapped function's parameters. */
 export interface MakeIdempotentOptions<Args extends unknown[]> {
-  /** The runner (and through it the store and its options: `leaseMs`, `maxAttempts`, `retentionMs`...). */
+  /** The runner, and through it the store and options such as `leaseMs`, `maxAttempts` and `retentionMs`. */
   readonly idempotency: Idempotency;
   /** The scope of every key of this function, for example `'charge-card'`. Non-empty. */
   readonly scope: string;
   /**
-   * Derives the idempotency key from the call's arguments, for example `(order) => order.id`. Called once
-   * per call; what it throws rejects the call. An empty or non-string key rejects with `InvalidKeyError`.
+   * Derives the idempotency key from the call's arguments, for example `(order) => order.id`. Called once per
+   * call, and what it throws rejects the call. An empty or non-string key rejects with `InvalidKeyError`.
    */
   readonly key: (...args: Args) => string;
   /**
-   * Derives the payload to fingerprint (SHA-256 of its canonical JSON), so that the same key called with
-   * other arguments rejects with {@link PayloadMismatchError} instead of replaying a result that belongs to
-   * other arguments (Powertools' payload validation). Omitted: nothing is compared.
+   * Derives the payload to fingerprint, the SHA-256 of its canonical JSON. The same key called with other
+   * arguments then rejects with {@link PayloadMismatchError} instead of replaying a result that belongs to
+   * other arguments, as Powertools' payload validation does. When omitted, nothing is compared.
    */
   readonly payload?: (...args: Args) => Payload;
   /** Per-call overrides of the runner's `leaseMs` and `maxAttempts`, and the `onHeartbeat` hook. */
@@ -27,29 +27,28 @@ export interface MakeIdempotentOptions<Args extends unknown[]> {
 }
 
 /**
- * A function wrapped by {@link makeIdempotent}: called like the original (same parameters, a promise of the
- * same result), plus `run` for callers that want the outcome rather than exceptions.
+ * A function wrapped by {@link makeIdempotent}. It is called like the original, with the same parameters and
+ * a promise of the same result, and adds `run` for callers that want the outcome rather than exceptions.
  */
 export interface IdempotentFunction<Args extends unknown[], R> {
   /**
-   * Runs the function at most once per idempotency key and resolves with its result, or with the stored
-   * result of an earlier call with the same key (`DUPLICATE`). Rejects with what the function threw (the
-   * record was released for a retry, or failed when the error is non-retryable or attempts are exhausted),
-   * {@link IdempotencyConflictError}, {@link PayloadMismatchError}, {@link RecordFailedError},
-   * `LeaseLostError` (the claim was lost while the function ran, or before it started, which its message
-   * says; nothing was recorded), or what
-   * {@link Idempotency.run} rejects with (`StoreUnavailableError`, `InvalidKeyError`...).
+   * Runs the function at most once per idempotency key. It resolves with the function's result, or with the
+   * stored result of an earlier call with the same key, a `DUPLICATE`. It rejects with what the function
+   * threw, after the record was released for a retry or failed. It also rejects with
+   * {@link IdempotencyConflictError}, {@link PayloadMismatchError}, {@link RecordFailedError}, a
+   * `LeaseLostError` when the claim was lost and nothing was recorded, or what {@link Idempotency.run}
+   * rejects with, such as `StoreUnavailableError` or `InvalidKeyError`.
    */
   (...args: Args): Promise<Awaited<R>>;
-  /** The same call, resolving with the runner's full {@link RunResult} (outcome, fencing token, attempt). */
+  /** The same call, resolving with the runner's full {@link RunResult}: outcome, fencing token, attempt. */
   run(...args: Args): Promise<RunResult<Awaited<R>>>;
 }
 
 const currentContext = new AsyncLocalStorage<HandlerContext>();
 
 /**
- * The claim the current call of a {@link makeIdempotent} function runs under (fencing token, attempt,
- * abort signal), from anywhere inside that call; `undefined` outside one. Pass its `fencingToken` to
+ * The claim the current call of a {@link makeIdempotent} function runs under, with its fencing token, attempt
+ * and abort signal, from anywhere inside that call. `undefined` outside one. Pass its `fencingToken` to
  * downstream writes so that a stalled call is fenced off.
  */
 export function getIdempotencyContext(): HandlerContext | undefined {
@@ -57,23 +56,19 @@ export function getIdempotencyContext(): HandlerContext | undefined {
 }
 
 /**
- * Makes any async (or sync) function idempotent, as AWS Lambda Powertools' `makeIdempotent` does: each call
- * derives an idempotency key from its arguments and goes through {@link Idempotency.run}, so the function
- * body runs at most once per key (on a live lease, fenced by a token) and later calls with the same key get
- * the stored result back. The wrapper keeps the function's parameter types; its result becomes a promise.
+ * Makes any function idempotent, as Powertools' `makeIdempotent` does. Each call derives an idempotency key
+ * from its arguments and goes through {@link Idempotency.run}, so the body runs at most once per key and
+ * later calls with the same key get the stored result back. Parameter types are kept, the result becomes a
+ * promise, and `this` is passed through. Inside, {@link getIdempotencyContext} gives the claim.
  *
- * What a caller sees, per outcome (`.run()` returns the outcome itself instead):
- * - `ACQUIRED`/`ACQUIRED_STALE`, the function returned: its result (also when the store could not record
- *   it, `recorded: false`); it threw: the same error, after the record was released or failed;
- * - `DUPLICATE`: the stored result (`undefined` when none was stored: the function returned `undefined` or
- *   the result exceeded `maxResultBytes` with `onResultTooLarge: 'omit'`);
- * - `CONFLICT`: {@link IdempotencyConflictError} with `retryAfterMs`; `PAYLOAD_MISMATCH`:
- *   {@link PayloadMismatchError}; `FAILED`: {@link RecordFailedError};
- * - lease lost while it ran, or before it started (the extension before it was refused; it did not run):
- *   `LeaseLostError` (its `cause` is the function's error, if it threw);
- * - `UNPROTECTED` (`storeFailureMode: 'open'`, store down): the function's own result or error.
- *
- * `this` is passed through to the function. Inside it, {@link getIdempotencyContext} gives the claim.
+ * What a plain call ends with, per outcome. `.run()` returns the outcome itself instead.
+ * - `ACQUIRED` or `ACQUIRED_STALE`. The function's result, even when the store could not record it, or the
+ *   error it threw after the record was released or failed.
+ * - `DUPLICATE`. The stored result, or `undefined` when none was stored.
+ * - `CONFLICT`, `PAYLOAD_MISMATCH` and `FAILED`. {@link IdempotencyConflictError} with `retryAfterMs`,
+ *   {@link PayloadMismatchError} and {@link RecordFailedError}.
+ * - A lease lost before or while the function ran. `LeaseLostError`, whose `cause` is its error if any.
+ * - `UNPROTECTED`, with `storeFailureMode: 'open'` and the store down. The function's own result or error.
  *
  * @example
  * ```ts
@@ -109,7 +104,7 @@ export function makeIdempotent<F extends (...args: never[]) => unknown>(
   return Object.assign(call, { run });
 }
 
-/** The value (or the error) a plain call of a {@link makeIdempotent} function ends with. */
+/** The value or error that a plain call of a {@link makeIdempotent} function ends with. */
 function unwrap<T>(result: RunResult<T>, scope: string): T {
   switch (result.outcome) {
     case 'DUPLICATE':

@@ -11,40 +11,39 @@ export interface InboxStatements {
   /** Creates the table and its expiry index if they do not exist. */
   readonly schema: readonly string[];
   /**
-   * Autocommitted before the transaction. Params: scope, key, fencing token, retention in ms. Inserts the
-   * row uncommitted with this token, or raises the token of an uncommitted row holding a lower one;
-   * a committed row, or one holding a higher token, is left as it is.
+   * Autocommitted before the transaction. Params: scope, key, fencing token, retention in ms. It inserts the
+   * row uncommitted with this token, or raises the token of an uncommitted row holding a lower one. A
+   * committed row, or one holding a higher token, is left as it is.
    */
   readonly fence: string;
   /**
-   * Params: scope, key. Columns: `fencing_token`, `committed_at_ms` (null until committed; whole
-   * milliseconds since the epoch, floored), `result`.
+   * Params: scope, key. Columns: `fencing_token`, `result`, and `committed_at_ms`, which is null until
+   * committed and then whole milliseconds since the epoch.
    */
   readonly read: string;
   /**
-   * Inside the transaction, last. Params: result (JSON text or null), retention in ms, scope, key,
-   * fencing token. Marks the row committed only while it is uncommitted and holds exactly this token;
-   * changes 1 row, or 0 when the key already committed or a later claim fenced it. `committed_at` is the
-   * database clock when this statement runs (on PostgreSQL `clock_timestamp()`, not the transaction's start).
+   * Inside the transaction, last. Params: result as JSON text or null, retention in ms, scope, key, fencing
+   * token. It marks the row committed only while it is uncommitted and holds exactly this token. It changes 1
+   * row, or 0 when the key already committed or a later claim fenced it. `committed_at` is the database clock
+   * when this statement runs, which on PostgreSQL is `clock_timestamp()`, not the transaction's start.
    */
   readonly commit: string;
   /**
-   * Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. A row
-   * written while the statement waits for its lock (committed, or fenced again) is judged by its new
-   * `expires_at`, so it is kept.
+   * Params: batch size. Deletes up to that many rows whose `expires_at` passed, oldest first. A row written
+   * while the statement waits for its lock is judged by its new `expires_at`, so it is kept.
    */
   readonly deleteExpired: string;
   /**
-   * The longest scope and key the table's columns hold, in UTF-8 bytes; `undefined` when unbounded
-   * (PostgreSQL `text`). The inbox refuses longer ones before its first statement: MySQL would refuse them
-   * with a driver error the runner retries (strict mode), or truncate them (without it) into a row that no
-   * later statement of the run finds.
+   * The longest scope and key the table's columns hold, in UTF-8 bytes, or `undefined` when unbounded as
+   * PostgreSQL `text` is. The inbox refuses longer ones before its first statement. In strict mode MySQL
+   * would refuse them with a driver error the runner retries. Without it, MySQL would truncate them into a
+   * row that no later statement of the run finds.
    */
   readonly maxBytes: { readonly scope: number; readonly key: number } | undefined;
   /**
-   * Whether the scope and key columns hold U+0000 (NUL): true on MySQL (`VARBINARY`), false on PostgreSQL,
-   * whose `text` refuses it with error 22021, a driver error the runner would retry in vain. The inbox
-   * refuses such a scope or key before its first statement.
+   * Whether the scope and key columns hold U+0000, NUL. True on MySQL, whose columns are `VARBINARY`. False
+   * on PostgreSQL, whose `text` refuses it with error 22021, a driver error the runner would retry in vain.
+   * The inbox refuses such a scope or key before its first statement.
    */
   readonly allowsNul: boolean;
 }
@@ -52,9 +51,10 @@ export interface InboxStatements {
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /**
- * Validates and quotes a table name, optionally schema-qualified (`schema.table`; on MySQL the schema is
- * the database).
- * @throws {@link @idempotent-consumer/core!InvalidOptionError} when a part is not a plain identifier (letters, digits, `_`).
+ * Validates and quotes a table name, optionally schema-qualified as `schema.table`. On MySQL the schema is
+ * the database.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when a part is not a plain identifier of
+ *   letters, digits and `_`.
  */
 export function quoteTable(dialect: SqlDialect, table: string): string {
   const parts = typeof table === 'string' ? table.split('.') : [];
@@ -67,15 +67,15 @@ export function quoteTable(dialect: SqlDialect, table: string): string {
   return parts.map((p) => `${q}${p}${q}`).join('.');
 }
 
-/** The longest identifier PostgreSQL keeps whole (it truncates longer ones); MySQL's limit is 64. */
+/** The longest identifier PostgreSQL keeps whole, truncating longer ones. MySQL's limit is 64. */
 const MAX_IDENTIFIER_LENGTH = 63;
 
 /**
- * The name of the expiry index (unqualified, derived from the table's own name).
- * @throws {@link @idempotent-consumer/core!InvalidOptionError} when it is longer than 63 characters (a table
- *   name over 52): PostgreSQL would truncate it, to the table's own name for a 63-character one, so
- *   `CREATE INDEX IF NOT EXISTS` finds that relation and creates no index, without an error; MySQL refuses
- *   it at `createSchema`.
+ * The name of the expiry index, unqualified and derived from the table's own name.
+ * @throws {@link @idempotent-consumer/core!InvalidOptionError} when it is longer than 63 characters, for a
+ *   table name over 52. PostgreSQL would truncate it to the table's own name for a 63-character one.
+ *   `CREATE INDEX IF NOT EXISTS` would then find that relation and silently create no index. MySQL refuses it
+ *   at `createSchema`.
  */
 function indexName(table: string): string {
   const name = `${table.split('.').pop()}_expires_at`;
@@ -117,19 +117,19 @@ VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
 ON CONFLICT (scope, idempotency_key) DO UPDATE
 SET fencing_token = excluded.fencing_token, expires_at = excluded.expires_at
 WHERE i.committed_at IS NULL AND i.fencing_token < excluded.fencing_token`,
-    // floor, not the cast's rounding: whole milliseconds never after the stored time, as MySQL's DIV.
+    // Floor, not the cast's rounding, so the stored milliseconds are never after the time, as MySQL's DIV.
     read: `SELECT fencing_token::text AS fencing_token,
   floor(extract(epoch FROM committed_at) * 1000)::bigint::text AS committed_at_ms, result
 FROM ${t} WHERE scope = $1 AND idempotency_key = $2`,
-    // clock_timestamp(), not now(): now() is the transaction's start, before the whole effect ran.
+    // clock_timestamp(), not now(). now() is the transaction's start, before the whole effect ran.
     commit: `UPDATE ${t}
 SET committed_at = clock_timestamp(), result = $1,
   expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
 WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_at IS NULL`,
-    // The outer expires_at test is not redundant: a row the subquery picked and then found locked (its
-    // holder committing it, a later claim fencing it) is rechecked after the wait on its new version, and
-    // at READ COMMITTED that recheck covers only the outer WHERE: with the key alone, it would delete the
-    // row just committed with a new expiry, and the key would run again.
+    // The outer expires_at test is not redundant. A row the subquery picked and then found locked, because
+    // its holder was committing it or a later claim was fencing it, is rechecked on its new version after the
+    // wait. At READ COMMITTED that recheck covers only the outer WHERE. With the key alone it would delete
+    // the row just committed with a new expiry, and the key would run again.
     deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
 ) AND expires_at < now()`,
@@ -140,12 +140,12 @@ WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_a
 
 function mysqlStatements(table: string): InboxStatements {
   const t = quoteTable('mysql', table);
-  // Scope and key are VARBINARY: they compare byte for byte, trailing spaces included ('A' and 'a', 'k' and
-  // 'k ' are two keys, as in Redis). A utf8mb4_bin VARCHAR would not do: that collation pads with spaces
-  // (PAD SPACE, on MySQL 8 and MariaDB), so its primary key holds 'k' and 'k ' as one key, and the second
-  // message would be reported a duplicate of the first without its effect ever running. The sizes in bytes
-  // hold every value the utf8mb4 columns of 191 and 512 characters held (4 bytes a character); together
-  // 2812 bytes, within InnoDB's 3072-byte key. Times are UTC.
+  // Scope and key are VARBINARY, so they compare byte for byte with trailing spaces, as in Redis. 'A' and
+  // 'a', 'k' and 'k ' are two keys. A utf8mb4_bin VARCHAR would not do. That collation pads with spaces on
+  // MySQL 8 and MariaDB, so its primary key holds 'k' and 'k ' as one key, and the second message would be
+  // reported a duplicate of the first without its effect ever running. The sizes in bytes hold every value
+  // the utf8mb4 columns of 191 and 512 characters held, at 4 bytes a character. Together they are 2812 bytes,
+  // within InnoDB's 3072-byte key. Times are UTC.
   const expiry = 'TIMESTAMPADD(MICROSECOND, ? * 1000, UTC_TIMESTAMP(3))';
   const raise = 'committed_at IS NULL AND fencing_token < VALUES(fencing_token)';
   return {
@@ -161,7 +161,7 @@ function mysqlStatements(table: string): InboxStatements {
   KEY \`${indexName(table)}\` (expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
     ],
-    // Assignments run left to right on the updated row: expires_at must be decided before fencing_token.
+    // Assignments run left to right on the updated row, so expires_at must be decided before fencing_token.
     fence: `INSERT INTO ${t} (scope, idempotency_key, fencing_token, expires_at)
 VALUES (?, ?, ?, ${expiry})
 ON DUPLICATE KEY UPDATE
@@ -181,8 +181,8 @@ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND committed_at I
 }
 
 /**
- * The DDL of the inbox table (and its expiry index) as one script, statements separated by `;`. The
- * migration files under `migrations/` are this script for the default table name.
+ * The DDL of the inbox table and its expiry index as one script, statements separated by `;`. The migration
+ * files under `migrations/` are this script for the default table name.
  */
 export function inboxSchemaSql(dialect: SqlDialect, table: string = DEFAULT_INBOX_TABLE): string {
   return `${inboxStatements(dialect, table).schema.join(';\n\n')};\n`;

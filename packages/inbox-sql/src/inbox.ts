@@ -12,13 +12,13 @@ import type { RunInTransaction, SqlClient, SqlResult } from './sql-client';
 import { transactionLossOf } from './transaction-loss';
 
 /**
- * What the inbox needs from a handler's context: the core's `HandlerContext` and every adapter's fit.
- * `key` may be `undefined` only to accept contexts of deliveries run without a key (RabbitMQ's
- * `missingKey: 'process'`): the inbox then throws `MissingKeyError`.
+ * What the inbox needs from a handler's context. The core's `HandlerContext` and every adapter's fit. `key`
+ * may be `undefined` only so that contexts of deliveries run without a key are accepted, such as RabbitMQ's
+ * `missingKey: 'process'`. The inbox then throws `MissingKeyError`.
  */
 export type InboxContext = Pick<HandlerContext, 'scope' | 'fencingToken'> & {
   readonly key: string | undefined;
-  /** When given and aborted (the claim was lost), the transaction rolls back before its commit statement. */
+  /** When given and aborted because the claim was lost, the transaction rolls back before it commits. */
   readonly signal?: AbortSignal;
 };
 
@@ -31,17 +31,17 @@ export type InboxRunResult<T> =
     }
   | {
       /**
-       * The inbox row was already committed (by an earlier run of this key: a crashed or lease-lost
-       * worker, a redelivery after the Redis record was lost): the side effect was not run again.
+       * The inbox row was already committed by an earlier run of this key, such as a crashed or lease-lost
+       * worker or a redelivery after the Redis record was lost. The side effect was not run again.
        */
       readonly status: 'duplicate';
-      /** The value the committing run's side effect returned (JSON round-tripped), `undefined` if none. */
+      /** The value the committing run's side effect returned, through JSON, or `undefined` if none. */
       readonly result: T | undefined;
       /** The fencing token of the run that committed. */
       readonly fencingToken: number;
       /**
-       * When it committed, in whole ms since the epoch (floored) on the database's clock: the time of its
-       * commit statement, the transaction's last, a moment before the transaction's `COMMIT`.
+       * When it committed, in whole ms since the epoch on the database's clock. It is the time of the commit
+       * statement, the transaction's last, a moment before its `COMMIT`.
        */
       readonly committedAtMs: number;
     };
@@ -49,7 +49,7 @@ export type InboxRunResult<T> =
 /** The state of one key's inbox row. */
 export interface InboxRow {
   readonly fencingToken: number;
-  /** `undefined` while uncommitted (fenced by a claim whose transaction has not committed). */
+  /** `undefined` while uncommitted, that is, fenced by a claim whose transaction has not committed. */
   readonly committedAtMs: number | undefined;
   /** The stored result as JSON text, `undefined` when none. */
   readonly result: string | undefined;
@@ -57,24 +57,25 @@ export interface InboxRow {
 
 /** Options of {@link TransactionalInbox}. */
 export interface TransactionalInboxOptions {
-  /** `postgres` (PostgreSQL 12+) or `mysql` (MySQL 8, MariaDB 10.5+). */
+  /** `postgres` for PostgreSQL 12+, or `mysql` for MySQL 8 and MariaDB 10.5+. */
   readonly dialect: SqlDialect;
   /**
-   * Runs statements outside any transaction (autocommit): the fence before the transaction and the
-   * reads after a refused commit. Usually the pool: `pgClient(pool)`, `mysqlClient(pool)`.
+   * Runs statements outside any transaction, in autocommit: the fence before the transaction and the reads
+   * after a refused commit. Usually the pool, as `pgClient(pool)` or `mysqlClient(pool)`.
    */
   readonly client: SqlClient;
   /** Runs a body in one transaction: `pgTransaction(pool)`, `mysqlTransaction(pool)`, or the ORM's. */
   readonly transaction: RunInTransaction;
   /**
    * Table name, optionally `schema.table`. Default `idempotency_inbox`. The table's own name is at most 52
-   * characters, so its expiry index's name (`<table>_expires_at`) fits the databases' 63.
+   * characters, so that its expiry index `<table>_expires_at` fits the databases' limit of 63.
    */
   readonly table?: string;
   /**
-   * How long a row is kept after its last write, in milliseconds, before {@link TransactionalInbox.deleteExpired}
-   * may delete it. Must outlast every redelivery of the key (and the Redis record's retention): a
-   * redelivery after the row is gone runs the side effect again. Default 7 days (604 800 000).
+   * How long a row is kept after its last write, in milliseconds, before
+   * {@link TransactionalInbox.deleteExpired} may delete it. It must outlast every redelivery of the key and
+   * the Redis record's retention, because a redelivery after the row is gone runs the side effect again.
+   * Default 7 days, 604 800 000.
    */
   readonly retentionMs?: number;
 }
@@ -82,21 +83,21 @@ export interface TransactionalInboxOptions {
 /** Default {@link TransactionalInboxOptions.retentionMs}: 7 days. */
 export const DEFAULT_INBOX_RETENTION_MS = 7 * 24 * 3_600_000;
 
-/** Thrown inside the transaction body to make the transaction roll back when the commit statement is refused. */
+/** Thrown inside the transaction body so that it rolls back when the commit statement is refused. */
 class CommitRefused extends Error {}
 
 /**
- * A transactional inbox: records (scope, idempotency key, fencing token) in the same database transaction
- * as a handler's side effect, so the effect commits at most once per key, even when a worker dies
- * between its commit and the COMPLETED write to Redis, or the Redis record is lost (docs/design.md).
+ * A transactional inbox. It records scope, idempotency key and fencing token in the same database transaction
+ * as a handler's side effect. The effect then commits at most once per key, even when a worker dies between
+ * its commit and the COMPLETED write to Redis, or the Redis record is lost.
  *
- * {@link TransactionalInbox.run} does, for one key:
- * 1. fence (autocommit): insert the row uncommitted with the claim's fencing token, or raise the token of
- *    an uncommitted row; a committed row means the effect already happened: return `duplicate` without
- *    running it; a higher token means a later claim owns the key: throw `LeaseLostError`;
- * 2. in one transaction: run the side effect, then mark the row committed only if it still holds this
- *    token and is uncommitted; if it does not, roll back (the effect's writes vanish) and report
- *    `duplicate` or throw `LeaseLostError`.
+ * {@link TransactionalInbox.run} does two steps for one key.
+ * 1. The fence, in autocommit. It inserts the row uncommitted with the claim's fencing token, or raises the
+ *    token of an uncommitted row. A committed row means the effect already happened, so it returns
+ *    `duplicate` without running it. A higher token means a later claim owns the key: `LeaseLostError`.
+ * 2. One transaction. It runs the side effect, then marks the row committed only if the row still holds this
+ *    token and is uncommitted. Otherwise it rolls back, so the effect's writes vanish, and reports
+ *    `duplicate` or throws `LeaseLostError`.
  *
  * @example
  * ```ts
@@ -140,27 +141,29 @@ export class TransactionalInbox {
   }
 
   /**
-   * Runs `effect` in one transaction with the inbox row, so its writes commit at most once per
-   * (scope, key) across every worker and every retry (a run whose commit is refused is rolled back). See
-   * the class description for the steps.
+   * Runs `effect` in one transaction with the inbox row, so that its writes commit at most once per scope and
+   * key across every worker and retry. A run whose commit is refused is rolled back. The class description
+   * lists the steps.
    *
-   * @param context the handler's context (scope, key, fencing token, signal).
-   * @param effect the side effect; every write must go through `tx` (the transaction), or it is not covered.
-   * @returns `committed` with the effect's value, or `duplicate` with the value stored by the run that committed.
-   * @throws `LeaseLostError` (retryable) when a later claim of the key fenced this one, or `context.signal`
-   *   aborted before the commit: nothing was committed. `InvalidKeyError` when the scope or key does not fit
-   *   the table (see {@link TransactionalInbox.fence}): nothing ran. `NonRetryableError` when the effect's value cannot
-   *   be stored as JSON (rolled back). `TransactionLostError` (retryable; MySQL/MariaDB) when a statement the
-   *   effect ran through `tx` failed with an error after which InnoDB had rolled back the whole transaction,
-   *   or may have (a deadlock, a full lock table; the list is on `TransactionLostError`), and the effect
-   *   carried on: InnoDB had rolled the transaction back, so nothing is recorded. Whatever `effect` or the
-   *   database throws (rolled back; the driver's errors, deadlocks and serialization failures included, count
-   *   as retryable for the core runner, so the claim is released and the message retried). On PostgreSQL at
-   *   REPEATABLE READ or SERIALIZABLE, a claim fenced after the transaction's snapshot fails its commit
-   *   statement with the driver's `40001` instead of `LeaseLostError`/`duplicate`: nothing was committed.
-   *   A statement the effect sends through `tx` after it settled (returned or threw: work it did not await)
-   *   is not sent: that statement's promise rejects with `TransactionEndedError` (not retryable), since it
-   *   would run after the transaction's end; the run ends as the effect did.
+   * @param context the handler's context: scope, key, fencing token and signal.
+   * @param effect the side effect. Every write must go through `tx`, or it is not covered.
+   * @returns `committed` with the effect's value, or `duplicate` with the value stored by the run that
+   *   committed.
+   * @throws `LeaseLostError`, retryable, when a later claim fenced this one or `context.signal` aborted
+   *   before the commit. Nothing was committed.
+   * @throws `InvalidKeyError` when the scope or key does not fit the table, see
+   *   {@link TransactionalInbox.fence}. Nothing ran.
+   * @throws `NonRetryableError` when the effect's value cannot be stored as JSON. The transaction rolled
+   *   back.
+   * @throws `TransactionLostError`, retryable, on MySQL and MariaDB, when a statement of the effect failed
+   *   with an error after which InnoDB rolled back the whole transaction, or may have, and the effect went
+   *   on. The error lists those failures. Nothing is recorded.
+   * @throws whatever `effect` or the database throws, after a rollback. The core runner counts driver errors,
+   *   deadlocks and serialization failures as retryable, so the claim is released and the message retried. On
+   *   PostgreSQL at REPEATABLE READ or SERIALIZABLE, a claim fenced after the snapshot fails the commit
+   *   statement with `40001` instead.
+   * @throws `TransactionEndedError`, not retryable, from a statement the effect sends through `tx` after it
+   *   settled, work it did not await. The statement is not sent, and the run ends as the effect did.
    */
   async run<T>(context: InboxContext, effect: (tx: SqlClient) => Promise<T>): Promise<InboxRunResult<T>> {
     checkContext(context);
@@ -169,11 +172,11 @@ export class TransactionalInbox {
     try {
       const result = await this.#transaction(async (tx) => {
         if (this.#dialect !== 'mysql') {
-          // pg hands a statement to its connection's queue at once: every statement the effect sent before
+          // pg hands a statement to its connection's queue at once, so every statement the effect sent before
           // it settled runs before the commit statement or the ROLLBACK. One sent later would run after the
-          // transaction's end (in autocommit, or in the next transaction of the pooled connection): refused.
-          // An effect that throws before it returns a promise (a plain function) has settled too, and one
-          // that returns a plain value or another thenable is awaited as on MySQL.
+          // end of the transaction, in autocommit or in the pooled connection's next transaction, so it is
+          // refused. An effect that throws before it returns a promise has settled too. A plain value or
+          // another thenable is awaited as on MySQL.
           let ended = false;
           let value: T;
           try {
@@ -193,16 +196,16 @@ export class TransactionalInbox {
           value = await effect(watched.client);
         } catch (error) {
           // The ROLLBACK follows once the body rejects. The statements the effect sent before it threw are
-          // still queued in the watch: they are sent first, inside the transaction (as PostgreSQL's
-          // connection queue sends them before its ROLLBACK), so none goes out after the ROLLBACK, and each
-          // settles as it would have (a refused one would reject a promise the effect may not hold).
+          // still queued in the watch. They go first, inside the transaction, as PostgreSQL's connection
+          // queue sends them before its ROLLBACK. So none goes out after the ROLLBACK, and each settles as it
+          // would have.
           watched.end();
           await watched.drained();
           throw error;
         }
         watched.end();
-        // Statements the effect sent without awaiting them are still queued: the commit statement goes
-        // after them, through the watch, so it is refused if one of them lost the transaction.
+        // Statements the effect sent without awaiting them are still queued. The commit statement goes after
+        // them, through the watch, so it is refused if one of them lost the transaction.
         await watched.settled();
         watched.assertAlive();
         if (!(await this.commit(watched.inboxClient, context, value))) throw new CommitRefused();
@@ -216,10 +219,10 @@ export class TransactionalInbox {
   }
 
   /**
-   * A handler for the core runner or any adapter (their contexts extend the core's `HandlerContext`) that
-   * runs `effect` through {@link TransactionalInbox.run} and resolves with its value: the fresh one when
-   * this run committed, the stored one when an earlier run had (so a run after a crash completes the
-   * Redis record with the same result, without a second write).
+   * A handler for the core runner or any adapter, whose contexts extend the core's `HandlerContext`. It runs
+   * `effect` through {@link TransactionalInbox.run} and resolves with its value. That is the fresh value when
+   * this run committed, or the stored one when an earlier run did, so a run after a crash completes the Redis
+   * record with the same result and without a second write.
    *
    * @example
    * ```ts
@@ -234,14 +237,15 @@ export class TransactionalInbox {
   }
 
   /**
-   * Step 1 of {@link TransactionalInbox.run}, for callers that open the transaction themselves: fences
-   * the key with the context's token (autocommit, on `client`).
-   * @returns `proceed` (run the transaction, ending with {@link TransactionalInbox.commit}) or `duplicate`.
-   * @throws `LeaseLostError` when the row holds a higher token; `MissingKeyError` when the context has no
-   *   key; `InvalidOptionError` when it is not a handler context; `InvalidKeyError` (not retryable) when the
-   *   scope or key is longer than the table's column (MySQL: {@link InboxStatements.maxBytes}), holds a NUL
-   *   character the column cannot ({@link InboxStatements.allowsNul}: PostgreSQL) or a lone surrogate; the
-   *   database's errors.
+   * Step 1 of {@link TransactionalInbox.run}, for callers that open the transaction themselves. It fences the
+   * key with the context's token, in autocommit on `client`.
+   * @returns `proceed`, then run the transaction and end it with {@link TransactionalInbox.commit}; or
+   *   `duplicate`.
+   * @throws `LeaseLostError` when the row holds a higher token, and `MissingKeyError` when the context has no
+   *   key. `InvalidOptionError` when it is not a handler context.
+   * @throws `InvalidKeyError`, not retryable, when the scope or key is longer than the table's column on
+   *   MySQL ({@link InboxStatements.maxBytes}), holds a NUL character on PostgreSQL
+   *   ({@link InboxStatements.allowsNul}), or holds a lone surrogate. Also the database's errors.
    */
   async fence(
     context: InboxContext,
@@ -261,15 +265,17 @@ export class TransactionalInbox {
   }
 
   /**
-   * Step 2 of {@link TransactionalInbox.run}: the last statement of the caller's transaction. Marks the row
-   * committed with `value` (stored as JSON) if it is still uncommitted and holds the context's token.
-   * @returns true when marked (commit the transaction); false when refused: roll back, then
-   *   {@link TransactionalInbox.read} tells whether the key committed elsewhere or was fenced.
-   *   On MySQL/MariaDB, call it only if no statement of the transaction failed with an error after which
-   *   InnoDB rolls back the whole transaction (a deadlock, a full lock table; the list is on
-   *   `TransactionLostError`): this statement would then commit the row without the earlier writes.
-   *   Unlike {@link TransactionalInbox.run}, it cannot see the effect's statements.
-   * @throws `LeaseLostError` when `context.signal` is aborted; `NonRetryableError` when `value` is not JSON.
+   * Step 2 of {@link TransactionalInbox.run}, the last statement of the caller's transaction. It marks the
+   * row committed with `value`, stored as JSON, if the row is still uncommitted and holds the context's
+   * token.
+   * @returns true when marked, so commit the transaction. False when refused. Then roll back, and
+   *   {@link TransactionalInbox.read} tells whether the key committed elsewhere or was fenced. On MySQL and
+   *   MariaDB, call it only if no statement of the transaction failed with an error after which InnoDB rolls
+   *   back the whole transaction, as listed on `TransactionLostError`. Otherwise this statement would commit
+   *   the row without the earlier writes. Unlike {@link TransactionalInbox.run}, it cannot see the effect's
+   *   statements.
+   * @throws `LeaseLostError` when `context.signal` is aborted, and `NonRetryableError` when `value` is not
+   *   JSON.
    */
   async commit(tx: SqlClient, context: InboxContext, value: unknown): Promise<boolean> {
     if (context.signal?.aborted) {
@@ -295,7 +301,7 @@ export class TransactionalInbox {
     return rowCount === 1;
   }
 
-  /** Reads one key's row (autocommit), `undefined` when there is none. */
+  /** Reads one key's row in autocommit, `undefined` when there is none. */
   async read(id: { readonly scope: string; readonly key: string }): Promise<InboxRow | undefined> {
     const { rows } = await this.#client.query(this.statements.read, [id.scope, id.key]);
     const row = rows[0];
@@ -309,8 +315,8 @@ export class TransactionalInbox {
   }
 
   /**
-   * Deletes rows whose retention ended, `batchSize` at a time (each batch one statement on the
-   * `expires_at` index), until a batch comes back short. Run it periodically (a cron job, a timer).
+   * Deletes rows whose retention ended, `batchSize` at a time, until a batch comes back short. Each batch is
+   * one statement on the `expires_at` index. Run it periodically, from a cron job or a timer.
    * @returns how many rows were deleted.
    */
   async deleteExpired(options: { readonly batchSize?: number } = {}): Promise<number> {
@@ -334,34 +340,33 @@ export class TransactionalInbox {
 }
 
 /**
- * MySQL/MariaDB: the `tx` given to the effect, watching its statements' errors. InnoDB answers some
- * errors by rolling back the whole transaction, not only the failed statement (a deadlock, a full lock
- * table, and the others of {@link transactionLossOf}); a session that carries on is then in autocommit, or
- * (after MariaDB's bulk insert) in a new transaction. An effect that caught the error and continued would
- * have its later writes committed without the earlier ones (and made again by the retry), and the inbox's
- * commit statement would record the key as done while the writes before the error are
- * gone. So once the transaction is known lost, every later statement through the watch, and the commit,
- * is refused with `TransactionLostError` without being sent. Statements are sent one at a time, each after
- * the previous one settled (and its failure was judged): the driver would otherwise send a statement the
- * effect issued alongside the failing one (`Promise.all`) right after the rollback, in autocommit. Once
- * the effect settled ({@link TransactionWatch.end}), what it sends is refused; what it sent before is sent
- * before the commit statement ({@link TransactionWatch.settled}), or, when it threw, before the ROLLBACK
- * ({@link TransactionWatch.drained}).
- * PostgreSQL needs no watch: it refuses every statement of a failed transaction itself. Statements the
- * effect runs on another object (an ORM's own transaction handle) are not seen.
+ * The `tx` given to the effect on MySQL and MariaDB, watching its statements' errors. InnoDB answers some
+ * errors by rolling back the whole transaction, not only the failed statement; {@link transactionLossOf}
+ * lists them. A session that carries on is then in autocommit, or in a new transaction after MariaDB's bulk
+ * insert. An effect that caught the error and went on would commit its later writes without the earlier ones,
+ * and the inbox's commit statement would record the key as done.
+ *
+ * So once the transaction is known lost, every later statement and the commit are refused with
+ * `TransactionLostError`, unsent. Statements are sent one at a time, each after the previous one settled and
+ * its failure was judged. Otherwise the driver would send a statement issued alongside the failing one right
+ * after the rollback, in autocommit. Once the effect settled, what it sends is refused, and what it sent
+ * before goes before the commit statement or the ROLLBACK.
+ *
+ * PostgreSQL needs no watch, because it refuses every statement of a failed transaction itself. Statements
+ * the effect runs on another object, such as an ORM's own transaction handle, are not seen.
  */
 class TransactionWatch {
   /** Set when a statement through {@link TransactionWatch.client} failed and took the transaction with it. */
   #lost: TransactionLostError | undefined;
   /**
-   * The error of the last statement, not judged yet: judged ({@link transactionLossOf}) only when another
-   * statement is to be sent, or the commit prepared. A failure the effect lets propagate rolls the
+   * The error of the last statement, not judged yet. It is judged by {@link transactionLossOf} only when
+   * another statement is to be sent or the commit prepared. A failure the effect lets propagate rolls the
    * transaction back anyway, so it costs no read of the settings.
    */
   #unjudged: { readonly error: unknown } | undefined;
   /** Settles when the last statement sent through {@link TransactionWatch.client} has settled and been judged. */
   #last: Promise<unknown> = Promise.resolve();
-  /** Set when the effect settled ({@link TransactionWatch.end}): statements it sends later are refused. */
+  /** Set when the effect settled. Statements it sends later are refused. */
   #ended = false;
   /** The effect's `tx`: refuses what the effect sends after it settled. */
   readonly client: SqlClient;
@@ -377,22 +382,22 @@ class TransactionWatch {
   }
 
   /**
-   * The effect settled (returned or threw): every statement it sends from now on is refused without being
-   * sent (`TransactionEndedError`, or the `TransactionLostError` of a failure judged before). Those it sent
-   * before stay queued and are sent as usual: the caller awaits them ({@link TransactionWatch.settled} or
-   * {@link TransactionWatch.drained}) before the commit statement or the ROLLBACK.
+   * The effect settled, by returning or throwing. Every statement it sends from now on is refused unsent,
+   * with `TransactionEndedError` or the `TransactionLostError` of a failure judged before. Those it sent
+   * before stay queued and are sent as usual. The caller awaits them with {@link TransactionWatch.settled} or
+   * {@link TransactionWatch.drained} before the commit statement or the ROLLBACK.
    */
   end(): void {
     this.#ended = true;
   }
 
   /**
-   * Queues one statement behind the ones sent before; `late` (sent by the effect after it settled) refuses
-   * it once the failure before it, if any, was judged.
+   * Queues one statement behind the ones sent before. A `late` statement, sent by the effect after it
+   * settled, is refused once the failure before it, if any, was judged.
    */
   #enqueue(sql: string, params: readonly unknown[], late: boolean): Promise<SqlResult> {
     const sent = this.#last.then(async () => {
-      // A late statement needs no judgement: settled() queued the one of the failure before it.
+      // A late statement needs no judgement, since settled() queued the one of the failure before it.
       if (!late) await this.#judge();
       if (this.#lost) throw this.#lost;
       if (late) throw transactionEnded(this.context);
@@ -408,36 +413,36 @@ class TransactionWatch {
   }
 
   /**
-   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled (each
-   * judged the failure before it, as usual), without judging the last one's failure: what follows is the
-   * ROLLBACK, which a lost transaction does not change. Never rejects.
+   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled, without
+   * judging the last one's failure. What follows is the ROLLBACK, which a lost transaction does not change.
+   * Never rejects.
    */
   async drained(): Promise<void> {
     await this.#last;
   }
 
   /**
-   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled, and a
-   * failure among them was judged (so {@link TransactionWatch.assertAlive} knows whether it lost the
-   * transaction).
+   * Resolves once every statement sent through {@link TransactionWatch.client} so far has settled and a
+   * failure among them was judged. {@link TransactionWatch.assertAlive} then knows whether it lost the
+   * transaction.
    */
   async settled(): Promise<void> {
-    // Judged in the statement queue: a statement the effect queues meanwhile (a detached recovery after a
-    // caught failure) waits for the judgement, and is refused, not sent, when the transaction was lost.
+    // Judged in the statement queue. A statement the effect queues meanwhile, such as a detached recovery
+    // after a caught failure, waits for the judgement and is refused unsent when the transaction was lost.
     const judged = this.#last.then(() => this.#judge());
     this.#last = judged.catch(() => undefined);
     await judged;
   }
 
-  /** Throws `TransactionLostError` when the transaction was rolled back under the effect (before the commit statement). */
+  /** Throws `TransactionLostError` when the transaction was rolled back under the effect. */
   assertAlive(): void {
     if (this.#lost) throw this.#lost;
   }
 
   /**
-   * Judges the failure not judged yet, if any, before anything else is sent on the session: marks the
-   * transaction lost when InnoDB rolled it back whole, or may have ({@link transactionLossOf}: by default
-   * a failed statement is rolled back alone and the transaction stays whole).
+   * Judges the failure not judged yet, if any, before anything else is sent on the session. It marks the
+   * transaction lost when InnoDB rolled it back whole, or may have, per {@link transactionLossOf}. By default
+   * a failed statement is rolled back alone and the transaction stays whole.
    */
   async #judge(): Promise<void> {
     const unjudged = this.#unjudged;
@@ -455,7 +460,7 @@ class TransactionWatch {
   }
 }
 
-/** True for the refusal, also when an ORM's transaction call wrapped it (as `cause`). */
+/** True for the refusal, also when an ORM's transaction call wrapped it as `cause`. */
 function isCommitRefused(error: unknown): boolean {
   for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
     if (e instanceof CommitRefused) return true;
@@ -479,20 +484,20 @@ function checkContext(context: InboxContext): asserts context is InboxContext & 
   }
 }
 
-/** `String.prototype.isWellFormed` (ES2024, Node 20+), absent from the ES2023 library this package uses. */
+/** `String.prototype.isWellFormed`, from ES2024 and Node 20, absent from this package's ES2023 library. */
 type WellFormedCheck = string & { isWellFormed(): boolean };
 
 /**
- * Refuses, before any statement, a scope or key the table cannot store as it is; retrying cannot help,
- * so the error is not retryable:
- * - not well-formed UTF-16 (a lone surrogate): both drivers send it as U+FFFD, so two different keys would
- *   share one row and the second message would be reported a duplicate without its effect running (the
- *   core's runner refuses these too; this covers contexts built by hand);
- * - holding NUL where the column cannot ({@link InboxStatements.allowsNul}: PostgreSQL `text` fails the
- *   fence with 22021, a driver error the runner would retry until `maxAttempts`);
- * - longer than the column: MySQL would fail the fence with a driver error (retried by the runner, in
- *   vain), or, without strict mode, store it truncated, and the run's reads and commit, comparing the whole
- *   key, would then never find the row (`LeaseLostError` on every retry).
+ * Refuses a scope or key the table cannot store as it is, before any statement. Retrying cannot help, so the
+ * error is not retryable.
+ * - Not well-formed UTF-16, a lone surrogate. Both drivers send it as U+FFFD, so two different keys would
+ *   share one row and the second message would be reported a duplicate without its effect running. The core's
+ *   runner refuses these too; this covers contexts built by hand.
+ * - Holding NUL where the column cannot, see {@link InboxStatements.allowsNul}. PostgreSQL `text` fails the
+ *   fence with 22021, a driver error the runner would retry until `maxAttempts`.
+ * - Longer than the column. MySQL would fail the fence with a driver error, retried in vain. Without strict
+ *   mode it would store the key truncated, and the run's reads and commit, which compare the whole key, would
+ *   never find the row.
  */
 function checkStorable(statements: InboxStatements, context: InboxContext & { key: string }): void {
   const max = statements.maxBytes;

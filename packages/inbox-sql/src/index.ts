@@ -1,8 +1,7 @@
 /**
- * `@idempotent-consumer/inbox-sql`: a transactional inbox for PostgreSQL and MySQL/MariaDB. The side
- * effect and the (scope, idempotency key, fencing token) row commit in one database transaction, so a
- * database side effect happens at most once per key even across crashes and lost Redis records.
- * @packageDocumentation
+ * `@idempotent-consumer/inbox-sql`, a transactional inbox for PostgreSQL, MySQL and MariaDB. The side effect
+ * and a row of scope, idempotency key and fencing token commit in one database transaction. So a database
+ * side effect happens at most once per key, even across crashes and lost Redis records. @packageDocumentation
  */
 export {
   DEFAULT_INBOX_TABLE,

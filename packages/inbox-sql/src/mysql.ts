@@ -1,8 +1,8 @@
 import type { RunInTransaction, SqlClient } from './sql-client';
 
 /**
- * The part of a `mysql2/promise` `Pool`, `PoolConnection` or `Connection` the inbox uses (structural, so
- * `mysql2` stays an optional peer dependency). `query` resolves `[rows, fields]` for a `SELECT` and
+ * The part of a `mysql2/promise` `Pool`, `PoolConnection` or `Connection` the inbox uses. It is structural,
+ * so `mysql2` stays an optional peer dependency. `query` resolves `[rows, fields]` for a `SELECT` and
  * `[{ affectedRows }, undefined]` for other statements.
  */
 export interface MysqlQueryable {
@@ -35,10 +35,10 @@ export function mysqlClient(queryable: MysqlQueryable): SqlClient {
 }
 
 /**
- * A {@link RunInTransaction} on a `mysql2/promise` `Pool`: gets a connection, `beginTransaction`, runs
- * the body, `commit` (or `rollback` and rethrow), and releases the connection (destroying it when the
- * rollback failed). A `commit` that fails rejects: whether it took effect is then unknown, which the
- * inbox resolves on the next attempt.
+ * A {@link RunInTransaction} on a `mysql2/promise` `Pool`. It gets a connection, calls `beginTransaction`,
+ * runs the body and calls `commit`, or `rollback` and rethrows. Then it releases the connection, or destroys
+ * it when the rollback failed. A failed `commit` rejects. Whether it took effect is then unknown, and the
+ * inbox finds out on the next attempt.
  */
 export function mysqlTransaction(pool: MysqlPool): RunInTransaction {
   return async (body) => {

@@ -2,8 +2,8 @@ import { TransactionLostError } from './errors';
 import type { RunInTransaction, SqlClient } from './sql-client';
 
 /**
- * The part of a `pg` `Pool`, `PoolClient` or `Client` the inbox uses (structural, so `pg` stays an
- * optional peer dependency).
+ * The part of a `pg` `Pool`, `PoolClient` or `Client` the inbox uses. It is structural, so `pg` stays an
+ * optional peer dependency.
  */
 export interface PgQueryable {
   query(
@@ -12,7 +12,7 @@ export interface PgQueryable {
   ): Promise<{
     rows: Record<string, unknown>[];
     rowCount: number | null;
-    /** The command tag (pg's `command`): `COMMIT`, or `ROLLBACK` for a `COMMIT` of a failed transaction. */
+    /** pg's `command` tag: `COMMIT`, or `ROLLBACK` for a `COMMIT` of a failed transaction. */
     command?: string;
   }>;
 }
@@ -29,8 +29,8 @@ export interface PgPool {
 }
 
 /**
- * Adapts a `pg` `Pool`, `PoolClient` or `Client` (or anything with pg's `query(text, values)` and
- * `{ rows, rowCount }` result, such as Knex's `trx.raw` result on PostgreSQL) to a {@link SqlClient}.
+ * Adapts a `pg` `Pool`, `PoolClient` or `Client` to a {@link SqlClient}. Anything with pg's
+ * `query(text, values)` and a `{ rows, rowCount }` result fits, such as Knex's `trx.raw` on PostgreSQL.
  */
 export function pgClient(queryable: PgQueryable): SqlClient {
   return {
@@ -42,15 +42,15 @@ export function pgClient(queryable: PgQueryable): SqlClient {
 }
 
 /**
- * A {@link RunInTransaction} on a `pg` `Pool`: checks out a client, `BEGIN`, runs the body, `COMMIT`
- * (or `ROLLBACK` and rethrow), and releases the client (destroying it when the rollback failed, so a
- * broken connection never goes back to the pool). While checked out, the client's `error` event (its
- * server connection ended) is listened to, so a dying connection rejects the running statement instead
- * of crashing the process, and the client is destroyed on release. A `COMMIT` that fails rejects: whether it took effect
- * is then unknown, which the inbox resolves on the next attempt (the row is there or it is not).
- * @throws `TransactionLostError` (retryable) when PostgreSQL answered `COMMIT` with `ROLLBACK`: a statement
- *   of the transaction had failed (the body caught its error) and nothing was committed; the body's value
- *   is not returned. Whatever `BEGIN`, the body, or `COMMIT` threw.
+ * A {@link RunInTransaction} on a `pg` `Pool`. It checks out a client, sends `BEGIN`, runs the body and sends
+ * `COMMIT`, or `ROLLBACK` and rethrows. Then it releases the client, or destroys it when the rollback failed,
+ * so a broken connection never goes back to the pool. While the client is checked out its `error` event is
+ * listened to. A dying connection then rejects the running statement instead of crashing the process, and the
+ * client is destroyed on release. A failed `COMMIT` rejects. Whether it took effect is then unknown, and the
+ * inbox finds out on the next attempt from whether the row is there.
+ * @throws `TransactionLostError`, retryable, when PostgreSQL answered `COMMIT` with `ROLLBACK`. A statement
+ *   had failed and the body caught its error, so nothing was committed and the body's value is not returned.
+ * @throws whatever `BEGIN`, the body or `COMMIT` threw.
  */
 export function pgTransaction(pool: PgPool): RunInTransaction {
   return async (body) => {
@@ -65,7 +65,7 @@ export function pgTransaction(pool: PgPool): RunInTransaction {
       try {
         const result = await body(pgClient(client));
         const { command } = await client.query('COMMIT');
-        // A COMMIT of a failed transaction (a statement's error caught) rolls back without an error.
+        // A COMMIT of a failed transaction, whose statement error was caught, rolls back without an error.
         if (command === 'ROLLBACK') {
           throw new TransactionLostError(
             'PostgreSQL answered COMMIT with ROLLBACK: a statement of the transaction had failed and the body resolved anyway; nothing was committed',

@@ -1,17 +1,16 @@
 import type { SqlClient } from './sql-client';
 
 /**
- * MySQL/MariaDB error numbers after which InnoDB has rolled back the whole transaction, not only the failed
- * statement (InnoDB's `row_mysql_handle_errors`, and MariaDB's end of a statement that applied a bulk
- * insert):
- * - `ER_LOCK_DEADLOCK` 1213: the deadlock's victim;
- * - `ER_LOCK_TABLE_FULL` 1206: the lock structures outgrew the buffer pool ("The total number of locks
- *   exceeds the lock table size");
- * - `ER_CHECKREAD` 1020: MariaDB with `innodb_snapshot_isolation` on (the default from 11.8), a locking read
- *   or a write at REPEATABLE READ met a row changed after the transaction's read view;
- * - `ER_ERROR_DURING_COMMIT` 1180 from a statement (not from `COMMIT`): MariaDB's bulk insert (below) failed
- *   when applied at the statement's end ("Got error 1 during COMMIT"), and InnoDB rolled back everything;
- * - `ER_ERROR_DURING_ROLLBACK` 1181: the statement's own rollback failed; what is left is unknown.
+ * MySQL and MariaDB error numbers after which InnoDB has rolled back the whole transaction, not only the
+ * failed statement. They come from InnoDB's `row_mysql_handle_errors` and from MariaDB's end of a statement
+ * that applied a bulk insert.
+ * - `ER_LOCK_DEADLOCK` 1213, the deadlock's victim.
+ * - `ER_LOCK_TABLE_FULL` 1206. The lock structures outgrew the buffer pool.
+ * - `ER_CHECKREAD` 1020, on MariaDB with `innodb_snapshot_isolation` on, the default from 11.8. A locking
+ *   read or a write at REPEATABLE READ met a row changed after the transaction's read view.
+ * - `ER_ERROR_DURING_COMMIT` 1180 from a statement, not from `COMMIT`. MariaDB's bulk insert failed when
+ *   applied at the statement's end, and InnoDB rolled back everything.
+ * - `ER_ERROR_DURING_ROLLBACK` 1181. The statement's own rollback failed, so what is left is unknown.
  */
 const ALWAYS_LOST: ReadonlyMap<number, { readonly code: string } & TransactionLoss> = new Map([
   [1213, { code: 'ER_LOCK_DEADLOCK', reason: 'deadlock', certain: true }],
@@ -31,34 +30,34 @@ const ALWAYS_LOST: ReadonlyMap<number, { readonly code: string } & TransactionLo
   [1181, { code: 'ER_ERROR_DURING_ROLLBACK', reason: "the statement's rollback failed", certain: false }],
 ]);
 
-/** A lock wait timeout: InnoDB rolls back the whole transaction for it only with `innodb_rollback_on_timeout` on. */
+/** A lock wait timeout. InnoDB rolls back the whole transaction only with `innodb_rollback_on_timeout`. */
 const ER_LOCK_WAIT_TIMEOUT = 1205;
 
 /** How a statement's failure left its transaction, when it may have rolled it back whole. */
 export interface TransactionLoss {
   /** What rolled it back, for the error message. */
   readonly reason: string;
-  /** True when InnoDB did roll it back; false when it may have (a setting could not be read, a bulk insert may have run). */
+  /** True when InnoDB did roll it back. False when it may have, because a setting could not be read. */
   readonly certain: boolean;
 }
 
 /**
- * Whether InnoDB rolled back the whole transaction when a statement on `tx` failed with `error`; `undefined`
- * when only the statement was rolled back. Unknown counts as rolled back (`certain: false`): refusing the
- * commit costs a retry of the whole effect, committing after a lost transaction records the key without
- * the writes before the error. Asks the server, with one read through `tx` that changes nothing, when the
- * answer depends on a setting:
- * - the error numbers of {@link ALWAYS_LOST} (also as mysql2's `code` name, also as an ORM's `cause`):
- *   rolled back, the server not asked;
- * - a lock wait timeout, 1205: rolled back with `innodb_rollback_on_timeout` on, or when it cannot be read
- *   (read together with the checks below, in the same `SELECT`);
- * - any other failure, on MariaDB (10.6+) with `unique_checks` and `foreign_key_checks` both off in the
- *   session: an INSERT into an empty table is then a bulk insert, after which InnoDB answers any error of
- *   the transaction (a duplicate key, a lock wait timeout) by rolling it back whole, under the statement's
- *   own error number; the inbox cannot see whether such an INSERT ran, so it counts the transaction lost.
- *   With either check on (the default), or on MySQL, nothing is lost.
- * The read must run before any other statement of the session (the settings are the session's at the
- * failure); the caller runs it only when a statement is to follow in the transaction.
+ * Whether InnoDB rolled back the whole transaction when a statement on `tx` failed with `error`, or
+ * `undefined` when only the statement was rolled back. Unknown counts as rolled back, with `certain: false`.
+ * Refusing the commit costs a retry of the whole effect, while committing after a lost transaction records
+ * the key without the writes before the error. When the answer depends on a setting, it asks the server with
+ * one read through `tx` that changes nothing.
+ * - The error numbers of {@link ALWAYS_LOST} are rolled back, and the server is not asked. They are also
+ *   recognised by mysql2's `code` name and as an ORM's `cause`.
+ * - A lock wait timeout, 1205, is rolled back with `innodb_rollback_on_timeout` on, or when that cannot be
+ *   read. It is read in the same `SELECT` as the checks below.
+ * - Any other failure is a loss on MariaDB 10.6+ with `unique_checks` and `foreign_key_checks` both off in
+ *   the session. An INSERT into an empty table is then a bulk insert, after which InnoDB answers any error of
+ *   the transaction by rolling it back whole, under the statement's own error number. The inbox cannot see
+ *   whether such an INSERT ran, so it counts the transaction lost. With either check on, the default, or on
+ *   MySQL, nothing is lost.
+ * The read must run before any other statement of the session, because the settings are the session's at the
+ * failure. The caller runs it only when a statement is to follow in the transaction.
  */
 export async function transactionLossOf(error: unknown, tx: SqlClient): Promise<TransactionLoss | undefined> {
   const errno = errnoOf(error);
@@ -90,8 +89,8 @@ export async function transactionLossOf(error: unknown, tx: SqlClient): Promise<
 }
 
 /**
- * The MySQL error number of `error` (`errno`, or mysql2's `code` name of a number the inbox knows), also
- * when an ORM wrapped the driver's error (as `cause`); `undefined` when none is found.
+ * The MySQL error number of `error`, from `errno` or from mysql2's `code` name of a number the inbox knows.
+ * An ORM's wrapper is looked through via `cause`. `undefined` when none is found.
  */
 function errnoOf(error: unknown): number | undefined {
   for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {

@@ -5,9 +5,9 @@ import type { CommandContext } from './context';
 import { readRecord } from './scan-records';
 
 /**
- * `inspect SCOPE KEY`: one record (the store's `get`) with its lease measured on the Redis server clock.
- * Exit status 3 when there is no record, and when the key holds another type than a hash (another program's
- * key: `notARecord` in `--json`).
+ * `inspect SCOPE KEY` shows one record from the store's `get`, with its lease measured on the Redis server
+ * clock. Exit status 3 when there is no record, and when the key holds another type than a hash, shown as
+ * `notARecord` in `--json`.
  */
 export async function inspect(
   ctx: CommandContext,
@@ -34,8 +34,8 @@ export async function inspect(
 }
 
 /**
- * What `inspect` and `release` say of a key that holds another type than a hash, after the word "key":
- * the key, its scope, and why it is left alone.
+ * What `inspect` and `release` say of a key that holds another type than a hash, after the word "key". The
+ * key, its scope, and why it is left alone.
  */
 export function notARecordText(scope: string, key: string): string {
   return `${JSON.stringify(key)} in scope ${JSON.stringify(scope)} is not an idempotency record (not a hash: another program's key)`;
@@ -53,7 +53,7 @@ export function viewFields(view: RecordView): [string, string | number][] {
   for (const flag of RECORD_FLAGS) if (view[flag.field]) rows.push([flag.name, `yes: ${flag.meaning}`]);
   if (view.leaseRemainingMs !== null) {
     const lease =
-      // Held while its expiry is after the server time (claim.lua); at 0 the next claim takes it over.
+      // Held while its expiry is after the server time, as in claim.lua. At 0 the next claim takes it over.
       view.leaseRemainingMs > 0
         ? `${view.leaseRemainingMs} ms remaining (until ${view.leaseExpiresAt})`
         : `lapsed ${-view.leaseRemainingMs} ms ago (the next claim takes it over)`;

@@ -6,10 +6,9 @@ import type { CommandContext } from './context';
 import { scanRecords } from './scan-records';
 
 /**
- * `list SCOPE [--state …] [--limit N]`: the records of a scope (SCAN), optionally only in some states, at
- * most `limit` of them, in the order SCAN finds them. Each with the markers `inspect` shows (reserved,
- * dead-lettered, abandoned, lapsed: `RECORD_FLAGS` of record-view.ts), in one `flags` column of the table, and as
- * their fields in `--json`.
+ * `list SCOPE [--state …] [--limit N]` shows the records of a scope found by SCAN, optionally only in some
+ * states, at most `limit` of them, in the order SCAN finds them. Each has the markers `inspect` shows, the
+ * `RECORD_FLAGS` of record-view.ts, in one `flags` column of the table and as their fields in `--json`.
  */
 export async function list(
   ctx: CommandContext,

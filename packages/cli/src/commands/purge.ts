@@ -6,12 +6,12 @@ import type { CommandContext } from './context';
 import { countScope } from './stats';
 
 /**
- * `purge SCOPE [--state …]`: deletes the records of a scope (optionally only those in some states), one
- * Lua script per key (lua/admin-purge.lua through `RedisIdempotencyAdmin.purge`), never a blind DEL and
- * never a record whose lease a worker holds. Counts first and asks. Records written while it runs may or
- * may not be deleted. When Redis fails part-way (a purge refused or timed out, a node lost mid-scan) it
- * stops, still prints what it deleted and how many purges failed (`failed`: not known to be deleted), and
- * then fails with the error (exit status 1).
+ * `purge SCOPE [--state …]` deletes the records of a scope, optionally only those in some states. It runs one
+ * Lua script per key, lua/admin-purge.lua through `RedisIdempotencyAdmin.purge`. It never sends a blind DEL
+ * and never deletes a record whose lease a worker holds. It counts first and asks. Records written while it
+ * runs may or may not be deleted. When Redis fails part-way, because a purge was refused or timed out or a
+ * node was lost mid-scan, it stops. It still prints what it deleted and how many purges failed, which are not
+ * known to be deleted, and then fails with the error, exit status 1.
  */
 export async function purge(
   ctx: CommandContext,
@@ -39,7 +39,7 @@ export async function purge(
   const skipped: Record<string, number> = {};
   try {
     for await (const ids of ctx.admin.scan(scope)) {
-      // allSettled, not all: the purges of a batch that did succeed are deletions to report.
+      // allSettled, not all, because the purges of a batch that did succeed are deletions to report.
       const replies = await Promise.allSettled(
         ids.map((id) => ctx.admin.purge(id, { states: options.states })),
       );
@@ -50,11 +50,11 @@ export async function purge(
         } else if (reply.value.outcome === 'DELETED') deleted++;
         else skipped[reply.value.outcome] = (skipped[reply.value.outcome] ?? 0) + 1;
       }
-      // No further deletions on a Redis that is failing: the operator sees the count and runs it again.
+      // No further deletions on a Redis that is failing. The operator sees the count and runs it again.
       if (error !== undefined) break;
     }
   } catch (scanError) {
-    error = scanError; // the SCAN failed: the deletions before it still happened
+    error = scanError; // the SCAN failed, and the deletions before it still happened
   }
   if (deleted > 0) ctx.changed();
   const result =
@@ -69,7 +69,7 @@ export async function purge(
       error === undefined ? '' : '\nStopped by a Redis failure: the rest of the scope was not purged';
     return `${table(['records', 'count'], rows)}${stopped}`;
   });
-  // The caller prints the error and exits with status 1 (program.ts).
+  // The caller prints the error and exits with status 1, see program.ts.
   if (error !== undefined) throw error;
   return EXIT.ok;
 }

@@ -7,13 +7,13 @@ import { notARecordText, viewFields } from './inspect';
 import { readRecord } from './scan-records';
 
 /**
- * `release SCOPE KEY`: makes a stuck IN_PROGRESS record, or a FAILED one, claimable again
- * (lua/admin-release.lua through `RedisIdempotencyAdmin.release`), after showing it (on stderr, as `inspect`
- * shows it; with `--json` only when it asks) and asking (unless `--yes`). The
- * script is given the fencing token and the state shown, so a record claimed or written meanwhile is left
- * alone (`TOKEN_CHANGED`, exit status 3). A key that holds another type than a hash (another program's) is
- * neither shown nor changed (`NOT_A_RECORD`, exit status 3). The report (`--json`: `leaseHeld`, `leaseRemainingMs`, the lease
- * left when it was read, `null` unless IN_PROGRESS) says whether a worker's lease was still held.
+ * `release SCOPE KEY` makes a stuck IN_PROGRESS record, or a FAILED one, claimable again. It runs
+ * lua/admin-release.lua through `RedisIdempotencyAdmin.release`. First it shows the record on stderr as
+ * `inspect` does, with `--json` only when it asks, and asks unless `--yes`. The script gets the fencing token
+ * and the state shown, so a record claimed or written meanwhile is left alone with `TOKEN_CHANGED`, exit
+ * status 3. A key that holds another type than a hash, another program's, is neither shown nor changed:
+ * `NOT_A_RECORD`, exit status 3. The report says whether a worker's lease was still held. In `--json` that is
+ * `leaseHeld` and `leaseRemainingMs`, the lease left when it was read, `null` unless IN_PROGRESS.
  */
 export async function release(
   ctx: CommandContext,
@@ -23,7 +23,7 @@ export async function release(
 ): Promise<number> {
   const id = { scope, key };
   const [record, serverTimeMs] = await Promise.all([readRecord(ctx.admin, id), ctx.admin.serverTimeMs(id)]);
-  // Another program's key (not a hash): nothing to show or ask, and the script is never run on it.
+  // Another program's key, not a hash. Nothing to show or ask, and the script is never run on it.
   if (record === 'NOT_A_RECORD') {
     ctx.out.result(
       { scope, key, outcome: 'NOT_A_RECORD' },
@@ -46,8 +46,8 @@ export async function release(
     return EXIT.nothingDone;
   }
   const view = recordView(id, record, serverTimeMs, options.previewChars);
-  // Shown (on stderr) to whoever is asked to confirm, with --json too, before the question; without
-  // --json also under --yes, as part of the report. --json --yes asks nothing and shows nothing.
+  // Shown on stderr to whoever is asked to confirm, with --json too, before the question. Without --json it
+  // is also shown under --yes, as part of the report. --json --yes asks nothing and shows nothing.
   if (!ctx.out.json || !ctx.yes) ctx.out.note(fieldTable(viewFields(view)));
   const held = view.leaseRemainingMs !== null && view.leaseRemainingMs > 0;
   await confirm(
@@ -58,12 +58,12 @@ export async function release(
   const reply = await ctx.admin.release(id, {
     retentionMs: options.retentionMs,
     expectedFencingToken: record.fencingToken,
-    // The token alone misses a write by the holder: its fail turns IN_PROGRESS into FAILED with the same
+    // The token alone misses a write by the holder. Its fail turns IN_PROGRESS into FAILED with the same
     // token, and releasing that would undo a decision the operator was never shown.
     expectedState: record.state,
   });
   if (reply.outcome === 'OK') ctx.changed();
-  // Said in the report too, which is all `--json --yes` prints: the holder may still be running.
+  // Said in the report too, which is all `--json --yes` prints, because the holder may still be running.
   const lease = { leaseHeld: held, leaseRemainingMs: view.leaseRemainingMs };
   const heldNote = held
     ? `; a worker's lease had ${view.leaseRemainingMs} ms left: its writes are now refused, its handler may still be running`

@@ -1,10 +1,10 @@
 import type { IdempotencyRecord, RecordId, RedisIdempotencyAdmin } from '@idempotent-consumer/core';
 
 /**
- * One record read with the admin's `get`: the record, `null` when there is none, or `'NOT_A_RECORD'` when
- * the key holds another type than a hash (another program's string, list...: Redis refuses the read with
- * `WRONGTYPE`), which `release` and `purge` leave alone.
- * @throws what the admin's `get` throws otherwise (`StoreUnavailableError`, `UnexpectedReplyError`).
+ * One record read with the admin's `get`. The record, `null` when there is none, or `'NOT_A_RECORD'` when the
+ * key holds another type than a hash, such as another program's string or list. Redis refuses the read with
+ * `WRONGTYPE`, and `release` and `purge` leave such keys alone.
+ * @throws what the admin's `get` throws otherwise, such as `StoreUnavailableError` or `UnexpectedReplyError`.
  */
 export async function readRecord(
   admin: RedisIdempotencyAdmin,
@@ -19,10 +19,10 @@ export async function readRecord(
 }
 
 /**
- * Every record of a scope with its content: the admin's SCAN (never KEYS), then {@link readRecord} for
- * the ids of each batch, concurrently. Records that vanish between the two are left out, and so are keys
- * of the scope that are not hashes (`NOT_A_RECORD`), as `purge` keeps them.
- * @throws what the admin's `scan` or `get` throw otherwise (`StoreUnavailableError`, `UnexpectedReplyError`).
+ * Every record of a scope with its content. It runs the admin's SCAN, never KEYS, then {@link readRecord} for
+ * the ids of each batch, concurrently. Records that vanish between the two are left out, and so are keys of
+ * the scope that are not hashes, as `purge` keeps them.
+ * @throws what the admin's `scan` or `get` throw otherwise, such as `StoreUnavailableError`.
  */
 export async function* scanRecords(
   admin: RedisIdempotencyAdmin,
@@ -36,7 +36,7 @@ export async function* scanRecords(
   }
 }
 
-/** Whether Redis refused a read because the key holds another type than a hash (`WRONGTYPE`). */
+/** Whether Redis refused a read with `WRONGTYPE`, because the key holds another type than a hash. */
 function isWrongType(error: unknown): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {
     if (e.message.startsWith('WRONGTYPE')) return true;

@@ -9,11 +9,11 @@ export interface ScopeStats {
   readonly scope: string;
   readonly total: number;
   readonly states: Record<RecordState, number>;
-  /** IN_PROGRESS records whose lease has lapsed on the server clock (the next claim takes them over). */
+  /** IN_PROGRESS records whose lease has lapsed on the server clock. The next claim takes them over. */
   readonly inProgressLapsed: number;
 }
 
-/** `stats SCOPE`: counts per state (SCAN, never KEYS). */
+/** `stats SCOPE` counts the records per state with SCAN, never KEYS. */
 export async function stats(ctx: CommandContext, scope: string): Promise<number> {
   const result = await countScope(ctx, scope);
   ctx.out.result(result, () =>
@@ -21,7 +21,7 @@ export async function stats(ctx: CommandContext, scope: string): Promise<number>
       ['state', 'records'],
       [
         ...Object.entries(result.states).flatMap(([state, n]) =>
-          // The lapsed leases are part of the IN_PROGRESS count, under it: the rows above total add up.
+          // The lapsed leases are part of the IN_PROGRESS count, under it, so that the rows above add up.
           state === 'IN_PROGRESS'
             ? [
                 [state, n],

@@ -6,13 +6,13 @@ import type { ResolvedIdempotencyOptions } from './options';
 import { encodeResult } from './result-codec';
 import type { CompletedResult, ExecutionResult } from './run-result';
 
-/** Emits one runner event, isolated from its listeners (the runner's own emit). */
+/** Emits one runner event, isolated from its listeners, as the runner's own emit does. */
 export type RunnerEmit = <K extends keyof IdempotencyEvents>(
   name: K,
   ...payload: IdempotencyEvents[K]
 ) => void;
 
-/** What {@link completeClaim} works with: the runner's store, options and isolated emit. */
+/** What {@link completeClaim} works with. The runner's store, options and isolated emit. */
 export interface CompleteClaimRunner {
   readonly store: IdempotencyStore;
   readonly options: ResolvedIdempotencyOptions;
@@ -20,29 +20,26 @@ export interface CompleteClaimRunner {
 }
 
 /**
- * The write `Idempotency.execute` makes after a handler returned, made once more for a run whose write
- * was not recorded (`status: 'completed'`, `recorded: false`: the store stayed unavailable through the
- * runner's `writeAttempts`), by an adapter that keeps trying instead of letting the message go (Kafka must
- * not resolve an offset past an unwritten completion). One try, with the runner's own rules and events:
+ * Makes once more the write `Idempotency.execute` makes after a handler returned, for a run whose write was
+ * not recorded. That run has `status: 'completed'` and `recorded: false`, because the store stayed
+ * unavailable through the runner's `writeAttempts`. An adapter that keeps trying calls it instead of letting
+ * the message go, as Kafka must not resolve an offset past an unwritten completion. It makes one try, with
+ * the runner's own rules and events.
+ * - The result is encoded as the runner does. Too large under `onResultTooLarge: 'omit'`, it completes
+ *   without the result and emits `resultOmitted`. Too large under `'fail'`, or not serializable, it writes
+ *   FAILED with a `ResultTooLargeError`.
+ * - The write is fenced by the claim's token. Refused, it is `lease-lost` with a `leaseLost` event saying
+ *   `write`. The result's `during` is `run.leaseLostDuring` when the keeper saw the claim lost while the
+ *   handler ran, else `write`. A record already COMPLETED or FAILED under this very token is no refusal,
+ *   since an earlier try that timed out on our side was applied.
+ * - Written, it emits `completed` with `recorded: true`, the write the earlier event said was missing.
  *
- * - the result is encoded as the runner does (`maxResultBytes`, `compressAboveBytes`): too large under
- *   `onResultTooLarge: 'omit'` completes without it (the `resultOmitted` event, and `resultOmitted: true`
- *   on the result); too large under `'fail'`, or not serializable, writes FAILED with a
- *   `ResultTooLargeError` (`failed`, reason `result-too-large`);
- * - the write is fenced by the claim's token: refused, it is `lease-lost` (`leaseLost`, `during: 'write'`;
- *   the result's `during` is `run.leaseLostDuring` when the keeper had seen the claim lost while the
- *   handler ran, else `write`), unless the record is already COMPLETED (or FAILED) under this very token (an earlier try that timed
- *   out on our side was applied);
- * - written, it emits `completed` with `recorded: true` (the write the earlier `recorded: false` event
- *   said was missing).
- *
- * @param durationMs - the handler's run time for the `completed` event, in milliseconds; by default
- *   `run.durationMs`, what the runner measured when the handler returned (the write landing later does not
- *   make the handler's run any longer or shorter).
- * @returns the result the run would have had with the write recorded: `completed` (`recorded: true`),
- *   `failed` (`result-too-large`, `recorded: true`) or `lease-lost` (`handlerCompleted: true`).
- * @throws whatever the store call throws (`StoreUnavailableError` when it does not answer; anything else
- *   is not an outage), after a `storeError` event: the caller decides whether to try again.
+ * @param durationMs - the handler's run time for the `completed` event, in milliseconds. By default
+ *   `run.durationMs`, measured when the handler returned, since a late write does not change the run.
+ * @returns the result the run would have had with the write recorded. `completed` with `recorded: true`,
+ *   `failed` with `result-too-large`, or `lease-lost` with `handlerCompleted: true`.
+ * @throws whatever the store call throws, after a `storeError` event, and the caller decides whether to try
+ *   again. `StoreUnavailableError` when it does not answer; anything else is not an outage.
  */
 export async function completeClaim<T>(
   runner: CompleteClaimRunner,
@@ -89,8 +86,8 @@ export async function completeClaim<T>(
     return {
       ...base,
       status: 'lease-lost',
-      // Where the claim was lost first: while the handler ran when the keeper saw it (the runner's first
-      // leaseLost event), else at this write.
+      // Where the claim was lost first. While the handler ran when the keeper saw it, with the runner's first
+      // leaseLost event, else at this write.
       during: run.leaseLostDuring ?? 'write',
       handlerStarted: true,
       handlerCompleted: true,
@@ -103,7 +100,7 @@ export async function completeClaim<T>(
     const ok = await write('fail', () =>
       store.fail(id, fencingToken, {
         retentionMs: options.retentionMs,
-        // As the runner's describeError words it (`Name [code]: message`), at most 1000 characters.
+        // As the runner's describeError words it, `Name [code]: message`, at most 1000 characters.
         error: `${error.name} [${error.code}]: ${error.message}`.slice(0, 1000),
       }),
     );

@@ -8,13 +8,13 @@ export interface EventSubject {
 }
 
 /**
- * Events an {@link Idempotency} runner emits, by name, with their payloads. Listen with `on(name, fn)` to
- * log or count them; a listener that throws does not change the outcome (it is isolated).
+ * Events an {@link Idempotency} runner emits, by name, with their payloads. Listen with `on(name, fn)` to log
+ * or count them. A listener that throws is isolated and does not change the outcome.
  */
 export interface IdempotencyEvents {
   /** Every claim, with its outcome. */
   outcome: [EventSubject & { outcome: ClaimOutcome; attempt: number; fencingToken: number }];
-  /** A handler returned and its record was completed; `durationMs` is the handler's run time. */
+  /** A handler returned and its record was completed. `durationMs` is the handler's run time. */
   completed: [
     EventSubject & { attempt: number; fencingToken: number; durationMs: number; recorded: boolean },
   ];
@@ -31,22 +31,22 @@ export interface IdempotencyEvents {
     },
   ];
   /**
-   * The claim was lost: at the start of a reservation, while the handler ran (`heartbeat`,
-   * `local-deadline`) or at its final write (see {@link LeaseLostDuring}). A loss while the handler ran is
-   * followed by a second event, `write`, when the write after it is refused too.
+   * The claim was lost, at the start of a reservation, while the handler ran or at its final write, see
+   * {@link LeaseLostDuring}. A loss while the handler ran is followed by a second event saying `write` when
+   * the write after it is refused too.
    */
   leaseLost: [EventSubject & { fencingToken: number; during: LeaseLostDuring }];
   /**
-   * A store call failed (it may be retried). Not emitted when the store refused the caller's own request
-   * (`InvalidKeyError`: a scope or key it does not take; `InvalidOptionError`; `InvalidPayloadError`): the
-   * call rejects with that error, as when the runner finds it before the store is touched.
+   * A store call failed, and it may be retried. Not emitted when the store refused the caller's own request
+   * with `InvalidKeyError`, `InvalidOptionError` or `InvalidPayloadError`. The call then rejects with that
+   * error, as when the runner finds it before the store is touched.
    */
   storeError: [{ operation: string; error: unknown; subject?: EventSubject }];
   /**
-   * `storeFailureMode: 'open'`: a handler ran without protection because the store did not answer its
-   * claim (never during a `conflictWaitMs` wait: that runs nothing).
+   * Only with `storeFailureMode: 'open'`. A handler ran without protection because the store did not answer
+   * its claim. Never during a `conflictWaitMs` wait, which runs nothing.
    */
   failOpen: [EventSubject & { error: unknown }];
-  /** A result above `maxResultBytes` was not stored (`onResultTooLarge: 'omit'`). */
+  /** A result above `maxResultBytes` was not stored under `onResultTooLarge: 'omit'`. */
   resultOmitted: [EventSubject & { bytes: number; maxResultBytes: number }];
 }

@@ -10,36 +10,36 @@ export interface LeaseKeeperTimings {
   readonly retentionMs: number;
   readonly heartbeatIntervalMs: number;
   /**
-   * When the claim's current lease ends by the local monotonic clock (`performance.now()`), counted from
-   * when the claim (or its last renewal) was sent. @defaultValue now + `leaseMs`
+   * When the claim's current lease ends by the local monotonic clock `performance.now()`, counted from when
+   * the claim or its last renewal was sent. @defaultValue now + `leaseMs`
    */
   readonly leaseEndsAt?: number;
 }
 
 /**
- * What a {@link LeaseKeeper} reports, each with the keeper (its `id`, `fencingToken` and `context`), so
- * one callbacks object serves every run of a runner (no closures per run: bench/README.md, profile).
+ * What a {@link LeaseKeeper} reports. Each callback gets the keeper, with its `id`, `fencingToken` and
+ * `context`, so one callbacks object serves every run of a runner and no closure is made per run.
  */
 export interface LeaseKeeperCallbacks<C> {
-  /** After every successful extension (the adapters extend the broker's own timer here). */
+  /** After every successful extension. The adapters extend the broker's own timer here. */
   onExtended?: (keeper: LeaseKeeper<C>, reply: Extract<ExtendReply, { ok: true }>) => void | Promise<void>;
-  /** The claim is lost; the signal has been aborted with a `LeaseLostError`. */
+  /** The claim is lost, and the signal has been aborted with a `LeaseLostError`. */
   onLost: (keeper: LeaseKeeper<C>, during: 'heartbeat' | 'local-deadline') => void;
-  /** An extension failed because the store did not answer; the keeper keeps trying. */
+  /** An extension failed because the store did not answer. The keeper keeps trying. */
   onStoreError: (keeper: LeaseKeeper<C>, error: unknown) => void;
 }
 
 /**
- * Keeps one claim's lease alive while its handler runs: extends it every `heartbeatIntervalMs` with the
- * fencing token (lua/extend.lua). Aborts {@link LeaseKeeper.signal} when the store refuses the token, or
- * when no extension has succeeded for a whole lease by the local monotonic clock (the store may then have
- * let the lease expire); a timer watches that deadline, so an extension that hangs until its command
- * timeout does not delay the abort. One extension is in flight at a time. The `AbortController` is created
- * only when someone reads `signal`.
+ * Keeps one claim's lease alive while its handler runs, extending it with the fencing token every
+ * `heartbeatIntervalMs` through lua/extend.lua. It aborts {@link LeaseKeeper.signal} when the store refuses
+ * the token, or when no extension has succeeded for a whole lease by the local monotonic clock, since the
+ * store may then have let the lease expire. A timer watches that deadline, so an extension that hangs until
+ * its command timeout does not delay the abort. One extension is in flight at a time. The `AbortController`
+ * is made only when someone reads `signal`.
  */
 export class LeaseKeeper<C = undefined> {
   #controller: AbortController | undefined;
-  /** Why the signal aborted (the claim was lost, or the handler ran out of time), once it did. */
+  /** Why the signal aborted, once it did. The claim was lost, or the handler ran out of time. */
   #reason: Error | undefined;
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -54,13 +54,13 @@ export class LeaseKeeper<C = undefined> {
     readonly fencingToken: number,
     private readonly timings: LeaseKeeperTimings,
     private readonly callbacks: LeaseKeeperCallbacks<C>,
-    /** What the caller passes to its callbacks through the keeper (the runner: the call's options). */
+    /** What the caller passes to its callbacks through the keeper. The runner passes the call's options. */
     readonly context: C,
   ) {
     this.#localDeadline = timings.leaseEndsAt ?? performance.now() + timings.leaseMs;
   }
 
-  /** Aborts with a `LeaseLostError` when the claim is lost (created on first read). */
+  /** Aborts with a `LeaseLostError` when the claim is lost. Made on first read. */
   get signal(): AbortSignal {
     if (!this.#controller) {
       this.#controller = new AbortController();
@@ -70,9 +70,9 @@ export class LeaseKeeper<C = undefined> {
   }
 
   /**
-   * Starts the heartbeat; the first beat comes early enough for what is left of the claim's lease. The
-   * deadline timer is armed with the first beat, which is due before the deadline (at most half of what is
-   * left): a short handler costs one timer.
+   * Starts the heartbeat. The first beat comes early enough for what is left of the claim's lease. The
+   * deadline timer is armed with the first beat, which is due before the deadline at most half of what is
+   * left, so a short handler costs one timer.
    */
   start(): void {
     const left = this.#localDeadline - performance.now();
@@ -80,15 +80,15 @@ export class LeaseKeeper<C = undefined> {
   }
 
   /**
-   * How the claim was lost while the keeper ran, `undefined` while it was not: `heartbeat` (the store
-   * refused an extension) or `local-deadline` (no extension reached the store for a whole lease). Not set
-   * after {@link abort} or {@link stop}: the keeper then no longer watches the lease.
+   * How the claim was lost while the keeper ran, `undefined` while it was not. `heartbeat` means the store
+   * refused an extension, and `local-deadline` that no extension reached the store for a whole lease. Not set
+   * after {@link abort} or {@link stop}, since the keeper then no longer watches the lease.
    */
   get lostDuring(): 'heartbeat' | 'local-deadline' | undefined {
     return this.#lostDuring;
   }
 
-  /** Aborts the signal with `reason` (the handler ran out of time); the heartbeat stops with {@link stop}. */
+  /** Aborts the signal with `reason` when the handler ran out of time. {@link stop} ends the heartbeat. */
   abort(reason: Error): void {
     if (this.#reason) return;
     this.#reason = reason;
@@ -96,8 +96,8 @@ export class LeaseKeeper<C = undefined> {
   }
 
   /**
-   * Stops the heartbeat. Returns the extension in flight to wait for (it never rejects), `undefined` when
-   * there is none: most runs end before their first beat, and an `await` of nothing costs a tick.
+   * Stops the heartbeat. Returns the extension in flight to wait for, which never rejects, or `undefined`
+   * when there is none. Most runs end before their first beat, and an `await` of nothing costs a tick.
    */
   stop(): Promise<void> | undefined {
     this.#stopped = true;
@@ -106,11 +106,11 @@ export class LeaseKeeper<C = undefined> {
     return this.#inFlight;
   }
 
-  /** (Re)arms the timer that aborts the signal when the local deadline passes without an extension. */
+  /** Arms or re-arms the timer that aborts the signal when the local deadline passes without an extension. */
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
     if (this.#stopped || this.#reason) return;
-    // At most a Node timer's longest delay (a longer one fires after 1 ms): the callback re-arms until due.
+    // A Node timer fires a longer delay than its maximum after 1 ms, so the callback re-arms until due.
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, this.#localDeadline - performance.now()));
     this.#deadlineTimer = setTimeout(() => {
       if (this.#stopped) return;
@@ -122,7 +122,7 @@ export class LeaseKeeper<C = undefined> {
 
   #schedule(delayMs = this.timings.heartbeatIntervalMs): void {
     if (this.#stopped || this.#reason) return;
-    // A beat due later than a Node timer holds (a lease above 6.4e9 ms) comes after 2^31 - 1 ms instead:
+    // A beat due later than a Node timer holds, for a lease above 6.4e9 ms, comes after 2^31 - 1 ms instead.
     // Node fires a longer delay after 1 ms, which extended the lease every millisecond.
     this.#timer = setTimeout(
       () => {
@@ -144,8 +144,8 @@ export class LeaseKeeper<C = undefined> {
         leaseMs: this.timings.leaseMs,
         retentionMs: this.timings.retentionMs,
       });
-      // Stopped, or the claim already declared lost (the local deadline passed while this beat was in
-      // flight): a late success renews nothing the run still holds, and is not reported.
+      // Stopped, or the claim was already declared lost because the local deadline passed while this beat was
+      // in flight. A late success renews nothing the run still holds, and is not reported.
       if (this.#stopped || this.#lostDuring) return;
       if (!reply.ok) return this.#lose('heartbeat');
       this.#localDeadline = sentAt + this.timings.leaseMs;
@@ -165,8 +165,8 @@ export class LeaseKeeper<C = undefined> {
         ? 'the store refused the fencing token'
         : 'no heartbeat reached the store for a whole lease';
     clearTimeout(this.#deadlineTimer);
-    // The beat already scheduled is not sent: the run gave the claim up, and a renewal now would hold the
-    // key for another lease (and extend the broker's timer through onExtended) for nobody.
+    // The beat already scheduled is not sent. The run gave the claim up, and a renewal now would hold the key
+    // for another lease, and extend the broker's timer through onExtended, for nobody.
     clearTimeout(this.#timer);
     this.#lostDuring = during;
     this.#reason = new LeaseLostError(`Lost the claim of ${this.id.scope}/${this.id.key}: ${why}`);

@@ -3,10 +3,10 @@ import { ReplicationTimeoutError, StoreUnavailableError } from '../errors';
 import type { IdempotencyEvents } from './events';
 
 /**
- * Where the runner reports what a person must not miss: any object with `warn` and `error` (and optionally
- * `info` and `debug`) taking a message and a fields object, which fits `console`, winston and pino alike.
- * The message is complete on its own (scope, key and numbers are in it); `fields` repeats them as
- * structured data. pino reads a leading object, so to keep the fields structured there pass
+ * Where the runner reports what a person must not miss. Any object with `warn` and `error`, and optionally
+ * `info` and `debug`, taking a message and a fields object. That fits `console`, winston and pino alike. The
+ * message is complete on its own, with scope, key and numbers, and `fields` repeats them as structured data.
+ * pino reads a leading object, so to keep the fields structured there pass
  * `{ warn: (m, f) => log.warn(f, m), error: (m, f) => log.error(f, m) }`.
  */
 export interface IdempotencyLogger {
@@ -16,7 +16,7 @@ export interface IdempotencyLogger {
   debug?(message: string, fields?: Record<string, unknown>): void;
 }
 
-/** The default logger: `console.warn` and `console.error`. */
+/** The default logger, `console.warn` and `console.error`. */
 export const consoleLogger: IdempotencyLogger = {
   warn: (message, fields) => console.warn(message, fields ?? ''),
   error: (message, fields) => console.error(message, fields ?? ''),
@@ -25,21 +25,19 @@ export const consoleLogger: IdempotencyLogger = {
 const PREFIX = 'idempotent-consumer:';
 
 /**
- * Subscribes `logger` to a runner's events and logs only what needs a person, never a line per message:
+ * Subscribes `logger` to a runner's events and logs only what needs a person, never a line per message.
+ * - `warn` for a lease lost, because another worker may run the key and this worker's writes are refused.
+ * - `warn` for a result omitted because it exceeds `maxResultBytes`, since duplicates replay `undefined`.
+ * - `warn` once when the store becomes unavailable, at the first `StoreUnavailableError`. Runs then fail
+ *   closed, or run unprotected with `storeFailureMode: 'open'`. `info`, else `warn`, once when it answers a
+ *   claim again, with the outage's length and number of failed calls.
+ * - `warn` for a write its replicas did not acknowledge in time, a `ReplicationTimeoutError`.
+ * - `error` for any other store error, such as an unexpected reply, and for an `onHeartbeat` hook that threw.
  *
- * - `warn` a lease lost (another worker may run the key; this worker's writes are refused);
- * - `warn` a result omitted because it exceeds `maxResultBytes` (duplicates replay `undefined`);
- * - `warn` once when the store becomes unavailable (the first `StoreUnavailableError`; runs fail closed, or
- *   run unprotected with `storeFailureMode: 'open'`), and `info` (else `warn`) once when it answers a claim
- *   again, with the outage's length and number of failed calls;
- * - `warn` a write its replicas did not acknowledge in time (`waitForReplicas`: `ReplicationTimeoutError`);
- * - `error` any other store error (an unexpected reply: a bug or version skew) and an `onHeartbeat` hook
- *   that threw.
- *
- * Nothing for a refusal of the caller's own request (a scope or key the store does not take, an option, a
- * payload): the runner emits no `storeError` for it, the call rejects with the typed error
- * (`InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`) and the caller decides (runner/idempotency.ts,
- * `isCallerError`).
+ * Nothing is logged when the caller's own request is refused, such as a scope, key, option or payload the
+ * store does not take. The runner emits no `storeError` for it. The call rejects with `InvalidKeyError`,
+ * `InvalidOptionError` or `InvalidPayloadError`, and the caller decides, see `isCallerError` in
+ * runner/idempotency.ts.
  *
  * @returns a function that unsubscribes.
  */
@@ -83,8 +81,8 @@ export function attachLogger(runner: EventEmitter<IdempotencyEvents>, logger: Id
         );
         return;
       }
-      // A write its replicas did not acknowledge in time (waitForReplicas) is documented and retryable: a
-      // warning. Anything else is not an outage: an unexpected reply, a bug or version skew.
+      // A write its replicas did not acknowledge in time is documented and retryable, so it is a warning.
+      // Anything else is not an outage but an unexpected reply, a bug or version skew.
       const log = e.error instanceof ReplicationTimeoutError ? logger.warn : logger.error;
       log.call(logger, `${PREFIX} ${e.operation} failed: ${describe(e.error)}`, {
         operation: e.operation,

@@ -2,22 +2,22 @@ import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { UnexpectedReplyError, UnreadableResultError } from '../errors';
 import type { DuplicateReply } from '../store/idempotency-store';
 
-/** How handler results are stored (docs/design.md#the-record-and-its-states). */
+/** How handler results are stored, see docs/design.md#the-record-and-its-states. */
 export interface ResultOptions {
   /**
-   * Largest stored result, in bytes after encoding (and compression). @defaultValue 65536
+   * Largest stored result, in bytes after encoding and compression. @defaultValue 65536
    */
   maxResultBytes?: number;
   /**
-   * What happens to a larger result: `omit` completes the record without a result (duplicates are still
-   * skipped, but replay `undefined`) and emits `resultOmitted`; `fail` records the operation FAILED with a
-   * `ResultTooLargeError` (duplicates are never run again either). Never a silent truncation.
+   * What happens to a larger result. `omit` completes the record without a result and emits `resultOmitted`,
+   * so duplicates are still skipped but replay `undefined`. `fail` records the operation FAILED with a
+   * `ResultTooLargeError`, and duplicates never run again either. Never a silent truncation.
    * @defaultValue `'omit'`
    */
   onResultTooLarge?: 'omit' | 'fail';
   /**
-   * Results whose JSON is longer than this many bytes are stored deflated; `Infinity` turns compression
-   * off. @defaultValue 1024
+   * Results whose JSON is longer than this many bytes are stored deflated. `Infinity` turns compression off.
+   * @defaultValue 1024
    */
   compressAboveBytes?: number;
 }
@@ -28,24 +28,24 @@ export type EncodedResult =
   | { readonly kind: 'stored'; readonly value: string }
   | { readonly kind: 'too-large'; readonly bytes: number };
 
-/** No result (one frozen object: most handlers of a consumer return nothing). */
+/** No result, as one frozen object, since most handlers of a consumer return nothing. */
 const NONE: EncodedResult = Object.freeze({ kind: 'none' });
 
 /**
- * Encodes a handler's return value for the record: `undefined` stores nothing; anything else is JSON,
- * prefixed `j`, or base64 of raw deflate, prefixed `z`, above `compressAboveBytes`.
- * @throws TypeError when the value cannot be serialized as JSON (a `bigint`, a cycle).
+ * Encodes a handler's return value for the record. `undefined` stores nothing. Anything else is JSON prefixed
+ * `j`, or above `compressAboveBytes` base64 of raw deflate prefixed `z`.
+ * @throws TypeError when the value cannot be serialized as JSON, such as a `bigint` or a cycle.
  */
 export function encodeResult(value: unknown, options: Required<ResultOptions>): EncodedResult {
   if (value === undefined) return NONE;
   const json = JSON.stringify(value);
   if (json === undefined) return NONE; // functions and symbols serialize to nothing
   let encoded = `j${json}`;
-  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength (a per-message
-  // cost in the profile, bench/README.md); the limits themselves are unchanged.
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip Buffer.byteLength, which showed
+  // in the per-message CPU profile. The limits themselves are unchanged.
   if (json.length * 3 > options.compressAboveBytes && Buffer.byteLength(json) > options.compressAboveBytes) {
     const z = `z${deflateRawSync(json).toString('base64')}`;
-    // Compare bytes (what the store keeps and maxResultBytes counts), not UTF-16 lengths: base64 is ASCII.
+    // Compare bytes, which the store keeps and maxResultBytes counts, not UTF-16 lengths. base64 is ASCII.
     if (z.length < Buffer.byteLength(encoded)) encoded = z;
   }
   if (encoded.length * 3 > options.maxResultBytes) {
@@ -74,10 +74,10 @@ export function decodeResult<T>(stored: string | undefined): T | undefined {
 }
 
 /**
- * Decodes the stored result of a DUPLICATE claim reply ({@link decodeResult}).
- * @throws {@link UnreadableResultError} (naming the DUPLICATE's fencing token, attempt and completion time,
- *   with the codec's `UnexpectedReplyError` as its `cause`) when the stored value has an unknown prefix or
- *   is corrupt.
+ * Decodes the stored result of a DUPLICATE claim reply with {@link decodeResult}.
+ * @throws {@link UnreadableResultError} when the stored value has an unknown prefix or is corrupt. It names
+ *   the DUPLICATE's fencing token, attempt and completion time, with the codec's `UnexpectedReplyError` as
+ *   its `cause`.
  */
 export function decodeDuplicateResult<T>(reply: DuplicateReply): T | undefined {
   try {

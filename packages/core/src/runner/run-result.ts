@@ -1,103 +1,104 @@
 import type { ClaimOutcome, RecordState } from '../store/idempotency-store';
 
-/** Fields of every result whose claim succeeded (the handler ran). */
+/** Fields of every result whose claim succeeded, so the handler ran. */
 interface Executed {
   readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE';
   /** The claim's fencing token. */
   readonly fencingToken: number;
-  /** Which attempt this was (1 for the first). */
+  /** Which attempt this was, 1 for the first. */
   readonly attempt: number;
 }
 
-/** The handler returned; the record is COMPLETED (unless `recorded` is false). */
+/** The handler returned. The record is COMPLETED unless `recorded` is false. */
 export interface CompletedResult<T> extends Executed {
   readonly status: 'completed';
   readonly result: T;
   /**
-   * False when the store stayed unavailable through every write attempt: the handler's side effect
-   * happened but the record is still IN_PROGRESS. The adapters still ack (the handler completed); a later
+   * False when the store stayed unavailable through every write attempt. The handler's side effect happened
+   * but the record is still IN_PROGRESS. The adapters still ack, since the handler completed. A later
    * duplicate meets the expired lease and may run again, so the `storeError` event reports it.
    */
   readonly recorded: boolean;
   /**
-   * True when the handler's result was not stored because its encoded form (JSON, deflated above
-   * `compressAboveBytes`) passed `maxResultBytes` under `onResultTooLarge: 'omit'`: the record is
-   * completed without it (with `recorded: false`, that is the write that was attempted), so a duplicate
-   * is still skipped but replays `undefined` (`DuplicateResult.hasResult` false). The runner's
-   * `resultOmitted` event reported it too. False when the result was stored, or when there was none to
-   * store (the handler returned `undefined`).
+   * True when the handler's result was not stored because its encoded form passed `maxResultBytes` under
+   * `onResultTooLarge: 'omit'`. The encoded form is JSON, deflated above `compressAboveBytes`. The record is
+   * completed without the result, or that write was attempted when `recorded` is false. A duplicate is still
+   * skipped but replays `undefined`, with `DuplicateResult.hasResult` false. The runner's `resultOmitted`
+   * event reported it too. False when the result was stored, or when the handler returned `undefined`.
    */
   readonly resultOmitted: boolean;
   /**
-   * The handler's run time, in milliseconds, by the local monotonic clock (`performance.now()`): from its
-   * start to its return, the lease keeper stopped. The `durationMs` of the runner's `completed` event, also
-   * of the one a completion written late reports (`Idempotency.completeClaim`, the kit's
-   * `recordCompletionLate`): the same handler run, whenever its write lands.
+   * The handler's run time in milliseconds, from its start to its return, by the local monotonic clock
+   * `performance.now()`. It is the `durationMs` of the runner's `completed` event. A completion written late
+   * by `Idempotency.completeClaim` or the kit's `recordCompletionLate` reports the same figure, since it is
+   * the same handler run whenever its write lands.
    */
   readonly durationMs: number;
   /**
-   * Set only on a completion that was not recorded (`recorded: false`) after the lease keeper saw the claim
-   * lost while the handler ran: `heartbeat` (the store refused an extension) or `local-deadline` (no
-   * extension reached the store for a whole lease); the runner's first `leaseLost` event said so. A write of
-   * it made later (`Idempotency.completeClaim`, the kit's `recordCompletionLate`) that the store refuses is
-   * a `lease-lost` run with this `during`, not `write`: the claim was lost first while the handler ran.
-   * `undefined` otherwise (the lease held while the handler ran, or the completion was recorded).
+   * Set only on a completion that was not recorded, after the lease keeper saw the claim lost while the
+   * handler ran. `heartbeat` means the store refused an extension. `local-deadline` means no extension
+   * reached the store for a whole lease. The runner's first `leaseLost` event said so. If a later write of
+   * the completion, by `Idempotency.completeClaim` or the kit's `recordCompletionLate`, is refused, the run
+   * is `lease-lost` with this `during`, not `write`, because the claim was lost first. `undefined` when the
+   * lease held while the handler ran, or the completion was recorded.
    */
   readonly leaseLostDuring?: 'heartbeat' | 'local-deadline' | undefined;
 }
 
-/** The handler threw a retryable error; the record is RELEASED for a later attempt. */
+/** The handler threw a retryable error. The record is RELEASED for a later attempt. */
 export interface ReleasedResult extends Executed {
   readonly status: 'released';
   readonly error: unknown;
-  /** False when the store did not take the release; the lease then expires and the next claim is stale. */
+  /** False when the store did not take the release. The lease then expires and the next claim is stale. */
   readonly recorded: boolean;
 }
 
-/** The handler threw and the record is FAILED (terminal): non-retryable error or attempts exhausted. */
+/** The handler threw and the record is FAILED for good, after a non-retryable error or the last attempt. */
 export interface FailedResult extends Executed {
   readonly status: 'failed';
   readonly error: unknown;
   readonly reason: 'non-retryable' | 'attempts-exhausted' | 'result-too-large';
-  /** False when the store did not take the write; the adapters dead-letter all the same. */
+  /** False when the store did not take the write. The adapters dead-letter all the same. */
   readonly recorded: boolean;
 }
 
-/** Where a claim was lost: see {@link LeaseLostResult.during}. */
+/** Where a claim was lost, see {@link LeaseLostResult.during}. */
 export type LeaseLostDuring = 'start' | 'heartbeat' | 'local-deadline' | 'write';
 
 /**
- * The claim was lost while the handler ran (the lease expired and another worker claimed the key, or the
- * record vanished), or before it started (a reservation lost before `start`: `handlerStarted` false).
- * Nothing was written. `handlerCompleted` tells whether the handler returned.
+ * The claim was lost while the handler ran, because the lease expired and another worker claimed the key or
+ * the record vanished. Or it was lost before the handler started, when a reservation was lost before `start`
+ * and `handlerStarted` is false. Nothing was written. `handlerCompleted` tells whether the handler returned.
  */
 export interface LeaseLostResult<T> extends Executed {
   readonly status: 'lease-lost';
   /**
-   * Where the claim was lost first, as the runner's `leaseLost` event says it: `start` (before the
-   * handler: a reservation's start or the extension before it was refused; nothing ran), `heartbeat` (while
-   * the handler ran, the store refused an extension; its signal aborted), `local-deadline` (while the
-   * handler ran, no extension reached the store for a whole lease; its signal aborted) or `write` (the
-   * lease held while the handler ran, and the write of its outcome, `complete`, `release` or `fail`, was
-   * refused). After a loss while the handler ran, the write that follows is refused too (a second
-   * `leaseLost` event, `write`): `during` names the first.
+   * Where the claim was lost first, as the runner's `leaseLost` event says it.
+   * - `start`: before the handler. A reservation's `start`, or the extension before it, was refused, and
+   *   nothing ran.
+   * - `heartbeat`: while the handler ran, the store refused an extension, and its signal aborted.
+   * - `local-deadline`: while the handler ran, no extension reached the store for a whole lease, and its
+   *   signal aborted.
+   * - `write`: the lease held while the handler ran, and the write of its outcome was refused.
+   * After a loss while the handler ran, the write that follows is refused too, with a second `leaseLost`
+   * event saying `write`. `during` names the first.
    */
   readonly during: LeaseLostDuring;
-  /** False when a reserved claim was lost before its handler started: nothing ran. */
+  /** False when a reserved claim was lost before its handler started, so nothing ran. */
   readonly handlerStarted: boolean;
   readonly handlerCompleted: boolean;
   readonly result: T | undefined;
   readonly error: unknown;
 }
 
-/** Result of running a held claim: see {@link Idempotency.execute}. */
+/** Result of running a held claim, see {@link Idempotency.execute}. */
 export type ExecutionResult<T> = CompletedResult<T> | ReleasedResult | FailedResult | LeaseLostResult<T>;
 
-/** The key already completed; the handler did not run. `result` is the replayed stored result. */
+/** The key already completed and the handler did not run. `result` is the replayed stored result. */
 export interface DuplicateResult<T> {
   readonly outcome: 'DUPLICATE';
   readonly result: T | undefined;
-  /** False when no result was stored (the handler returned `undefined`, or it was too large). */
+  /** False when no result was stored, because the handler returned `undefined` or it was too large. */
   readonly hasResult: boolean;
   readonly fencingToken: number;
   readonly attempt: number;
@@ -106,10 +107,10 @@ export interface DuplicateResult<T> {
 }
 
 /**
- * Another worker holds a live lease; the handler did not run. Try again after `retryAfterMs`. Also what
- * `run` resolves when the store stopped answering during its `conflictWaitMs` wait (the CONFLICT it had,
- * whatever `storeFailureMode`), unless that wait had written a claim of its own it could not give back:
- * `run` then rejects with the `StoreUnavailableError` naming it (`writtenClaim`).
+ * Another worker holds a live lease, and the handler did not run. Try again after `retryAfterMs`. `run` also
+ * resolves with it when the store stopped answering during its `conflictWaitMs` wait, whatever
+ * `storeFailureMode`. If that wait had written a claim of its own that it could not give back, `run` rejects
+ * instead with the `StoreUnavailableError` whose `writtenClaim` names it.
  */
 export interface ConflictResult {
   readonly outcome: 'CONFLICT';
@@ -119,7 +120,7 @@ export interface ConflictResult {
   readonly attempt: number;
 }
 
-/** The key was first used with another payload; the handler did not run (a producer bug). */
+/** The key was first used with another payload, a producer bug. The handler did not run. */
 export interface PayloadMismatchResult {
   readonly outcome: 'PAYLOAD_MISMATCH';
   readonly state: RecordState;
@@ -127,13 +128,13 @@ export interface PayloadMismatchResult {
   readonly attempt: number;
 }
 
-/** The record is FAILED (terminal) from an earlier attempt; the handler did not run. */
+/** The record is FAILED for good from an earlier attempt. The handler did not run. */
 export interface FailedRecordResult {
   readonly outcome: 'FAILED';
   /** The error recorded when it failed. */
   readonly error: string;
   /**
-   * `true` once an adapter marked the record dead-lettered (`Idempotency.markDeadLettered`): settle this
+   * `true` once an adapter marked the record dead-lettered with `Idempotency.markDeadLettered`. Settle this
    * delivery without sending another dead-letter copy.
    */
   readonly deadLettered: boolean;
@@ -142,9 +143,9 @@ export interface FailedRecordResult {
 }
 
 /**
- * `storeFailureMode: 'open'` only: the store did not answer the claim, and the handler ran without
- * protection. Never after a CONFLICT: a store that stops answering during the `conflictWaitMs` wait runs
- * nothing (see {@link ConflictResult}).
+ * Only with `storeFailureMode: 'open'`. The store did not answer the claim, and the handler ran without
+ * protection. Never after a CONFLICT, because a store that stops answering during the `conflictWaitMs` wait
+ * runs nothing, see {@link ConflictResult}.
  */
 export type UnprotectedResult<T> =
   | {
@@ -160,7 +161,7 @@ export type UnprotectedResult<T> =
       readonly storeError: unknown;
     };
 
-/** What {@link Idempotency.run} resolves with: one variant per outcome, discriminated by `outcome`. */
+/** What {@link Idempotency.run} resolves with, one variant per outcome, told apart by `outcome`. */
 export type RunResult<T> =
   | ExecutionResult<T>
   | DuplicateResult<T>

@@ -3,10 +3,10 @@ import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './redis-client';
 
 /**
- * The connection a key's commands go to: the client itself when standalone; in a Cluster, the client's
- * connection to the master that serves the key's slot (from its slot map), so that a keyless command sent
- * there (`WAIT`, `TIME`) concerns the same node, and for `WAIT` the same connection, as the key's writes.
- * `undefined` when the slot map does not know the slot (the cluster is being resharded).
+ * The connection a key's commands go to. That is the client itself when standalone, and in a Cluster the
+ * client's connection to the master that serves the key's slot, from its slot map. A keyless command sent
+ * there, such as `WAIT` or `TIME`, then concerns the same node as the key's writes, and for `WAIT` the same
+ * connection. `undefined` when the slot map does not know the slot, while the cluster is being resharded.
  */
 export function connectionForKey(redis: RedisClient, key: string): Redis | undefined {
   if (!redis.isCluster) return redis as Redis;
@@ -18,8 +18,8 @@ export function connectionForKey(redis: RedisClient, key: string): Redis | undef
 }
 
 /**
- * The connections to every master: the client itself when standalone; in a Cluster, its connections to
- * the masters it knows (none before it loaded its slot map).
+ * The connections to every master. That is the client itself when standalone, and in a Cluster its
+ * connections to the masters it knows, none before it loaded its slot map.
  */
 export function masterConnections(redis: RedisClient): Redis[] {
   return redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 
-/** A command waiting for its reply: when it times out, and how to reject its caller. */
+/** A command waiting for its reply, when it times out, and how to reject its caller. */
 interface Pending {
   readonly deadline: number;
   readonly reject: (error: Error) => void;
@@ -8,17 +8,16 @@ interface Pending {
 }
 
 /**
- * Bounds every command of one store by the same timeout (`commandTimeoutMs`) with one timer for all of
- * them, not one per command: a Node timer per command (`setTimeout`, `unref`, `clearTimeout`) cost about
- * 0.5 µs of CPU on every Redis call (bench/README.md, "Session 6").
+ * Bounds every command of one store by the same timeout, `commandTimeoutMs`, with one timer for all of them.
+ * A Node timer per command, with `setTimeout`, `unref` and `clearTimeout`, cost about 0.5 µs of CPU on every
+ * Redis call.
  *
- * Commands are kept in the order they were sent. Their deadlines are in the same order (one timeout for
- * all), so the ones past due are always a prefix: the single timer is armed for the oldest pending
- * command's deadline and, when it fires, rejects the commands whose deadline passed and re-arms for the
- * next. A command that settles is marked done and dropped from the front once everything before it has
- * settled (replies on one connection come back in order, so the list stays about as long as the number of
- * commands in flight). A command is rejected at its deadline, as with a timer of its own; its reply, if it
- * comes later, is ignored.
+ * Commands are kept in the order they were sent. With one timeout for all, their deadlines are in the same
+ * order, so the ones past due are always a prefix. The single timer is armed for the oldest pending command's
+ * deadline. When it fires, it rejects the commands whose deadline passed and re-arms for the next. A command
+ * that settles is marked done, and dropped from the front once everything before it has settled. Replies on
+ * one connection come back in order, so the list stays about as long as the number of commands in flight. A
+ * command is rejected at its deadline, as with a timer of its own, and a later reply is ignored.
  */
 export class CommandDeadlines {
   #pending: Pending[] = [];
@@ -26,7 +25,7 @@ export class CommandDeadlines {
   #timer: ReturnType<typeof setTimeout> | undefined;
 
   /**
-   * @param timeoutMs how long a command may take, in milliseconds (> 0).
+   * @param timeoutMs how long a command may take, in milliseconds, > 0.
    * @param timeoutError the error a command that takes longer is rejected with.
    */
   constructor(
@@ -35,7 +34,7 @@ export class CommandDeadlines {
   ) {}
 
   /**
-   * Settles as `command` does (a rejection mapped by `mapError`), or rejects with the timeout error once
+   * Settles as `command` does, a rejection mapped by `mapError`, or rejects with the timeout error once
    * `timeoutMs` pass first.
    */
   guard<T>(command: Promise<T>, mapError: (error: unknown) => Error): Promise<T> {
@@ -60,14 +59,14 @@ export class CommandDeadlines {
     });
   }
 
-  /** Whether every command has settled (or timed out): none of the store's calls is in flight. */
+  /** Whether every command has settled or timed out, so none of the store's calls is in flight. */
   get idle(): boolean {
     return this.#head === this.#pending.length;
   }
 
   /**
-   * Entries still kept (for tests): the commands not yet settled or timed out, and the settled ones behind
-   * an older command still pending. 0 once every command has settled.
+   * Entries still kept, for tests. The commands not yet settled or timed out, and the settled ones behind an
+   * older command still pending. 0 once every command has settled.
    */
   get retained(): number {
     return this.#pending.length - this.#head;

@@ -10,9 +10,9 @@ import type {
 } from './idempotency-store';
 
 /**
- * The one place where raw script replies become typed replies (docs/design.md#the-lua-contract). Every function
- * rejects a shape it does not know with {@link UnexpectedReplyError}, so version skew between the scripts
- * and this code never passes silently.
+ * The one place where raw script replies become typed replies, see docs/design.md#the-lua-contract. Every
+ * function rejects a shape it does not know with {@link UnexpectedReplyError}, so version skew between the
+ * scripts and this code never passes silently.
  */
 
 const STATES: Record<string, RecordState> = { P: 'IN_PROGRESS', C: 'COMPLETED', R: 'RELEASED', F: 'FAILED' };

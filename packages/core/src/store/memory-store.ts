@@ -27,16 +27,17 @@ export interface MemoryIdempotencyStoreOptions {
    */
   now?: () => number;
   /**
-   * Longest accepted scope or idempotency key, in UTF-8 bytes: an integer >= 1, as in
-   * `RedisIdempotencyStore` (`InvalidOptionError` from the constructor otherwise).
+   * Longest accepted scope or idempotency key, in UTF-8 bytes. An integer >= 1, as in
+   * `RedisIdempotencyStore`, else the constructor throws `InvalidOptionError`.
    * @defaultValue 512
    */
   maxKeyBytes?: number;
 }
 
 /**
- * The prefix of the memory store's record keys (its map's keys): one byte, so that any `maxKeyBytes` bounds
- * only the scope and the key the caller gives (`buildRecordKey` checks the prefix against it too).
+ * The prefix of the memory store's record keys, the keys of its map. It is one byte, so that any
+ * `maxKeyBytes` bounds only the scope and the key the caller gives, since `buildRecordKey` checks the prefix
+ * against it too.
  */
 const KEY_PREFIX = 'm';
 
@@ -49,34 +50,34 @@ interface MutableRecord {
   hasResult: boolean;
   result: string;
   error: string;
-  /** Claimed with `reserve`, handler not started: no attempt counted yet. */
+  /** Claimed with `reserve` and the handler not started, so no attempt counted yet. */
   reserved: boolean;
-  /** FAILED only because the last attempt's lease lapsed: its holder may still complete. */
+  /** FAILED only because the last attempt's lease lapsed. Its holder may still complete. */
   lapsed: boolean;
   deadLettered: boolean;
   /**
-   * The next claim is stale (`b` of lua/claim.lua): released by a holder that abandoned a handler that may
-   * still run, reserved by a claim that took over from a lapsed handler, or given back unrun after
-   * `ACQUIRED_STALE`; cleared when a handler starts.
+   * The next claim is stale, field `b` of lua/claim.lua. Set when a holder released a handler it abandoned
+   * that may still run, when a claim reserved the key from a lapsed handler, or when a claim was given back
+   * unrun after `ACQUIRED_STALE`. Cleared when a handler starts.
    */
   abandoned: boolean;
   createdAtMs: number;
   updatedAtMs: number;
-  /** When the record is forgotten (the Redis key TTL). */
+  /** When the record is forgotten, as the Redis key TTL. */
   expiresAtMs: number;
 }
 
 /**
- * {@link IdempotencyStore} in one process's memory, with the same semantics as the Lua scripts (the
- * contract tests run against both). For single-process consumers, local development and fast unit tests;
- * it protects nothing across processes. Arguments are checked exactly as the Redis store checks them.
+ * {@link IdempotencyStore} in one process's memory, with the same semantics as the Lua scripts, since the
+ * contract tests run against both. For single-process consumers, local development and fast unit tests. It
+ * protects nothing across processes. Arguments are checked exactly as the Redis store checks them.
  */
 export class MemoryIdempotencyStore implements IdempotencyStore {
   readonly #records = new Map<string, MutableRecord>();
   readonly #now: () => number;
   readonly #maxKeyBytes: number;
   #lastToken = 0;
-  /** Waiters per record key ({@link MemoryIdempotencyStore.waitForOutcome}). */
+  /** Waiters per record key, see {@link MemoryIdempotencyStore.waitForOutcome}. */
   readonly #waiters = new Map<string, Set<() => void>>();
 
   /** @throws `InvalidOptionError` when `maxKeyBytes` is not an integer >= 1. */
@@ -85,7 +86,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     this.#maxKeyBytes = checkMaxKeyBytes(options.maxKeyBytes);
   }
 
-  /** Number of records held (expired ones are dropped first). */
+  /** Number of records held, after dropping the expired ones. */
   get size(): number {
     const now = this.#now();
     for (const [key, rec] of this.#records) if (rec.expiresAtMs <= now) this.#records.delete(key);
@@ -161,7 +162,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     if (rec && maxAttempts > 0 && rec.attempt >= maxAttempts) {
       let error = `ATTEMPTS_EXHAUSTED: ${rec.attempt} of ${maxAttempts} attempts used`;
       if (ranBefore) error += ', the last one lost its lease';
-      // Like lua/claim.lua: `abandoned` (b) does not say whether that handler timed out or lapsed.
+      // Like lua/claim.lua, `abandoned` does not say whether that handler timed out or lapsed.
       else if (abandoned) {
         error += ', the last one recorded no outcome (abandoned by its handler timeout, or its lease lapsed)';
       }
@@ -171,8 +172,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
         updatedAtMs: now,
         leaseExpiresAtMs: undefined,
         reserved: false,
-        // Like lua/claim.lua: a record FAILED by maxAttempts keeps saying that its last handler may be
-        // partial (b), for an operator's release (lua/admin-release.lua).
+        // Like lua/claim.lua, a record FAILED by maxAttempts keeps saying that its last handler may be
+        // partial, for an operator's release by lua/admin-release.lua.
         lapsed: ranBefore,
       });
       rec.expiresAtMs = now + retentionMs;
@@ -201,8 +202,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       updatedAtMs: now,
       expiresAtMs: 0,
     };
-    // The same rule as lua/claim.lua: greater than the record's token and than the clock in µs; and,
-    // within this store, than any token it issued (a record it forgot cannot bring a token back).
+    // The same rule as lua/claim.lua. The token is greater than the record's and than the clock in µs, and,
+    // within this store, than any token it issued, so a record it forgot cannot bring a token back.
     next.fencingToken = Math.max(next.fencingToken + 1, now * 1000, this.#lastToken + 1);
     this.#lastToken = next.fencingToken;
     next.state = 'IN_PROGRESS';
@@ -211,7 +212,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       next.attempt += 1;
       next.abandoned = false;
     } else if (ranBefore) {
-      // Like lua/claim.lua: a reservation taken over from a lapsed handler keeps saying so until one starts.
+      // Like lua/claim.lua, a reservation taken over from a lapsed handler keeps saying so until one starts.
       next.abandoned = true;
     }
     next.leaseExpiresAtMs = now + leaseMs;
@@ -240,7 +241,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       rec.lapsed = false;
       rec.abandoned = false;
       rec.deadLettered = false; // like complete.lua's HDEL d
-      rec.createdAtMs = 0; // complete.lua drops c: a completed record keeps its completion time only
+      rec.createdAtMs = 0; // complete.lua drops c, so a completed record keeps its completion time only
       rec.error = '';
       rec.hasResult = options.result !== undefined;
       rec.result = options.result ?? '';
@@ -253,7 +254,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'RELEASED';
       if (options.abandoned === true) rec.abandoned = true;
-      // Like lua/release.lua: a counted claim whose handler never ran gives its attempt back.
+      // Like lua/release.lua, a counted claim whose handler never ran gives its attempt back.
       if (options.neverStarted === true && !rec.reserved && rec.attempt > 0) rec.attempt -= 1;
       rec.expiresAtMs = now + options.retentionMs;
     });
@@ -264,7 +265,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     return this.#write(id, fencingToken, {}, (rec, now) => {
       rec.state = 'FAILED';
       rec.error = String(options.error);
-      // Like lua/fail.lua: a handler given up on (handlerTimeoutMs) may still run, and the record says so.
+      // Like lua/fail.lua, a handler given up on after handlerTimeoutMs may still run, and the record says
+      // so.
       if (options.abandoned === true) rec.abandoned = true;
       rec.expiresAtMs = now + options.retentionMs;
     });
@@ -367,8 +369,8 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
   }
 
   /**
-   * The fence of lua/includes/fence.lua: the record must carry this token in `state` (IN_PROGRESS by
-   * default), or be FAILED only because its lease lapsed when `lapsedFailure` allows that.
+   * The fence of lua/includes/fence.lua. The record must carry this token in `state`, IN_PROGRESS by default,
+   * or be FAILED only because its lease lapsed when `lapsedFailure` allows that.
    */
   #fenced(
     id: RecordId,
@@ -397,7 +399,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     rec.record.updatedAtMs = now;
     rec.record.leaseExpiresAtMs = undefined;
     rec.record.reserved = false;
-    // Like lua/includes/notify.lua: wake the waiters once this write has returned.
+    // Like lua/includes/notify.lua, wake the waiters once this write has returned.
     const key = buildRecordKey(KEY_PREFIX, id, this.#maxKeyBytes);
     for (const wake of this.#waiters.get(key) ?? []) queueMicrotask(wake);
     return { ok: true, serverTimeMs: now };

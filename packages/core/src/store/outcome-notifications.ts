@@ -2,14 +2,15 @@ import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './redis-client';
 
 /**
- * Receives the outcome notifications the complete/release/fail scripts publish (sharded Pub/Sub, channel
- * = record key; lua/includes/notify.lua) for the records someone waits on. One subscriber connection per
- * store, duplicated from the store's client when the first wait begins (a Cluster client is duplicated
- * with `shardedSubscribers: true`, so each channel is subscribed on the node that owns its slot) and
- * closed once nobody has waited for `idleMs`. The path without conflicts never touches it.
+ * Receives the outcome notifications that the complete, release and fail scripts publish for the records
+ * someone waits on. They use sharded Pub/Sub with the record key as channel, see lua/includes/notify.lua.
+ * There is one subscriber connection per store, duplicated from the store's client when the first wait begins
+ * and closed once nobody has waited for `idleMs`. A Cluster client is duplicated with
+ * `shardedSubscribers: true`, so each channel is subscribed on the node that owns its slot. The path without
+ * conflicts never touches it.
  */
 export class OutcomeNotifications {
-  /** Per channel: who listens, and the subscription every listener awaits (dropped when it fails). */
+  /** Per channel, who listens and the subscription every listener awaits, dropped when it fails. */
   readonly #channels = new Map<string, { wakers: Set<() => void>; subscribed: Promise<unknown> }>();
   #subscriber: RedisClient | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
@@ -20,10 +21,10 @@ export class OutcomeNotifications {
   ) {}
 
   /**
-   * Calls `wake` on every notification for `channel` (a record key as the store names it, without the
-   * client's own `keyPrefix`) until the returned function is called. Every listener of a channel awaits
-   * the same subscription: all reject when it is not confirmed within `subscribeTimeoutMs` (the callers
-   * then poll), and the next listener subscribes again.
+   * Calls `wake` on every notification for `channel` until the returned function is called. The channel is a
+   * record key as the store names it, without the client's own `keyPrefix`. Every listener of a channel
+   * awaits the same subscription. All reject when it is not confirmed within `subscribeTimeoutMs`, and the
+   * callers then poll. The next listener subscribes again.
    */
   async listen(channel: string, wake: () => void): Promise<() => void> {
     clearTimeout(this.#idleTimer);
@@ -49,7 +50,7 @@ export class OutcomeNotifications {
     return stop;
   }
 
-  /** Closes the subscriber connection now (waits in progress fall back to polling). */
+  /** Closes the subscriber connection now. Waits in progress fall back to polling. */
   close(): void {
     clearTimeout(this.#idleTimer);
     this.#subscriber?.disconnect();
@@ -63,9 +64,9 @@ export class OutcomeNotifications {
       ? (this.redis as Cluster).duplicate(undefined, { shardedSubscribers: true })
       : (this.redis as Redis).duplicate();
     // ioredis prefixes the channel of SSUBSCRIBE with the client's `keyPrefix`, like the record key the
-    // scripts publish on; smessage reports the prefixed name, so the prefix is taken off before the lookup.
+    // scripts publish on. smessage reports the prefixed name, so the prefix is taken off before the lookup.
     const prefix = this.redis.options.keyPrefix ?? '';
-    subscriber.on('error', () => {}); // reconnects by itself; meanwhile the waits poll
+    subscriber.on('error', () => {}); // it reconnects by itself, and the waits poll meanwhile
     subscriber.on('smessage', (channel: string) => {
       const name = prefix !== '' && channel.startsWith(prefix) ? channel.slice(prefix.length) : channel;
       for (const wake of this.#channels.get(name)?.wakers ?? []) wake();
@@ -81,8 +82,8 @@ export class OutcomeNotifications {
       this.#channels.delete(channel);
       this.#subscriber?.sunsubscribe(channel).catch(() => {});
     }
-    // Also when the channel is gone already (its subscription failed or timed out, and listen() cleared
-    // the idle timer): without this, the subscriber connection stayed open until close(), and kept the
+    // Also when the channel is gone already, because its subscription failed or timed out and listen()
+    // cleared the idle timer. Without this the subscriber connection stayed open until close() and kept the
     // process alive.
     if (this.#channels.size === 0 && this.#subscriber) {
       clearTimeout(this.#idleTimer);

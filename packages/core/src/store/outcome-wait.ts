@@ -4,30 +4,29 @@ import { MAX_TIMER_MS } from '../kit/long-timeout';
 import type { ClaimReply, OutcomeWaitOptions } from './idempotency-store';
 
 /**
- * Subscribes to the outcome notifications of one record: `wake` is called whenever its holder completes,
- * releases or fails it. Resolves with the function that unsubscribes. May reject (no notifications
- * then: the wait polls).
+ * Subscribes to the outcome notifications of one record. `wake` is called whenever its holder completes,
+ * releases or fails it. Resolves with the function that unsubscribes. It may reject, and the wait then polls.
  */
 export type OutcomeListen = (wake: () => void) => Promise<() => void>;
 
-/** Polling intervals of a wait, in milliseconds: `firstMs`, doubling up to `capMs`. */
+/** Polling intervals of a wait, in milliseconds, from `firstMs` doubling up to `capMs`. */
 export interface PollIntervals {
   readonly firstMs: number;
   readonly capMs: number;
 }
 
-/** Polling when notifications arrive (polls only cover a lost notification). */
+/** Polling when notifications arrive, where polls only cover a lost notification. */
 export const POLL_WITH_NOTIFICATIONS: PollIntervals = { firstMs: 25, capMs: 250 };
-/** Polling when no notification can arrive (the subscription failed). */
+/** Polling when no notification can arrive, because the subscription failed. */
 export const POLL_WITHOUT_NOTIFICATIONS: PollIntervals = { firstMs: 2, capMs: 20 };
 
 /**
- * The wait of {@link IdempotencyStore.waitForOutcome}, shared by the stores: subscribe, then claim again
- * whenever a notification arrives, at polling intervals (doubling), and when the holder's lease ends,
- * until a reply is not CONFLICT or the bound passes. The subscription comes before the first claim, so
- * an outcome written in between is never missed. A subscription not confirmed by the bound (or before
- * the signal aborts) is not waited for any longer: the wait claims once and ends (see `subscribe`), so
- * it never lasts past `timeoutMs` plus one claim.
+ * The wait of {@link IdempotencyStore.waitForOutcome}, shared by the stores. It subscribes, then claims again
+ * whenever a notification arrives, at doubling polling intervals and when the holder's lease ends, until a
+ * reply is not CONFLICT or the bound passes. The subscription comes before the first claim, so an outcome
+ * written in between is never missed. A subscription not confirmed by the bound, or before the signal aborts,
+ * is not waited for any longer. The wait then claims once and ends, see `subscribe`, so it never lasts past
+ * `timeoutMs` plus one claim.
  *
  * @throws {@link InvalidOptionError} when `timeoutMs` is not an integer >= 0.
  */
@@ -81,12 +80,12 @@ export async function waitForOutcome(
 }
 
 /**
- * `listen(wake)`, awaited until `deadline` or `signal` at most. Resolves with the function that
- * unsubscribes, or `undefined` when there is no subscription to count on: it failed, or it was not
- * confirmed in time. Why bounded: a subscriber connection that is still connecting or reconnecting
- * confirms only when it is back, and the store gives up on it only after its own `subscribeTimeoutMs`
- * (up to a second); awaited unbounded, that held a wait of a shorter `conflictWaitMs`, or one whose
- * signal aborted, until then. A subscription confirmed after the wait gave up on it is ended at once.
+ * `listen(wake)`, awaited until `deadline` or `signal` at most. Resolves with the function that unsubscribes,
+ * or `undefined` when there is no subscription to count on, because it failed or was not confirmed in time.
+ * It is bounded because a subscriber connection that is connecting or reconnecting confirms only when it is
+ * back, and the store gives up on it only after its own `subscribeTimeoutMs` of up to a second. Awaited
+ * unbounded, that held a shorter `conflictWaitMs` wait, or one whose signal aborted, until then. A
+ * subscription confirmed after the wait gave up on it is ended at once.
  */
 async function subscribe(
   listen: OutcomeListen,

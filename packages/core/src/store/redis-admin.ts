@@ -15,17 +15,17 @@ import type { RedisClient } from './redis-client';
 import { RedisIdempotencyStore, toStoreError } from './redis-store';
 import { SCRIPT_NUMBER_OF_KEYS } from './scripts';
 
-/** Options of {@link RedisIdempotencyAdmin}: the same `keyPrefix` and `maxKeyBytes` as the store's. */
+/** Options of {@link RedisIdempotencyAdmin}, the same `keyPrefix` and `maxKeyBytes` as the store's. */
 export interface RedisIdempotencyAdminOptions {
   /** Prefix of every record key. @defaultValue `'idem'` */
   keyPrefix?: string;
-  /** Longest accepted scope or idempotency key, in UTF-8 bytes; an integer >= 1. @defaultValue 512 */
+  /** Longest accepted scope or idempotency key, in UTF-8 bytes. An integer >= 1. @defaultValue 512 */
   maxKeyBytes?: number;
-  /** The `COUNT` hint of each SCAN call (keys examined per call, per node). @defaultValue 500 */
+  /** The `COUNT` hint of each SCAN call, the keys examined per call and per node. @defaultValue 500 */
   scanCount?: number;
 }
 
-/** Reply of {@link RedisIdempotencyAdmin.release} (lua/admin-release.lua). */
+/** Reply of {@link RedisIdempotencyAdmin.release}, from lua/admin-release.lua. */
 export type AdminReleaseReply =
   | {
       readonly outcome: 'OK';
@@ -37,7 +37,7 @@ export type AdminReleaseReply =
   | { readonly outcome: 'NOT_RELEASABLE'; readonly state: RecordState; readonly fencingToken: number }
   | { readonly outcome: 'TOKEN_CHANGED'; readonly state: RecordState; readonly fencingToken: number };
 
-/** Reply of {@link RedisIdempotencyAdmin.purge} (lua/admin-purge.lua). */
+/** Reply of {@link RedisIdempotencyAdmin.purge}, from lua/admin-purge.lua. */
 export type AdminPurgeReply =
   | { readonly outcome: 'DELETED'; readonly state: RecordState }
   | { readonly outcome: 'NOT_FOUND' }
@@ -55,15 +55,16 @@ const STATE_LETTERS: Record<RecordState, string> = {
 const ADMIN_SCRIPTS = { release: adminReleaseScript, purge: adminPurgeScript } as const;
 
 /**
- * Operators' access to the records of a {@link RedisIdempotencyStore} (standalone or Cluster), for the
- * `idempotent-consumer` CLI: find the records of a scope with SCAN (on every master of a Cluster, never
- * KEYS), read one (the store's `get`), make a stuck one claimable again and delete finished ones, each
- * change by one Lua script on one key (lua/admin-release.lua, lua/admin-purge.lua), never a blind DEL.
+ * Operators' access to the records of a {@link RedisIdempotencyStore}, standalone or Cluster, for the
+ * `idempotent-consumer` CLI. It finds the records of a scope with SCAN on every master, never KEYS, reads one
+ * with the store's `get`, makes a stuck one claimable again and deletes finished ones. Each change is one Lua
+ * script on one key, lua/admin-release.lua or lua/admin-purge.lua, never a blind DEL.
  *
- * @throws {@link InvalidOptionError} from the constructor when `redis` is missing or an option is out of range.
+ * @throws {@link InvalidOptionError} from the constructor when `redis` is missing or an option is out of
+ *   range.
  */
 export class RedisIdempotencyAdmin {
-  /** The store the records are read with (`get`). */
+  /** The store the records are read with, through `get`. */
   readonly store: RedisIdempotencyStore;
   readonly #redis: RedisClient;
   readonly #prefix: string;
@@ -96,10 +97,10 @@ export class RedisIdempotencyAdmin {
   }
 
   /**
-   * The ids of every record of `scope`, in batches as SCAN returns them (a Cluster's masters one after
-   * another). SCAN may return a key twice; each id is yielded once (the ids seen are kept in memory).
+   * The ids of every record of `scope`, in batches as SCAN returns them, a Cluster's masters one after
+   * another. SCAN may return a key twice, and each id is yielded once, so the ids seen are kept in memory.
    * Records written during the scan may or may not be included.
-   * @throws {@link InvalidKeyError} for a bad scope; `StoreUnavailableError` when Redis does not answer.
+   * @throws {@link InvalidKeyError} for a bad scope, and `StoreUnavailableError` when Redis does not answer.
    */
   async *scan(scope: string): AsyncGenerator<RecordId[]> {
     const match = buildScopeScanPattern(this.#prefix, scope, this.#maxKeyBytes);
@@ -125,14 +126,15 @@ export class RedisIdempotencyAdmin {
     }
   }
 
-  /** One record, decoded by the store (`RedisIdempotencyStore.get`), or `null` when there is none. */
+  /** One record, decoded by `RedisIdempotencyStore.get`, or `null` when there is none. */
   get(id: RecordId): Promise<IdempotencyRecord | null> {
     return this.store.get(id);
   }
 
   /**
-   * The Redis server clock in ms since the epoch (`TIME`; on a Cluster, of the node that owns the record's
-   * slot when `id` is given), so lease expiries can be shown as time remaining on the clock they run on.
+   * The Redis server clock in ms since the epoch, from `TIME`. On a Cluster it is the clock of the node that
+   * owns the record's slot when `id` is given. Lease expiries can then be shown as time remaining on the
+   * clock they run on.
    */
   async serverTimeMs(id?: RecordId): Promise<number> {
     try {
@@ -145,16 +147,16 @@ export class RedisIdempotencyAdmin {
   }
 
   /**
-   * Makes an IN_PROGRESS or FAILED record claimable again (RELEASED, token kept, attempts reset to 0;
-   * lua/admin-release.lua). With `expectedFencingToken`, nothing changes when the record's token differs
-   * (it was claimed since the operator looked at it), and with `expectedState` when its state differs (it
-   * was written since: a holder's fail, or a claim exhausting `maxAttempts`, keeps the token):
-   * `TOKEN_CHANGED`. When the record's last handler may be partial or still running (IN_PROGRESS with a
-   * started handler, FAILED because its last lease lapsed or after a handler abandoned by `handlerTimeoutMs`,
-   * at the last attempt or before: `IdempotencyRecord.abandoned`), the next claim is `ACQUIRED_STALE`, else
-   * `ACQUIRED`.
-   * @param options.retentionMs - TTL of the released record, in ms (a released record is forgotten after it).
-   * @param options.expectedState - the state the operator saw, IN_PROGRESS or FAILED; absent: any.
+   * Makes an IN_PROGRESS or FAILED record claimable again with lua/admin-release.lua. The record becomes
+   * RELEASED, keeps its token, and its attempts go back to 0. With `expectedFencingToken`, nothing changes
+   * when the record's token differs, because it was claimed since the operator looked at it. With
+   * `expectedState`, nothing changes when its state differs, because it was written since by a holder's fail
+   * or a claim exhausting `maxAttempts`, which keep the token. Both answer `TOKEN_CHANGED`. The next claim is
+   * `ACQUIRED_STALE` when the record's last handler may be partial or still running, else `ACQUIRED`. That is
+   * an IN_PROGRESS record with a started handler, or a FAILED one whose last lease lapsed or whose handler
+   * was abandoned by `handlerTimeoutMs`, as `IdempotencyRecord.abandoned` says.
+   * @param options.retentionMs - TTL of the released record in ms, after which it is forgotten.
+   * @param options.expectedState - the state the operator saw, IN_PROGRESS or FAILED. Absent means any.
    */
   async release(
     id: RecordId,
@@ -202,10 +204,10 @@ export class RedisIdempotencyAdmin {
   }
 
   /**
-   * Deletes one record unless a worker holds its lease (lua/admin-purge.lua): `LEASE_HELD` then,
-   * `NOT_A_RECORD` for a key that is not an idempotency record, and `OTHER_STATE` when `options.states` is
-   * given and the record is in none of them (checked in the same script, so never a record that changed
-   * state since it was listed). The key's next message runs again.
+   * Deletes one record with lua/admin-purge.lua unless a worker holds its lease, which answers `LEASE_HELD`.
+   * A key that is not an idempotency record answers `NOT_A_RECORD`. When `options.states` is given and the
+   * record is in none of them it answers `OTHER_STATE`, checked in the same script, so a record that changed
+   * state since it was listed is never deleted. The key's next message runs again.
    */
   async purge(id: RecordId, options: { states?: readonly RecordState[] } = {}): Promise<AdminPurgeReply> {
     const states = (options.states ?? []).map((s) => STATE_LETTERS[s] ?? invalidState(s)).join('');

@@ -3,13 +3,13 @@ import { connectionForKey } from './cluster-node';
 import type { RedisClient } from './redis-client';
 
 /**
- * How many replicas must have acknowledged a write before a store call resolves (`WAIT numreplicas
- * timeout`, https://redis.io/docs/latest/commands/wait/), so that a failover to one of them keeps it.
+ * How many replicas must have acknowledged a write before a store call resolves, so that a failover to one of
+ * them keeps it. The store sends `WAIT numreplicas timeout`, see https://redis.io/docs/latest/commands/wait/.
  */
 export interface WaitForReplicasOptions {
   /** Replicas that must acknowledge each write that matters. Integer >= 1. */
   readonly replicas: number;
-  /** Longest wait for them, in milliseconds. Integer >= 1 (`WAIT`'s 0 would block forever). */
+  /** Longest wait for them, in milliseconds. Integer >= 1, since `WAIT`'s 0 would block forever. */
   readonly timeoutMs: number;
 }
 
@@ -31,14 +31,14 @@ export function checkWaitForReplicas(options: WaitForReplicasOptions): WaitForRe
 }
 
 /**
- * Sends `WAIT replicas timeoutMs` on the connection that wrote `key` (in a Cluster, the client's connection
- * to the key's master), which blocks until that many replicas acknowledged every earlier write of the
- * connection, or the timeout passes.
+ * Sends `WAIT replicas timeoutMs` on the connection that wrote `key`, in a Cluster the client's connection to
+ * the key's master. It blocks until that many replicas acknowledged every earlier write of the connection, or
+ * the timeout passes.
  *
- * @param operation - the write it follows, for the error message (`claim`, `complete`...).
+ * @param operation - the write it follows, such as `claim` or `complete`, for the error message.
  * @throws {@link ReplicationTimeoutError} when fewer replicas acknowledged in time. The write itself was
- *   applied on the primary; a failover before the replicas catch up may lose it.
- * Failures of the command itself reject as the client rejects (the caller maps them).
+ *   applied on the primary, and a failover before the replicas catch up may lose it. Failures of the command
+ *   itself reject as the client rejects, and the caller maps them.
  */
 export async function waitForReplicas(
   redis: RedisClient,

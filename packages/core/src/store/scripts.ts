@@ -25,12 +25,12 @@ const SCRIPTS = {
   markDeadLettered: markDeadLetteredScript,
 } as const;
 
-/** Every script touches exactly one key: KEYS[1], the record (docs/design.md#the-record-and-its-states). */
+/** Every script touches exactly one key, KEYS[1], the record, see docs/design.md#the-lua-contract. */
 export const SCRIPT_NUMBER_OF_KEYS = 1;
 
 const defined = new WeakMap<object, Record<ScriptName, string>>();
 
-/** Whether a Redis error says the server's script cache lacks the script (after a restart or SCRIPT FLUSH). */
+/** Whether a Redis error says the server's script cache lacks the script, after a restart or SCRIPT FLUSH. */
 function isNoScript(error: unknown): boolean {
   return (
     typeof (error as Error | undefined)?.message === 'string' &&
@@ -38,20 +38,20 @@ function isNoScript(error: unknown): boolean {
   );
 }
 
-/** A command `defineScripts` registered (on a client or a pipeline): the key, then ARGV. */
+/** A command `defineScripts` registered on a client or a pipeline, taking the key and then ARGV. */
 export type DefinedScript = (key: string, ...args: (string | number)[]) => Promise<unknown>;
 
 /**
- * Runs one script on one key. On a standalone client: `EVALSHA` with the script's SHA-1, and on `NOSCRIPT`
- * (a server that lost its script cache) `EVAL` with its text, which also caches it again. That is sent as
- * a plain ioredis command rather than through the command `defineScripts` registered: ioredis's defined
- * commands build a second command object, a closure and a promise per call, which cost about 1 µs of CPU
- * per call (bench/README.md, "Session 5"). On a Cluster the defined command is used: ioredis before 5.11
- * auto-pipelines a Cluster's commands by the slot of their first argument, which for `EVALSHA` is the SHA-1,
- * not the key (ioredis issue #2109), so concurrent calls on keys of different nodes would share a pipeline
- * and fail together; a defined command puts the key first. The key goes through the client's own key
- * handling either way (its `keyPrefix`, a Cluster's slot).
- * @throws what the client throws (a `ReplyError`, a connection error); the caller maps it.
+ * Runs one script on one key. On a standalone client it sends `EVALSHA` with the script's SHA-1, and on
+ * `NOSCRIPT`, from a server that lost its script cache, `EVAL` with its text, which caches it again. These go
+ * as plain ioredis commands rather than through the command `defineScripts` registered. ioredis's defined
+ * commands build a second command object, a closure and a promise per call, which cost about 3 µs of CPU per
+ * claim and complete. On a Cluster the defined command is used. ioredis before 5.11 auto-pipelines a
+ * Cluster's commands by the slot of their first argument, which for `EVALSHA` is the SHA-1 and not the key,
+ * see ioredis issue #2109. Concurrent calls on keys of different nodes would then share a pipeline and fail
+ * together, and a defined command puts the key first. Either way the key goes through the client's own key
+ * handling, its `keyPrefix` and a Cluster's slot.
+ * @throws what the client throws, such as a `ReplyError` or a connection error. The caller maps it.
  */
 export function evalScript(
   redis: RedisClient,
@@ -72,10 +72,11 @@ export function evalScript(
 
 /**
  * Registers the scripts on a client with `defineCommand`, once per client, under names that carry each
- * script's SHA-1 (`idem_claim_03dd07e7`), so two versions of this package can share one client (BullMQ's
- * versioned command names). Returns the command name of each script. ioredis sends a defined script as
- * `EVAL` with its text the first time on each connection, then as `EVALSHA`, and again as `EVAL` after a
- * `NOSCRIPT`. Pipelines (`claimMany`) and, on a Cluster, single calls use them ({@link evalScript}).
+ * script's SHA-1, such as `idem_claim_03dd07e7`. Two versions of this package can then share one client, as
+ * with BullMQ's versioned command names. Returns the command name of each script. ioredis sends a defined
+ * script as `EVAL` with its text the first time on each connection, then as `EVALSHA`, and again as `EVAL`
+ * after a `NOSCRIPT`. Pipelines of `claimMany`, and single calls on a Cluster, use them, see
+ * {@link evalScript}.
  */
 export function defineScripts(redis: RedisClient): Record<ScriptName, string> {
   const known = defined.get(redis);
@@ -97,7 +98,7 @@ function positiveInt(name: string, value: number): number {
   return value;
 }
 
-/** A lease: a positive integer, at most 2^52 (`checkLeaseMs`), so its end on the clock is an exact integer. */
+/** A lease, a positive integer of at most 2^52 per `checkLeaseMs`, so its end on the clock is exact. */
 function lease(value: number): number {
   return checkLeaseMs('leaseMs', positiveInt('leaseMs', value));
 }
@@ -136,7 +137,7 @@ export const scriptArgs = {
       fingerprint,
       maxAttempts,
       o.reserve ? '1' : '0',
-      // As the record stores it (lua/includes/fingerprint.lua): converting here costs less than in Lua.
+      // As the record stores it, see lua/includes/fingerprint.lua. Converting here costs less than in Lua.
       fingerprint === '' ? '' : Buffer.from(fingerprint, 'hex').toString('base64').replace(/=+$/, ''),
     ];
   },
