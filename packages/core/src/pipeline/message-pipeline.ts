@@ -1,14 +1,9 @@
 import {
   type IdempotencyError,
-  InvalidKeyError,
-  InvalidOptionError,
-  InvalidPayloadError,
   isIdempotencyError,
-  MissingKeyError,
   StoreUnavailableError,
   type WrittenClaim,
 } from '../errors';
-import { fingerprint } from '../fingerprint';
 import type { AdapterLog } from '../kit/adapter-log';
 import { giveBackUnrun, writtenClaimOf } from '../kit/give-back';
 import { extendHandlerContext } from '../kit/handler-context';
@@ -17,7 +12,7 @@ import { recordCompletionLate } from '../kit/record-completion-late';
 import type { RunOverrides } from '../kit/run-overrides';
 import type { StoreGate } from '../kit/store-gate';
 import type { MessageSpan } from '../kit/telemetry/message-span';
-import { callUnprotected, runUnprotected } from '../kit/unprotected-run';
+import { callUnprotected } from '../kit/unprotected-run';
 import { UnprotectedRuns } from '../kit/unprotected-runs';
 import { unreadableDuplicateOf } from '../kit/unreadable-duplicate';
 import type { HandlerContext } from '../runner/handler-context';
@@ -25,23 +20,26 @@ import { describeError, type Idempotency, type RunOptions, type RunRequest } fro
 import type { LeaseRenewal } from '../runner/lease-renewal';
 import type { CompletedResult, LeaseLostResult, RunResult } from '../runner/run-result';
 import type { ClaimReply } from '../store/idempotency-store';
-import { type Decision, type DecisionPolicy, decide } from './decide';
+import { type Decision, type DecisionPolicy, decide, type LeaveReason } from './decide';
 import { HandlerSignal } from './handler-signal';
 import type { MessageEnd, MessagePort, Prepared, SubjectFields } from './port';
+import { prepare } from './prepare';
 
-/** A result of a run that held a claim, or a claim settled without running. */
-type ClaimedResult<T> = Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>;
+type Claimed<T> = Exclude<RunResult<T>, { outcome: 'UNPROTECTED' }>;
+type Acquired = ClaimReply & { readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' };
+/** How a message ended in the pipeline, before its span and its port are added. */
+type Ending<T> = Omit<MessageEnd<T>, 'span' | 'markDeadLettered'>;
 
 /** What a {@link MessagePipeline} is built from. */
 export interface PipelineParts<M, T, R> {
   readonly idempotency: Idempotency;
-  /** The user's handler; it receives the runner's context with the port's `handlerFields`. */
+  /** The user's handler: it receives the runner's context with the port's `handlerFields`. */
   readonly handler: (context: never) => T | Promise<T>;
   readonly port: MessagePort<M, R>;
-  /** The consumer's fail-closed switch: closed when the store does not answer. */
+  /** The consumer's fail-closed switch, closed while the store does not answer. */
   readonly gate: StoreGate;
   readonly log: AdapterLog;
-  /** Starts the telemetry of one message (a `MessageTelemetry`'s `start`). */
+  /** Starts the telemetry of one message. */
   readonly telemetry: { start(message: M, scope: string | undefined): MessageSpan };
   /** Aborts when the consumer stops: waits end, and handlers without a claim see their signal abort. */
   readonly stopping: AbortSignal;
@@ -57,41 +55,40 @@ export interface PipelineOptions {
   /** The consumer's overrides of the runner's options. */
   readonly overrides: RunOverrides;
   readonly policy: DecisionPolicy;
-  /**
-   * Whether a completion the store did not take closes the store gate whatever `storeFailureMode`, so it
-   * is written again once the store answers. @defaultValue only when failing closed
-   */
+  /** Whether a completion written late closes the store gate whatever `storeFailureMode`. */
   readonly lateCompletionClosesGate?: boolean;
 }
 
 /** What a batch consumer knows of a message before {@link MessagePipeline.process}. */
 export interface BatchClaim {
   /** Its claim from the batch claim, if any. */
-  readonly reply?: ClaimReply;
+  readonly reply?: ClaimReply | undefined;
   /** The last renewal of that claim's lease by whoever kept it alive since. */
-  readonly renewedLease?: LeaseRenewal;
+  readonly renewedLease?: LeaseRenewal | undefined;
   /** Called when its handler returned, before its outcome is written: the next message may start. */
   readonly onHandlerReturned?: () => void;
 }
 
-/** How a message ended in the pipeline, before its span and its port are added. */
-type Ending<T> = Omit<MessageEnd<T>, 'span' | 'markDeadLettered'>;
-
-/** How one turn of the claim loop ended: the message's end, or `again` to claim once more. */
-type Turn<T> = Ending<T> | 'again';
+/** One keyed message on its way through the pipeline. */
+interface Job<M> {
+  readonly message: M;
+  readonly request: RunRequest;
+  readonly span: MessageSpan;
+  readonly batch: BatchClaim | undefined;
+}
 
 /**
  * The one per-message loop of every broker consumer (docs/design.md#pipeline-and-ports). It reads the
  * key, claims, waits for a conflicting holder, runs the handler under its lease, writes the outcome,
- * decides what the broker should do ({@link decide}) and hands that to the broker's {@link MessagePort}.
- * A store that does not answer closes the consumer's {@link StoreGate}; nothing is acked that did not
- * complete. Claims whose handler never ran are given back unrun.
+ * decides what the broker should do and hands that to the broker's {@link MessagePort}. A store that does
+ * not answer closes the consumer's {@link StoreGate}, and nothing is acked that did not complete. A claim
+ * whose handler never ran is given back unrun.
  */
 export class MessagePipeline<M, T, R = void> {
   /** Runs without a claim that did not end their message, and decisions whose carrying out failed. */
   readonly #unprotected = new UnprotectedRuns<Decision>();
   readonly #parts: PipelineParts<M, T, R>;
-  /** The runner options of every call: the consumer's overrides but `conflictWaitMs` (the pipeline waits). */
+  /** The runner options of every call: the consumer's overrides, the conflict wait left to the pipeline. */
   readonly #runOptions: RunOptions;
 
   constructor(parts: PipelineParts<M, T, R>) {
@@ -112,51 +109,15 @@ export class MessagePipeline<M, T, R = void> {
 
   /** Reads a message's scope, key and payload. Never throws. */
   prepare(message: M): Prepared {
-    const { port } = this.#parts;
-    let scope: string;
-    try {
-      scope = port.scopeOf(message);
-      if (typeof scope !== 'string' || scope === '') {
-        throw new InvalidOptionError(
-          `the scope of a message must be a non-empty string, got ${String(scope)}`,
-        );
-      }
-    } catch (error) {
-      return { kind: 'unscoped', error };
-    }
-    let key: string | undefined;
-    try {
-      key = port.keyOf(message);
-    } catch (error) {
-      const refused = new InvalidKeyError(`The idempotency key extractor threw: ${describeError(error)}`, {
-        cause: error,
-      });
-      return { kind: 'unkeyed', scope, reason: 'invalid-key', error: refused };
-    }
-    if (key === undefined || key === '') {
-      const error = new MissingKeyError('The message carries no idempotency key');
-      return { kind: 'unkeyed', scope, reason: 'missing-key', error };
-    }
-    try {
-      const payload = port.payloadOf(message);
-      if (payload === undefined) return { kind: 'keyed', request: { scope, key } };
-      return { kind: 'keyed', request: { scope, key, fingerprint: fingerprint(payload) } };
-    } catch (error) {
-      const refused = isIdempotencyError(error)
-        ? (error as IdempotencyError)
-        : new InvalidPayloadError(`The payload could not be read: ${describeError(error)}`, { cause: error });
-      return { kind: 'unkeyed', scope, reason: 'invalid-key', error: refused };
-    }
+    return prepare(this.#parts.port, message);
   }
 
   /**
-   * Claims the keyed messages of a batch in one round trip (`Idempotency.claimMany`). Resolves with one
-   * reply per message (`undefined` for those not claimed), or `{ storeUnavailable }` when the store did not
-   * answer and the runner fails closed. Resolves `undefined` when the batch cannot be claimed at once:
-   * each message claims on its own.
-   * @param options.reserve - claim as reservations, counted when each handler starts.
-   * @param options.distinctKeys - claim a key repeated in the batch once, for its first message (a batch run
-   *   in order would meet its own claim as a CONFLICT).
+   * Claims the keyed messages of a batch in one round trip. Resolves with a reply per message
+   * (`undefined` for one not claimed), `{ storeUnavailable }` when the store did not answer and the runner
+   * fails closed, or `undefined` when each message must claim on its own.
+   * @param options.reserve - claim reservations, counted when each handler starts.
+   * @param options.distinctKeys - claim a repeated key once: a batch run in order would meet its own claim.
    */
   async claimBatch(
     prepared: readonly Prepared[],
@@ -168,240 +129,194 @@ export class MessagePipeline<M, T, R = void> {
     for (const [index, p] of prepared.entries()) {
       if (p.kind !== 'keyed') continue;
       const id = `${p.request.scope.length}:${p.request.scope}:${p.request.key}`;
-      if (options.distinctKeys && seen.has(id)) continue;
+      if (!(options.distinctKeys && seen.has(id))) keyed.push({ index, request: p.request });
       seen.add(id);
-      keyed.push({ index, request: p.request });
     }
     const replies: (ClaimReply | undefined)[] = new Array(prepared.length);
     if (keyed.length === 0) return replies;
     try {
-      const claimed = await idempotency.claimMany(
-        keyed.map((k) => k.request),
-        { ...this.#runOptions, reserve: options.reserve },
-      );
+      const requests = keyed.map((k) => k.request);
+      const claimed = await idempotency.claimMany(requests, {
+        ...this.#runOptions,
+        reserve: options.reserve,
+      });
       for (const [j, k] of keyed.entries()) replies[k.index] = claimed[j];
       return replies;
     } catch (error) {
-      if (isUnanswered(error) && idempotency.options.storeFailureMode === 'closed') {
-        return { storeUnavailable: error };
-      }
       if (!isUnanswered(error)) this.#storeError('claimMany', error, undefined);
+      else if (idempotency.options.storeFailureMode === 'closed') return { storeUnavailable: error };
       return undefined;
     }
   }
 
   /**
-   * Processes one message to its end and has the port carry it out; resolves with what the port's
-   * `carryOut` gave. Never rejects, but with a broker failure the port's `keepAlive` or `retryInline`
-   * threw (after the claim the message held was given back).
-   * @param prepared - the message read by {@link MessagePipeline.prepare}.
-   * @param claimed - the message's claim from a batch claim, if any.
+   * Processes one message to its end, then has the port carry it out and resolves with what the port
+   * gave. Rejects only with a broker failure the port's `keepAlive` or `retryInline` threw.
    */
-  async process(message: M, prepared: Prepared, claimed?: BatchClaim): Promise<R> {
+  async process(message: M, prepared: Prepared, batch?: BatchClaim): Promise<R> {
     const { port, telemetry } = this.#parts;
     const span = telemetry.start(message, prepared.kind === 'unscoped' ? undefined : scopeOf(prepared));
     return span.run(async () => {
-      let turn: Ending<T>;
+      let ending: Ending<T>;
       try {
-        turn = await this.#process(message, prepared, span, claimed);
+        ending = await this.#process(message, prepared, span, batch);
       } catch (error) {
         const failure = port.brokerFailure?.(error, span);
         if (failure !== undefined) throw failure;
         this.#storeError('process', error, message);
-        turn = {
+        ending = {
           decision: { action: 'leave', reason: 'error', error },
-          subject: unrunSubject(prepared),
+          subject: preparedSubject(prepared),
           error,
         };
       }
-      const end: MessageEnd<T> = {
-        ...turn,
-        span,
-        markDeadLettered: () => this.#markDeadLettered(message, turn),
-      };
-      return this.#carryOut(message, end);
+      const end = { ...ending, span, markDeadLettered: () => this.#markDeadLettered(message, ending) };
+      const carried = await port.carryOut(message, end as MessageEnd<unknown>);
+      this.#remember(message, end, carried.done);
+      return carried.result;
     });
   }
 
-  /** The port carries out the end; runs without a claim are remembered when it could not. */
-  async #carryOut(message: M, end: MessageEnd<T>): Promise<R> {
-    const carried = await this.#parts.port.carryOut(message, end as MessageEnd<unknown>);
+  /** Remembers a run without a claim whose end the port could not carry out, for its next delivery. */
+  #remember(message: M, end: Ending<T>, done: boolean): void {
     const id = end.subject.outcome === 'UNPROTECTED' ? this.#parts.port.deliveryId(message) : undefined;
-    if (id === undefined) return carried.result;
-    if (carried.done) {
-      this.#unprotected.forget(id);
-      return carried.result;
-    }
+    if (id === undefined) return;
+    if (done) return this.#unprotected.forget(id);
     if (end.run) this.#unprotected.ran(id);
     const { decision } = end;
     if (decision.action === 'ack' || decision.action === 'dead-letter') this.#unprotected.hold(id, decision);
-    return carried.result;
   }
 
-  async #process(
-    message: M,
-    prepared: Prepared,
-    span: MessageSpan,
-    claimed: BatchClaim | undefined,
-  ): Promise<Ending<T>> {
+  async #process(message: M, prepared: Prepared, span: MessageSpan, batch?: BatchClaim): Promise<Ending<T>> {
     if (prepared.kind === 'unscoped') throw prepared.error;
     const held = this.#held(message);
     if (held) {
       // A run without a claim whose ending decision was not carried out: carried out again, not run.
-      await this.giveBack(message, prepared, claimed?.reply);
+      await this.giveBack(message, prepared, batch?.reply);
       const key = prepared.kind === 'keyed' ? prepared.request.key : undefined;
       const attempt = held.action === 'dead-letter' ? held.attempt : 0;
-      return { decision: held, subject: { scope: scopeOf(prepared), key, outcome: 'UNPROTECTED', attempt } };
+      return { decision: held, subject: subject(scopeOf(prepared), key, 'UNPROTECTED', attempt) };
     }
     if (prepared.kind === 'unkeyed') return this.#unkeyed(message, prepared, span);
-    const { request } = prepared;
-    let reply = claimed?.reply;
+    const job: Job<M> = { message, request: prepared.request, span, batch };
+    let reply = batch?.reply;
     let waited = false;
     for (;;) {
-      let turn: Turn<T> | 'start-again';
       if (reply === undefined) {
         span.claiming();
-        const claim = await this.#claim(message, request, span);
+        const claim = await this.#claim(job);
         if (claim === 'again') continue;
         if (!('claim' in claim)) return claim;
         reply = claim.claim;
       }
       const current: ClaimReply = reply;
       reply = undefined;
+      let turn: Ending<T> | 'again' | 'start-again';
       if (current.outcome === 'CONFLICT' && !waited && this.conflictWaitMs > 0) {
         waited = true;
-        const after = await this.#waitForHolder(message, request, current, claimed?.reply !== undefined);
+        const after = await this.#waitForHolder(job, current);
         if ('end' in after) return after.end;
         reply = after.reply;
         continue;
       }
       if (current.outcome === 'ACQUIRED' || current.outcome === 'ACQUIRED_STALE') {
-        const renewed = current === claimed?.reply ? claimed.renewedLease : undefined;
-        turn = await this.#execute(
-          message,
-          request,
-          current,
-          span,
-          waited,
-          renewed,
-          claimed?.onHandlerReturned,
-        );
-        if (turn === 'start-again') {
-          reply = current; // the store answered again: the same claim, started again
-          continue;
-        }
+        turn = await this.#execute(job, current, waited);
+        // The store answered the start of the claim again: the same claim is started once more.
+        if (turn === 'start-again') reply = current;
       } else {
-        turn = await this.#afterRun(message, request, this.#settle(message, current), span);
+        turn = await this.#afterRun(job, this.#settle(message, current));
       }
-      if (turn !== 'again') return turn;
+      if (turn !== 'again' && turn !== 'start-again') return turn;
     }
   }
 
-  /** One claim of a keyed message: the reply, `again` to claim once more, or the message's end. */
-  async #claim(
-    message: M,
-    request: RunRequest,
-    span: MessageSpan,
-  ): Promise<Ending<T> | { readonly claim: ClaimReply } | 'again'> {
+  /** One claim: the reply, `again` to claim once more, or the message's end. */
+  async #claim(job: Job<M>): Promise<Ending<T> | { readonly claim: ClaimReply } | 'again'> {
     const { idempotency } = this.#parts;
     try {
-      return { claim: await idempotency.claim(request, this.#runOptions) };
+      return { claim: await idempotency.claim(job.request, this.#runOptions) };
     } catch (error) {
-      if (isRefusal(error)) return this.#invalidKey(message, request.scope, request.key, error);
+      if (isRefusal(error)) return this.#invalidKey(job.message, job.request.scope, job.request.key, error);
       if (!isUnanswered(error)) {
-        this.#storeError('claim', error, message);
-        return this.#end(request, { action: 'leave', reason: 'error', error }, { error });
+        this.#storeError('claim', error, job.message);
+        return this.#end(job, 'error', { error });
       }
       if (idempotency.options.storeFailureMode === 'closed') {
-        return this.#unanswered(message, request, writtenClaimOf(error), error);
+        return this.#unanswered(job, writtenClaimOf(error), error);
       }
-      // Failing open: a claim the failed call had written is given back first, then the runner claims
-      // once more and runs the handler without a claim while the store still does not answer.
-      await this.giveBack(message, { kind: 'keyed', request }, writtenClaimOf(error));
-      return this.#withoutClaim(message, request.scope, request, span, (attempt) =>
-        this.#failOpen(message, request, span, attempt),
+      // Failing open: a claim the failed call wrote is given back, then the runner claims once more and
+      // runs the handler without a claim while the store still does not answer.
+      await this.giveBack(job.message, { kind: 'keyed', request: job.request }, writtenClaimOf(error));
+      return this.#withoutClaim(job.message, job.span, job.request.scope, job, (attempt) =>
+        this.#failOpen(job, attempt),
       );
     }
   }
 
   /**
-   * The store did not answer a call that may have left a claim (`claim`, the claim's start, a conflict
-   * wait's claim). Failing closed, the gate closes and the port may wait for the store inline: once it
-   * answers the claim is given back and the message claims again. Otherwise the claim is given back once
-   * the store answers, and the message goes back to the broker.
+   * The store did not answer a call that may have left a claim. Failing closed, the gate closes and the
+   * port may wait for the store inline; once it answers, the message claims again (`keep`: starts the
+   * same claim again). Otherwise the claim is given back once the store answers and the message goes back.
    */
   async #unanswered(
-    message: M,
-    request: RunRequest,
+    job: Job<M>,
     claim: ClaimReply | WrittenClaim | undefined,
     error: unknown,
     keep = false,
   ): Promise<Ending<T> | 'again'> {
     const { gate, port, idempotency } = this.#parts;
-    const prepared: Prepared = { kind: 'keyed', request };
+    const giveBack = () => this.giveBack(job.message, { kind: 'keyed', request: job.request }, claim);
+    let answered: 'up' | 'down' | 'stop' = 'down';
     if (idempotency.options.storeFailureMode === 'closed') {
-      gate.close(error, message);
-      let answered: 'up' | 'down' | 'stop' = 'down';
+      gate.close(error, job.message);
       try {
-        if (port.waitForStore) answered = await port.waitForStore(message, error);
+        answered = (await port.waitForStore?.(job.message, error)) ?? 'down';
       } catch (failure) {
-        void this.giveBack(message, prepared, claim);
+        void giveBack();
         throw failure;
       }
-      if (answered === 'up') {
-        if (!keep) await this.giveBack(message, prepared, claim);
-        return 'again';
-      }
-      void this.giveBack(message, prepared, claim);
-      if (answered === 'stop') return this.#end(request, { action: 'leave', reason: 'stopping' });
-    } else {
-      void this.giveBack(message, prepared, claim);
     }
-    const decision: Decision = { action: 'leave', reason: 'store-unavailable', error };
-    return this.#end(request, decision, { error });
+    if (answered === 'up') {
+      if (!keep) await giveBack();
+      return 'again';
+    }
+    void giveBack();
+    return answered === 'stop' ? this.#end(job, 'stopping') : this.#end(job, 'store-unavailable', { error });
   }
 
   /**
-   * After a CONFLICT: waits up to `conflictWaitMs` for the holder's outcome, the port keeping the delivery
-   * alive. Resolves with the reply the wait ended with (the CONFLICT itself when the store stopped
-   * answering), or the message's end.
+   * After a CONFLICT: waits up to `conflictWaitMs` for the holder's outcome while the port keeps the
+   * delivery alive. Resolves with the reply the wait ended with (the CONFLICT when the store stopped
+   * answering; `undefined` to claim again), or the message's end.
    */
   async #waitForHolder(
-    message: M,
-    request: RunRequest,
+    job: Job<M>,
     conflict: ClaimReply,
-    reserve: boolean,
   ): Promise<{ readonly reply: ClaimReply | undefined } | { readonly end: Ending<T> }> {
     const { idempotency, port, stopping } = this.#parts;
     const abort = new AbortController();
     const onStop = () => abort.abort();
     stopping.addEventListener('abort', onStop, { once: true });
     if (stopping.aborted) abort.abort();
-    const waiting = idempotency.waitForOutcome(request, {
-      ...this.#runOptions,
-      conflictWaitMs: this.conflictWaitMs,
-      signal: abort.signal,
-      reserve,
-    });
-    const settled = waiting.then(
+    const options = { ...this.#runOptions, conflictWaitMs: this.conflictWaitMs, signal: abort.signal };
+    const reserve = job.batch?.reply !== undefined;
+    const settled = idempotency.waitForOutcome(job.request, { ...options, reserve }).then(
       (reply) => ({ reply }),
       (error: unknown) => ({ error }),
     );
-    const prepared: Prepared = { kind: 'keyed', request };
-    const heldClaim = async () => {
+    const giveBackHeld = async () => {
+      abort.abort();
       const ended = await settled;
-      return 'reply' in ended ? ended.reply : writtenClaimOf(ended.error);
+      const held = 'reply' in ended ? ended.reply : writtenClaimOf(ended.error);
+      await this.giveBack(job.message, { kind: 'keyed', request: job.request }, held);
     };
     try {
-      const alive = port.keepAlive ? await port.keepAlive(message, settled, this.conflictWaitMs) : true;
-      if (!alive) {
-        abort.abort();
-        await this.giveBack(message, prepared, await heldClaim());
-        return { end: this.#end(request, { action: 'leave', reason: 'stopping' }) };
+      if (port.keepAlive && !(await port.keepAlive(job.message, settled, this.conflictWaitMs))) {
+        await giveBackHeld();
+        return { end: this.#end(job, 'stopping') };
       }
     } catch (failure) {
-      abort.abort();
-      await this.giveBack(message, prepared, await heldClaim());
+      await giveBackHeld();
       throw failure;
     } finally {
       stopping.removeEventListener('abort', onStop);
@@ -409,118 +324,98 @@ export class MessagePipeline<M, T, R = void> {
     const ended = await settled;
     if ('reply' in ended) return { reply: ended.reply };
     if (!isUnanswered(ended.error)) throw ended.error;
-    const written = writtenClaimOf(ended.error);
     // The store stopped answering: nothing runs while the holder may. A claim the wait wrote is given back.
+    const written = writtenClaimOf(ended.error);
     if (written === undefined) return { reply: conflict };
-    const end = await this.#unanswered(message, request, written, ended.error);
+    const end = await this.#unanswered(job, written, ended.error);
     return end === 'again' ? { reply: undefined } : { end };
   }
 
-  /**
-   * Runs the handler of a claim this consumer holds, after the port's `beforeRun`. A claim whose start
-   * the store does not answer is handled as an unanswered claim; `again` starts the same claim again.
-   */
+  /** Runs the handler of a claim this consumer holds; `start-again` when the store answered its start late. */
   async #execute(
-    message: M,
-    request: RunRequest,
-    claim: ClaimReply & { readonly outcome: 'ACQUIRED' | 'ACQUIRED_STALE' },
-    span: MessageSpan,
+    job: Job<M>,
+    claim: Acquired,
     afterWait: boolean,
-    renewedLease: LeaseRenewal | undefined,
-    onHandlerReturned: (() => void) | undefined,
   ): Promise<Ending<T> | 'again' | 'start-again'> {
-    const { idempotency, port, handler, abandoning } = this.#parts;
-    const prepared: Prepared = { kind: 'keyed', request };
+    const { idempotency, port, abandoning } = this.#parts;
+    const { message, batch } = job;
     await port.beforeRun?.(message, this.leaseMs, afterWait);
     const admission = port.admission?.(message) ?? 'run';
     if (admission !== 'run') {
-      // No handler starts now (the consumer is stopping): the claim is given back, no attempt spent.
-      await this.giveBack(message, prepared, claim);
-      return this.#end(request, { action: 'leave', reason: admission });
+      // No handler starts now: the claim is given back, no attempt spent.
+      await this.giveBack(message, { kind: 'keyed', request: job.request }, claim);
+      return this.#end(job, admission);
     }
-    const fields = port.handlerFields(message);
     const signal = abandoning && new HandlerSignal(abandoning);
-    let result: ClaimedResult<T>;
+    let result: Claimed<T>;
     try {
       result = await idempotency.execute<T>(
-        request,
+        job.request,
         claim,
-        (context) =>
-          span.timeHandler(() =>
-            handler(extendHandlerContext(context, fields, signal?.following(context) ?? context) as never),
-          ),
+        (context) => this.#call(job, context, signal?.following(context) ?? context),
         {
           ...this.#runOptions,
-          onHeartbeat:
-            port.extendTimer &&
-            ((info) => port.extendTimer!(message, info.leaseExpiresAtMs - info.serverTimeMs)),
-          onHandlerReturned,
-          renewedLease,
+          onHeartbeat: this.#onHeartbeat(message),
+          onHandlerReturned: batch?.onHandlerReturned,
+          renewedLease: claim === batch?.reply ? batch.renewedLease : undefined,
         },
       );
     } catch (error) {
       if (!isUnanswered(error)) throw error;
-      // The start of the claim went unanswered: nothing ran, and nothing may until the store confirms it.
-      const turn = await this.#unanswered(message, request, claim, error, true);
+      // Its start went unanswered: nothing ran, and nothing may until the store confirms the start.
+      const turn = await this.#unanswered(job, claim, error, true);
       return turn === 'again' ? 'start-again' : turn;
     } finally {
       signal?.dispose();
     }
-    return this.#afterRun(message, request, result, span);
+    return this.#afterRun(job, result);
   }
 
   /**
-   * After a claimed run or a settled claim: records it on the span, writes a completion the runner could
-   * not write, reports a lost lease, and decides. A retry the port waits inline ends in `again`.
+   * After a claimed run or a settled claim: records it, writes a completion the runner could not write,
+   * reports a lost lease, and decides. A retry the port waits inline ends in `again`.
    */
-  async #afterRun(
-    message: M,
-    request: RunRequest,
-    ran: ClaimedResult<T>,
-    span: MessageSpan,
-  ): Promise<Ending<T> | 'again'> {
-    let result = ran;
-    span.result(result, request.key);
-    if ('status' in result && result.status === 'completed' && !result.recorded) {
-      const written = await this.#completeLate(message, request, result);
-      if (written === undefined)
-        return this.#end(request, { action: 'leave', reason: 'stopping' }, { run: result });
-      if ('error' in written) {
-        const { error } = written;
-        return this.#end(request, { action: 'leave', reason: 'error', error }, { run: result, error });
-      }
-      result = written.result;
+  async #afterRun(job: Job<M>, ran: Claimed<T>): Promise<Ending<T> | 'again'> {
+    let run = ran;
+    job.span.result(run, job.request.key);
+    if ('status' in run && run.status === 'completed' && !run.recorded) {
+      const written = await this.#completeLate(job, run);
+      if (!('result' in written))
+        return this.#end(job, written.error ? 'error' : 'stopping', { run, ...written });
+      run = written.result;
     }
-    if ('status' in result && result.status === 'lease-lost')
-      await this.#reportLeaseLost(message, request, result);
-    const subject = subjectOf(request, result.outcome, result.attempt);
-    const end = { decision: decide(result, this.#parts.options.policy), subject, run: result };
-    return this.#retryInline(message, end, span);
+    if ('status' in run && run.status === 'lease-lost') await this.#reportLeaseLost(job, run);
+    const end = {
+      decision: decide(run, this.#parts.options.policy),
+      subject: subjectOf(job.request, run),
+      run,
+    };
+    return this.#retryInline(job.message, end, job.span);
   }
 
-  /** A retry the port waits for inline: `again`, or the end. */
+  /** A retry the port waits inline: `again`, or the end. */
   async #retryInline<E extends Ending<T>>(message: M, end: E, span: MessageSpan): Promise<E | 'again'> {
     const { decision } = end;
-    if (decision.action !== 'retry') return end;
-    const inline = this.#parts.port.retryInline?.(message, decision, end.subject);
-    if (inline === undefined) return end;
+    const inline =
+      decision.action === 'retry' && this.#parts.port.retryInline?.(message, decision, end.subject);
+    if (!inline) return end;
     span.brokerAction('retry');
-    if ((await inline) === 'again') return 'again';
-    return { ...end, decision: { action: 'leave', reason: 'stopping' } };
+    return (await inline) === 'again'
+      ? 'again'
+      : { ...end, decision: { action: 'leave', reason: 'stopping' } };
   }
 
   /**
    * A completion the runner could not record. A port whose ack commits every earlier message waits for
-   * the write, keeping the delivery alive (`undefined` when the delivery ended first; the write goes on
-   * in the background). Otherwise the message is acked and the write is made once the store answers.
+   * the write while it keeps the delivery alive; `{}` when the delivery ended first (the write goes on in
+   * the background). Any other message is acked, and the write is made once the store answers.
    */
   async #completeLate(
-    message: M,
-    request: RunRequest,
+    job: Job<M>,
     run: CompletedResult<T>,
-  ): Promise<{ readonly result: ClaimedResult<T> } | { readonly error: unknown } | undefined> {
+  ): Promise<{ readonly result: Claimed<T> } | { readonly error?: unknown }> {
     const { idempotency, gate, port, stopping, options } = this.#parts;
-    const failClosed = idempotency.options.storeFailureMode === 'closed';
+    const { message, request } = job;
     const closeGate = options.lateCompletionClosesGate === true || port.completionBeforeAck === true;
     const later = () => {
       void recordCompletionLate(idempotency, request, run, {
@@ -531,20 +426,14 @@ export class MessagePipeline<M, T, R = void> {
       });
     };
     if (!port.completionBeforeAck) {
-      if (closeGate || failClosed) {
-        const error = new StoreUnavailableError(
-          `the store did not take the COMPLETED write of key ${request.key}; it is written once the store answers`,
-        );
-        gate.close(error, message);
+      if (closeGate || idempotency.options.storeFailureMode === 'closed') {
+        const what = `the store did not take the COMPLETED write of key ${request.key}; it is written once it answers`;
+        gate.close(new StoreUnavailableError(what), message);
       }
       later();
       return { result: run };
     }
-    for (;;) {
-      if (stopping.aborted) {
-        later();
-        return undefined;
-      }
+    while (!stopping.aborted) {
       try {
         return { result: await idempotency.completeClaim(request, run) };
       } catch (error) {
@@ -557,19 +446,17 @@ export class MessagePipeline<M, T, R = void> {
           return { error };
         }
         const open = gate.waitUntilOpen(stopping);
-        let alive: boolean;
         try {
-          alive = port.keepAlive ? await port.keepAlive(message, open, Number.POSITIVE_INFINITY) : true;
+          if (!(await (port.keepAlive?.(message, open, Number.POSITIVE_INFINITY) ?? true)) || !(await open))
+            break;
         } catch (failure) {
           later();
           throw failure;
         }
-        if (!alive || !(await open)) {
-          later();
-          return undefined;
-        }
       }
     }
+    later();
+    return {};
   }
 
   /** A message without a key, or whose key or payload could not be read. */
@@ -579,10 +466,9 @@ export class MessagePipeline<M, T, R = void> {
     span: MessageSpan,
   ): Promise<Ending<T>> {
     const { port, log, options } = this.#parts;
-    if (prepared.reason === 'invalid-key')
-      return this.#invalidKey(message, prepared.scope, undefined, prepared.error);
-    const subject: SubjectFields = { scope: prepared.scope, key: undefined, outcome: undefined, attempt: 0 };
-    port.emit('missingKey', { ...port.subject(message, subject), action: options.missingKey });
+    const { scope, error } = prepared;
+    if (prepared.reason === 'invalid-key') return this.#invalidKey(message, scope, undefined, error);
+    port.emit('missingKey', { ...port.subject(message, subject(scope)), action: options.missingKey });
     const words = port.warningWords(message);
     const fate =
       options.missingKey === 'process'
@@ -591,130 +477,128 @@ export class MessagePipeline<M, T, R = void> {
     log.warnOnce(
       'missing-key',
       `a message ${words.where} has no idempotency key (${words.keySource}); it is ${fate}.${words.advice} Further ones are reported only by the missingKey event.`,
-      { scope: prepared.scope },
+      { scope },
     );
     if (options.missingKey === 'dead-letter') {
-      const decision = letter('missing-key', describeError(prepared.error));
-      return { decision, subject, error: prepared.error };
+      return { decision: letter('missing-key', describeError(error)), subject: subject(scope), error };
     }
-    return this.#withoutClaim(message, prepared.scope, undefined, span, (attempt) =>
-      this.#runWithoutKey(message, prepared.scope, span, attempt),
-    );
+    return this.#withoutClaim(message, span, scope, undefined, async (attempt) => {
+      const context = { scope, key: undefined, fencingToken: 0, attempt, outcome: 'UNPROTECTED' as const };
+      try {
+        const result = await this.#callUnprotected(message, span, context);
+        return { outcome: 'UNPROTECTED', status: 'completed', result, storeError: undefined };
+      } catch (error) {
+        return { outcome: 'UNPROTECTED', status: 'threw', error, storeError: undefined };
+      }
+    });
   }
 
-  /** A key the extractor or the store refused, or a payload that cannot be fingerprinted: dead-lettered. */
+  /** A key the extractor or the store refused, or a payload that cannot be fingerprinted: a dead letter. */
   #invalidKey(message: M, scope: string, key: string | undefined, error: IdempotencyError): Ending<T> {
     const { port, log } = this.#parts;
-    const subject: SubjectFields = { scope, key, outcome: undefined, attempt: 0 };
-    port.emit('invalidKey', { ...port.subject(message, subject), error });
+    port.emit('invalidKey', { ...port.subject(message, subject(scope, key)), error });
     const words = port.warningWords(message);
     log.warnOnce(
       'invalid-key',
       `a message ${words.where} has an invalid idempotency key or payload (${describeError(error)}); it is ${words.deadLetter('invalid-key')}. Further ones are reported only by the invalidKey event.`,
       { scope },
     );
-    return { decision: letter('invalid-key', describeError(error)), subject, error };
+    return { decision: letter('invalid-key', describeError(error)), subject: subject(scope, key), error };
   }
 
   /**
-   * Runs a message without a claim (`run`), counted per delivery and bounded by `maxAttempts`. A run
-   * that turns out to hold a claim (failing open, the store answered) goes on as a claimed run.
+   * Runs a message without a claim, counted per delivery and bounded by `maxAttempts`. A run that turns
+   * out to hold a claim (failing open, the store answered it) goes on as a claimed run.
    */
   async #withoutClaim(
     message: M,
-    scope: string,
-    request: RunRequest | undefined,
     span: MessageSpan,
+    scope: string,
+    job: Job<M> | undefined,
     run: (attempt: number) => Promise<RunResult<T>>,
   ): Promise<Ending<T>> {
     const { port, options } = this.#parts;
     const id = port.deliveryId(message);
-    const key = request?.key;
+    const key = job?.request.key;
+    const max = options.policy.maxAttempts;
     for (;;) {
       const attempt = id === undefined ? 1 : this.#unprotected.attemptOf(id, port.priorRuns?.(message) ?? 0);
-      const max = options.policy.maxAttempts;
       if (attempt > max) {
-        // Its runs are used up and the decision after the last was not carried out: not run again.
+        // Its runs are used up, and the decision after the last was not carried out: not run again.
         const error = `The handler ran ${attempt - 1} times without protection (maxAttempts ${max})`;
         const decision = { ...letter('attempts-exhausted', error), attempt: attempt - 1 };
-        return { decision, subject: { scope, key, outcome: 'UNPROTECTED', attempt: attempt - 1 } };
+        return { decision, subject: subject(scope, key, 'UNPROTECTED', attempt - 1) };
       }
       const admission = port.admission?.(message) ?? 'run';
-      if (admission !== 'run') {
-        return {
-          decision: { action: 'leave', reason: admission },
-          subject: { scope, key, outcome: undefined, attempt: 0 },
-        };
-      }
+      if (admission !== 'run')
+        return { decision: { action: 'leave', reason: admission }, subject: subject(scope, key) };
       span.claiming();
       const result = await run(attempt);
       if (result.outcome !== 'UNPROTECTED') {
-        const turn = await this.#afterRun(message, request!, result, span);
+        const turn = await this.#afterRun(job!, result);
         if (turn === 'again') continue;
         return turn;
       }
       span.result(result, key);
-      const subject: SubjectFields = { scope, key, outcome: 'UNPROTECTED', attempt };
-      const end = { decision: decide(result, options.policy, attempt), subject, run: result };
-      const turn = await this.#retryInline(message, end, span);
+      const fields = subject(scope, key, 'UNPROTECTED', attempt);
+      const turn = await this.#retryInline(
+        message,
+        { decision: decide(result, options.policy, attempt), subject: fields, run: result },
+        span,
+      );
       if (turn !== 'again') return turn;
       if (id !== undefined) this.#unprotected.ran(id);
     }
   }
 
-  /** A run of a message without a key: the handler with no claim, its signal bounded. */
-  #runWithoutKey(message: M, scope: string, span: MessageSpan, attempt: number): Promise<RunResult<T>> {
-    const { handler, port, stopping } = this.#parts;
-    return runUnprotected<T, HandlerContext & object>(
-      (context) => span.timeHandler(() => handler(context as never)),
-      {
-        scope,
-        key: undefined as never,
-        fencingToken: 0,
-        attempt,
-        outcome: 'UNPROTECTED',
-        ...port.handlerFields(message),
-      },
-      stopping,
-      { handlerTimeoutMs: this.#handlerTimeoutMs() },
-    );
-  }
-
   /**
    * Failing open: the runner claims once more and, while the store still does not answer, emits
-   * `failOpen` and runs the handler without a claim, its signal aborting when the consumer stops or
-   * `handlerTimeoutMs` passes.
+   * `failOpen` and runs the handler without a claim.
    */
-  #failOpen(message: M, request: RunRequest, span: MessageSpan, attempt: number): Promise<RunResult<T>> {
-    const { idempotency, handler, port, stopping } = this.#parts;
-    const fields = port.handlerFields(message);
-    return idempotency
+  #failOpen(job: Job<M>, attempt: number): Promise<RunResult<T>> {
+    const { message, span } = job;
+    return this.#parts.idempotency
       .run<T>(
-        request,
+        job.request,
         (context) =>
-          span.timeHandler(() =>
-            context.outcome === 'UNPROTECTED'
-              ? callUnprotected(
-                  (signal) => handler({ ...context, ...fields, attempt, signal } as never),
-                  stopping,
-                  this.#handlerTimeoutMs(),
-                  context,
-                )
-              : handler(extendHandlerContext(context, fields) as never),
-          ),
-        {
-          ...this.#runOptions,
-          conflictWaitMs: 0,
-          onHeartbeat:
-            port.extendTimer &&
-            ((info) => port.extendTimer!(message, info.leaseExpiresAtMs - info.serverTimeMs)),
-        },
+          context.outcome === 'UNPROTECTED'
+            ? this.#callUnprotected(message, span, { ...context, attempt })
+            : this.#call(job, context, context),
+        { ...this.#runOptions, conflictWaitMs: 0, onHeartbeat: this.#onHeartbeat(message) },
       )
       .catch((error: unknown) => this.#unreadable(message, error));
   }
 
+  /** The handler without a claim, its signal aborting when the consumer stops or `handlerTimeoutMs` passes. */
+  #callUnprotected(
+    message: M,
+    span: MessageSpan,
+    context: Omit<HandlerContext, 'signal' | 'key'> & { readonly key: string | undefined },
+  ): Promise<T> {
+    const { handler, port, stopping, idempotency, options } = this.#parts;
+    const fields = port.handlerFields(message);
+    const timeoutMs = options.overrides.handlerTimeoutMs ?? idempotency.options.handlerTimeoutMs;
+    const call = (signal: AbortSignal) => handler({ ...context, ...fields, signal } as never);
+    return span.timeHandler(() => callUnprotected(call, stopping, timeoutMs, context)) as Promise<T>;
+  }
+
+  /** The handler with the port's fields, timed by its telemetry. */
+  #call(job: Job<M>, context: HandlerContext, signal: { readonly signal: AbortSignal }): Promise<T> | T {
+    const fields = this.#parts.port.handlerFields(job.message);
+    return job.span.timeHandler(() =>
+      this.#parts.handler(extendHandlerContext(context, fields, signal) as never),
+    );
+  }
+
+  #onHeartbeat(message: M): RunOptions['onHeartbeat'] {
+    const { port } = this.#parts;
+    return (
+      port.extendTimer && ((info) => port.extendTimer!(message, info.leaseExpiresAtMs - info.serverTimeMs))
+    );
+  }
+
   /** `Idempotency.settle` of a claim whose handler must not run. */
-  #settle(message: M, reply: ClaimReply): ClaimedResult<T> {
+  #settle(message: M, reply: ClaimReply): Claimed<T> {
     try {
       return this.#parts.idempotency.settle<T>(reply);
     } catch (error) {
@@ -723,10 +607,10 @@ export class MessagePipeline<M, T, R = void> {
   }
 
   /**
-   * A DUPLICATE whose stored result cannot be decoded (a newer version's, or corrupt bytes): the operation
-   * completed, so it is settled as any DUPLICATE, with a `storeError` event. @throws any other error.
+   * A DUPLICATE whose stored result cannot be decoded (a newer version's, or corrupt bytes) is settled as
+   * any DUPLICATE, with a `storeError` event. @throws any other error.
    */
-  #unreadable(message: M, error: unknown): ClaimedResult<T> & { outcome: 'DUPLICATE' } {
+  #unreadable(message: M, error: unknown): Claimed<T> & { outcome: 'DUPLICATE' } {
     const duplicate = unreadableDuplicateOf(error, this.#parts.log);
     if (!duplicate) throw error;
     this.#storeError('settle', error, message);
@@ -734,28 +618,20 @@ export class MessagePipeline<M, T, R = void> {
   }
 
   /** Reports a lost claim, reading the record once to say whether it vanished or was taken over. */
-  async #reportLeaseLost(message: M, request: RunRequest, result: LeaseLostResult<T>): Promise<void> {
+  async #reportLeaseLost(job: Job<M>, run: LeaseLostResult<T>): Promise<void> {
     const { port, idempotency } = this.#parts;
-    let reason: 'record-vanished' | 'taken-over' | 'unknown';
-    try {
-      const record = await idempotency.store.get({ scope: request.scope, key: request.key });
-      reason = record === null ? 'record-vanished' : 'taken-over';
-    } catch {
-      reason = 'unknown';
-    }
-    port.emit('leaseLost', {
-      ...port.subject(message, subjectOf(request, result.outcome, result.attempt)),
-      during: leaseLostDuring(result),
-      handlerCompleted: result.handlerCompleted,
-      fencingToken: result.fencingToken,
-      reason,
-    });
+    const reason = await idempotency.store.get(job.request).then(
+      (record) => (record === null ? 'record-vanished' : 'taken-over'),
+      () => 'unknown',
+    );
+    const { during, handlerCompleted, fencingToken } = { ...run, during: leaseLostDuring(run) };
+    const payload = { during, handlerCompleted, fencingToken, reason };
+    port.emit('leaseLost', { ...port.subject(job.message, subjectOf(job.request, run)), ...payload });
   }
 
   /**
    * Gives back a claim whose handler did not run and will not (no attempt spent), again each time the
-   * store gate opens until the store answers or the consumer stops. Anything but a held claim is ignored.
-   * Resolves after the first try, or at once while the gate is closed.
+   * store gate opens until the store answers or the consumer stops. Resolves after the first try.
    */
   giveBack(message: M, prepared: Prepared, claim: ClaimReply | WrittenClaim | undefined): Promise<void> {
     if (prepared.kind !== 'keyed') return Promise.resolve();
@@ -767,19 +643,14 @@ export class MessagePipeline<M, T, R = void> {
     });
   }
 
-  /** Marks the FAILED record of a dead letter once its copy is sent; failures are `storeError` events. */
-  async #markDeadLettered(message: M, end: Ending<T>): Promise<void> {
-    const { decision, subject } = end;
+  /** Marks the FAILED record of a dead letter once its copy is sent; a failure is a `storeError` event. */
+  async #markDeadLettered(message: M, { decision, subject }: Ending<T>): Promise<void> {
     if (decision.action !== 'dead-letter' || decision.failedFencingToken === undefined) return;
     if (subject.key === undefined) return;
-    try {
-      await this.#parts.idempotency.markDeadLettered(
-        { scope: subject.scope, key: subject.key },
-        { fencingToken: decision.failedFencingToken },
-      );
-    } catch (error) {
-      this.#storeError('markDeadLettered', error, message);
-    }
+    const token = { fencingToken: decision.failedFencingToken };
+    await this.#parts.idempotency
+      .markDeadLettered({ scope: subject.scope, key: subject.key }, token)
+      .catch((error: unknown) => this.#storeError('markDeadLettered', error, message));
   }
 
   /** The held decision of a run without a claim of `message`, if any. */
@@ -789,24 +660,20 @@ export class MessagePipeline<M, T, R = void> {
     return id === undefined ? undefined : this.#unprotected.get(id)?.held;
   }
 
+  /** An end that goes back to the broker. */
   #end(
-    request: RunRequest,
-    decision: Decision,
+    job: Job<M>,
+    reason: LeaveReason,
     extra: { readonly run?: RunResult<T>; readonly error?: unknown } = {},
   ): Ending<T> {
-    const run = extra.run;
-    const outcome = run?.outcome;
-    const attempt = run && 'attempt' in run ? run.attempt : 0;
-    return { decision, subject: subjectOf(request, outcome, attempt), ...extra };
+    const { run, error } = extra;
+    const fields = run ? subjectOf(job.request, run) : subject(job.request.scope, job.request.key);
+    return { decision: { action: 'leave', reason, error }, subject: fields, ...extra };
   }
 
   #storeError(operation: string, error: unknown, message: M | undefined): void {
     const { port } = this.#parts;
     port.emit('storeError', port.storeError(operation, error, message));
-  }
-
-  #handlerTimeoutMs(): number {
-    return this.#parts.options.overrides.handlerTimeoutMs ?? this.#parts.idempotency.options.handlerTimeoutMs;
   }
 }
 
@@ -814,14 +681,22 @@ function scopeOf(prepared: Exclude<Prepared, { kind: 'unscoped' }>): string {
   return prepared.kind === 'keyed' ? prepared.request.scope : prepared.scope;
 }
 
-function subjectOf(request: RunRequest, outcome: SubjectFields['outcome'], attempt: number): SubjectFields {
-  return { scope: request.scope, key: request.key, outcome, attempt };
+function preparedSubject(prepared: Prepared): SubjectFields {
+  if (prepared.kind === 'unscoped') return subject('');
+  return subject(scopeOf(prepared), prepared.kind === 'keyed' ? prepared.request.key : undefined);
 }
 
-function unrunSubject(prepared: Prepared): SubjectFields {
-  if (prepared.kind === 'unscoped') return { scope: '', key: undefined, outcome: undefined, attempt: 0 };
-  const key = prepared.kind === 'keyed' ? prepared.request.key : undefined;
-  return { scope: scopeOf(prepared), key, outcome: undefined, attempt: 0 };
+function subject(
+  scope: string,
+  key?: string,
+  outcome?: SubjectFields['outcome'],
+  attempt = 0,
+): SubjectFields {
+  return { scope, key, outcome, attempt };
+}
+
+function subjectOf(request: RunRequest, run: RunResult<unknown>): SubjectFields {
+  return subject(request.scope, request.key, run.outcome, 'attempt' in run ? run.attempt : 0);
 }
 
 function letter(reason: 'missing-key' | 'invalid-key' | 'attempts-exhausted', error: string): Decision {
