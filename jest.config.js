@@ -28,7 +28,7 @@ module.exports = {
     {
       displayName: 'unit',
       testEnvironment: 'node',
-      roots: ['<rootDir>/packages'],
+      roots: ['<rootDir>/packages', '<rootDir>/model'],
       testMatch: ['**/test/**/*.test.ts'],
       transform,
       moduleNameMapper,
