@@ -97,8 +97,17 @@ export interface CheckResult {
   readonly output: string;
 }
 
-/** Why the check cannot run here (spin or a C compiler missing), or undefined when it can. */
+/**
+ * Why the check cannot run here (spin or a C compiler missing), or undefined when it can.
+ * @throws in CI (`CI` set), where .ci/run installs spin: a missing tool is a failure there, not a skip.
+ */
 export function missingTools(): string | undefined {
+  const reason = findMissingTool();
+  if (reason !== undefined && process.env.CI) throw new Error(`model check: ${reason}`);
+  return reason;
+}
+
+function findMissingTool(): string | undefined {
   for (const tool of ['spin', 'cc']) {
     const found = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
     if (found.status !== 0) {
