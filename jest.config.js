@@ -28,7 +28,7 @@ module.exports = {
     {
       displayName: 'unit',
       testEnvironment: 'node',
-      roots: ['<rootDir>/packages', '<rootDir>/bench'],
+      roots: ['<rootDir>/packages', '<rootDir>/bench', '<rootDir>/model'],
       testMatch: ['**/test/**/*.test.ts'],
       transform,
       moduleNameMapper,
