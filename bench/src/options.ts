@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 
 /** The sections of the bench, in the order they run. */
-export const SECTIONS = ['core', 'peers', 'claimMany', 'adapters', 'memory'] as const;
+export const SECTIONS = ['core', 'peers', 'claimMany', 'adapters', 'memory', 'http'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** How much the bench measures; `--quick` scales every count down to stay under a minute. */
@@ -25,6 +25,13 @@ export interface BenchOptions {
   /** Measured passes per adapter, after one unreported warm-up pass of a fifth of the messages. */
   readonly adapterRounds: number;
   readonly memoryRecords: number;
+  /** The HTTP section: rounds, requests per round (sequential, in flight), requests in flight. */
+  readonly http: {
+    readonly rounds: number;
+    readonly sequentialRequests: number;
+    readonly concurrentRequests: number;
+    readonly inFlight: number;
+  };
 }
 
 /** Parses `npm run bench -- [options]` (commander). */
@@ -72,5 +79,11 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
       : { rabbitmq: 6_000, kafka: 6_000, sqs: 1_500 },
     adapterRounds: q ? 1 : 3,
     memoryRecords: q ? 10_000 : 100_000,
+    http: {
+      rounds: o.rounds ?? (q ? 2 : 5),
+      sequentialRequests: q ? 300 : 1_000,
+      concurrentRequests: q ? 600 : 2_000,
+      inFlight: 32,
+    },
   };
 }

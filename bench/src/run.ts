@@ -20,6 +20,7 @@ import { type ClaimManyRow, measureClaimMany } from './claim-many';
 import type { Contender } from './contender';
 import { CpuMeter } from './cpu-meter';
 import { type HandoffRow, measureHandoff } from './handoff';
+import { benchHttp, type HttpGroup } from './http/section';
 import { type MemoryRow, measureMemory } from './memory';
 import { type BenchOptions, parseOptions, type Section } from './options';
 import { Ours, ours } from './ours';
@@ -61,6 +62,7 @@ interface Results {
   /** `rows`: per adapter, the pass with the median ratio; `rounds`: every measured pass. */
   adapters?: { rows: AdapterRow[]; rounds: Record<string, AdapterRow[]>; skipped: string[] };
   memory?: { records: number; rows: MemoryRow[] } | { skipped: string };
+  http?: HttpGroup[];
 }
 
 async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<NonNullable<Results['core']>> {
@@ -451,6 +453,10 @@ async function main(): Promise<void> {
     });
     await section('memory', async () => {
       results.memory = await memory(o);
+    });
+    await section('http', async () => {
+      const http = { ...o.http, raceKeys: o.raceKeys, raceCallers: o.raceCallers };
+      results.http = await benchHttp(http, plain, redisUrl, prefix, new CpuMeter(plain), out);
     });
   } finally {
     await deleteByPrefix(plain, prefix);
