@@ -141,6 +141,28 @@ export function incompressibleBytes(size: number): Buffer {
 
 const keyOf = (headers: Record<string, unknown>) => headers['idempotency-key'] as string | undefined;
 
+/**
+ * A web `ReadableStream` of a Node stream, pulled as it is read and destroyed when cancelled (Node's
+ * `Readable.toWeb` throws "Controller is already closed" from a stream event after a cancel).
+ */
+export function webStream(readable: Readable): ReadableStream<Uint8Array> {
+  const chunks = readable[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await chunks.next();
+        if (next.done) controller.close();
+        else controller.enqueue(typeof next.value === 'string' ? Buffer.from(next.value) : next.value);
+      } catch (error) {
+        controller.error(error);
+      }
+    },
+    cancel() {
+      readable.destroy();
+    },
+  });
+}
+
 /** Starts an Express app on 127.0.0.1: its URL, and a close that ends open connections too. */
 export async function listenExpress(app: express.Express): Promise<{ url: string; close(): Promise<void> }> {
   return listenNode(app.listen(0, '127.0.0.1'));
@@ -245,7 +267,7 @@ export const startHono: StartServer = async (idempotency, options = {}) => {
   app.post('/big', required, async (c) => {
     h.calls.set('big', (h.calls.get('big') ?? 0) + 1);
     const body = (await c.req.json()) as { size: number; status?: number };
-    const stream = Readable.toWeb(Readable.from(h.big(Number(body.size)))) as ReadableStream;
+    const stream = webStream(Readable.from(h.big(Number(body.size))));
     return c.body(stream, (body.status ?? 200) as 200, { 'content-type': 'text/plain; charset=utf-8' });
   });
   app.post('/binary', required, async (c) => {
