@@ -31,6 +31,8 @@ export interface BenchOptions {
     readonly sequentialRequests: number;
     readonly concurrentRequests: number;
     readonly inFlight: number;
+    /** Only these frameworks (`--http-frameworks`); all when absent. */
+    readonly frameworks?: readonly ('Express' | 'Fastify' | 'Hono' | 'NestJS')[];
   };
 }
 
@@ -46,6 +48,14 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     )
     .option('--out <file>', 'where to write the JSON results', 'bench/results/latest.json')
     .option('--rounds <n>', 'rounds per scenario', (v) => Number.parseInt(v, 10))
+    .addOption(
+      new Option('--http-frameworks <names...>', 'the http section on these frameworks only').choices([
+        'Express',
+        'Fastify',
+        'Hono',
+        'NestJS',
+      ]),
+    )
     .option('--in-flight <n>', 'messages in flight in the concurrent runs', (v) => Number.parseInt(v, 10), 50)
     .parse(argv, { from: 'user' });
   const o = program.opts<{
@@ -54,6 +64,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     out: string;
     rounds?: number;
     inFlight: number;
+    httpFrameworks?: ('Express' | 'Fastify' | 'Hono' | 'NestJS')[];
   }>();
   const q = o.quick;
   return {
@@ -84,6 +95,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
       sequentialRequests: q ? 300 : 1_000,
       concurrentRequests: q ? 600 : 2_000,
       inFlight: 32,
+      ...(o.httpFrameworks ? { frameworks: o.httpFrameworks } : {}),
     },
   };
 }

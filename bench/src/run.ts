@@ -33,6 +33,8 @@ import {
   adapterTable,
   claimManyTable,
   handoffTable,
+  httpRaceTable,
+  httpTable,
   memoryTable,
   raceTable,
   seriesTable,
@@ -381,6 +383,38 @@ function targets(r: Results): Target[] {
       met: a.ratio >= 2 / 3,
     });
   }
+  for (const g of r.http ?? []) {
+    const [bare, mine, ...peers] = g.concurrent;
+    const seqMine = g.sequential[1]!;
+    if (!bare || !mine) continue;
+    t.push({
+      target: `${g.framework}: ours ≥ 0.55× bare, 32 in flight`,
+      measured: `${mine.ratio.toFixed(2)}×`,
+      met: mine.ratio >= 0.55,
+    });
+    const added = g.addedP50Us[mine.name] ?? Number.NaN;
+    t.push({
+      target: `${g.framework}: sequential p50 added ≤ 550 µs`,
+      measured: `${added.toFixed(0)} µs (${seqMine.ratio.toFixed(2)}× bare req/s)`,
+      met: added <= 550,
+    });
+    for (const [i, peer] of peers.entries()) {
+      const seqPeer = g.sequential[i + 2]!;
+      t.push({
+        target: `${g.framework}: ours ahead of ${peer.name.replace(/^.*\+ /, '')}`,
+        measured: `${(mine.ratio / peer.ratio).toFixed(2)}× in flight, ${(seqMine.ratio / seqPeer.ratio).toFixed(2)}× sequential`,
+        met: mine.ratio > peer.ratio && seqMine.ratio > seqPeer.ratio,
+      });
+    }
+    const race = g.race[0]?.race;
+    if (race) {
+      t.push({
+        target: `${g.framework}: race, handler once per key`,
+        measured: `${race.runs} runs for ${race.keys} keys`,
+        met: race.runs === race.keys,
+      });
+    }
+  }
   if (r.memory && 'rows' in r.memory) {
     const [small, fp] = r.memory.rows;
     const ratio = (m: MemoryRow) => m.usedMemoryPerRecord / m.referencePerRecord;
@@ -456,7 +490,9 @@ async function main(): Promise<void> {
     });
     await section('http', async () => {
       const http = { ...o.http, raceKeys: o.raceKeys, raceCallers: o.raceCallers };
-      results.http = await benchHttp(http, plain, redisUrl, prefix, new CpuMeter(plain), out);
+      results.http = await benchHttp(http, plain, redisUrl, prefix, new CpuMeter(plain), o.http.frameworks);
+      out(httpTable(results.http));
+      out(httpRaceTable(results.http));
     });
   } finally {
     await deleteByPrefix(plain, prefix);

@@ -12,6 +12,8 @@ type Guard = (req: express.Request) => boolean;
 /** An Express 5 app with the two bench routes behind `layer` (none: the bare routes). */
 async function start(name: string, layer?: express.RequestHandler, replayed?: Guard): Promise<BenchServer> {
   const app = express();
+  // Production: Express' error handler does not print the errors a peer passes to next().
+  app.set('env', 'production');
   const raceRuns = new Map<string, number>();
   const chain = layer ? [express.json(), layer] : [express.json()];
   app.post('/orders', ...chain, (req, res) => {
@@ -40,7 +42,8 @@ export const oursExpress = (idempotency: Idempotency) =>
  * replay too, and the handler asks `isHit(req)` whether it answered already, as its README says.
  */
 export async function expressIdempotencyPeer(redisUrl: string): Promise<BenchServer> {
-  const adapter = new RedisAdapter({ connectionConfig: { url: redisUrl } });
+  // Its records are kept under the keys as sent, which start with the bench's prefix: deleted at the end.
+  const adapter = new RedisAdapter({ connectionConfig: { url: redisUrl }, ttl: 600 });
   await adapter.connect();
   const middleware = expressIdempotency({ dataAdapter: adapter });
   const server = await start('Express + express-idempotency (Redis adapter)', middleware, (req) =>

@@ -7,6 +7,8 @@ import { measureRounds, type Series } from '../throughput';
 import { BenchClient } from './client';
 import { bareExpress, expressIdempotencyPeer, oursExpress } from './express';
 import { bareFastify, oursFastify } from './fastify';
+import { bareHono, oursHono } from './hono';
+import { bareNest, nodeIdempotencyPeer, oursNest } from './nest';
 import { type HttpRaceResult, httpRace } from './race';
 import type { BenchServer, Framework } from './server';
 
@@ -60,7 +62,7 @@ export async function benchHttp(
   redisUrl: string,
   prefix: string,
   meter: CpuMeter,
-  out: (text: string) => void,
+  only?: readonly Framework[],
 ): Promise<HttpGroup[]> {
   const runner = (name: string) =>
     new Idempotency(
@@ -70,9 +72,15 @@ export async function benchHttp(
   const groups: [Framework, Starters][] = [
     ['Fastify', [bareFastify, () => oursFastify(runner('fastify'))]],
     ['Express', [bareExpress, () => oursExpress(runner('express')), () => expressIdempotencyPeer(redisUrl)]],
+    ['Hono', [bareHono, () => oursHono(runner('hono'))]],
+    [
+      'NestJS',
+      [bareNest, () => oursNest(runner('nest')), () => nodeIdempotencyPeer(redisUrl, `${prefix}:node-idem`)],
+    ],
   ];
   const results: HttpGroup[] = [];
   for (const [framework, starters] of groups) {
+    if (only && !only.includes(framework)) continue;
     const servers: BenchServer[] = [];
     const clients: BenchClient[] = [];
     try {
@@ -105,15 +113,6 @@ export async function benchHttp(
         });
       }
       const group = { framework, sequential, concurrent, addedP50Us, race };
-      out(
-        JSON.stringify({
-          framework,
-          seq: sequential.map(brief),
-          conc: concurrent.map(brief),
-          addedP50Us,
-          race,
-        }),
-      );
       results.push(group);
     } finally {
       await Promise.all(clients.map((c) => c.close()));
@@ -122,11 +121,3 @@ export async function benchHttp(
   }
   return results;
 }
-
-const brief = (s: Series) => ({
-  name: s.name,
-  ratio: Number(s.ratio.toFixed(3)),
-  perSecond: Math.round(median(s.rounds.map((r) => r.perSecond))),
-  p50: Math.round(median(s.rounds.map((r) => r.p50Us))),
-  p99: Math.round(median(s.rounds.map((r) => r.p99Us))),
-});
