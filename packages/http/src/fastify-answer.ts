@@ -18,7 +18,9 @@ export async function finishReply(
   payload: unknown,
 ): Promise<unknown> {
   const answer = await state.claimed.finish(finished);
-  setAnswer(reply, answer ? withHeadersBefore(state.headersBefore, answer) : finished);
+  if (answer) setAnswer(reply, withHeadersBefore(state.headersBefore, answer));
+  // Only a second answer dropped meanwhile may have changed them.
+  else if (state.dropped || reply.statusCode !== finished.status) setAnswer(reply, finished);
   return answer ? answer.body : payload;
 }
 

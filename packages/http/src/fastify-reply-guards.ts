@@ -20,6 +20,7 @@ export function sendOnce(
   reply.send = function sendUnlessAnswering(this: FastifyReply, payload?: unknown) {
     state.sent = true;
     if (!plugin.answering.has(request)) return send.call(this, payload);
+    state.dropped = true;
     if (payload instanceof Error)
       this.log.error({ err: payload }, 'Promise errored, but reply.sent = true was set');
     else this.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(request.url, request.method) });

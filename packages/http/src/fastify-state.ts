@@ -16,6 +16,8 @@ export interface InFlight {
   error?: unknown;
   /** Set when `reply.send` was called (by the handler, or by Fastify for it). */
   sent?: boolean;
+  /** Set when a second answer was dropped while the first was stored (see `sendOnce`). */
+  dropped?: boolean;
 }
 
 /** What the Fastify plugin's hooks share, per registration. */
