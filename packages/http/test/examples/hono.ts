@@ -1,5 +1,4 @@
 // The Hono example of packages/http/README.md, verbatim: typechecked with the package's tests.
-
 import { serve } from '@hono/node-server';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import { honoIdempotency, type IdempotencyVariables } from '@idempotent-consumer/http/hono';
