@@ -3,9 +3,11 @@
  * `@hono/node-server`, Bun, Deno, Cloudflare Workers).
  * @packageDocumentation
  */
+
+import type { ServerResponse } from 'node:http';
 import { type HandlerContext, type Idempotency, InvalidOptionError } from '@idempotent-consumer/core';
 import type { Context, MiddlewareHandler } from 'hono';
-import { matchedRoutes } from 'hono/route';
+import { clientGoneSignal } from './client-gone';
 import { fetchBody, fetchHeaders, fetchTarget } from './fetch-request';
 import { finishFetchResponse } from './fetch-response';
 import { HttpIdempotency } from './http-idempotency';
@@ -62,6 +64,7 @@ export function honoIdempotency(
   return async (c, next) => {
     const raw = c.req.raw;
     const headers = fetchHeaders(raw.headers, http.options);
+    const gone = clientGone(c);
     const admission = await http.admit({
       request: c,
       method: raw.method,
@@ -74,7 +77,7 @@ export function honoIdempotency(
           text: () => c.req.text(),
           bytes: async () => new Uint8Array(await c.req.arrayBuffer()),
         }),
-      signal: raw.signal,
+      signal: gone,
     });
     if (admission.kind === 'pass') return next();
     if (admission.kind === 'answer') {
@@ -94,7 +97,7 @@ export function honoIdempotency(
       throw error;
     }
     const response = c.res;
-    const sent = await finishFetchResponse(claimed, response, { signal: raw.signal, before, error: c.error });
+    const sent = await finishFetchResponse(claimed, response, { signal: gone, before, error: c.error });
     if (sent !== response) {
       // Replaced whole: the setter would merge the handler's headers into the answer otherwise.
       c.res = undefined;
@@ -104,12 +107,24 @@ export function honoIdempotency(
 }
 
 /**
+ * The signal of the client going away: on `@hono/node-server`, its connection's (`c.env.outgoing`), one
+ * per connection; elsewhere the request's own `signal`. The server's lightweight request builds an
+ * `AbortController` for every request whose `signal` is read.
+ */
+function clientGone(c: Context): AbortSignal {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  return typeof outgoing?.once === 'function' ? clientGoneSignal(outgoing) : c.req.raw.signal;
+}
+
+/**
  * The route template of a request in Hono: the path of the last route matched for its method from this
  * middleware on (the handler's route, such as `/api/orders/:id`, base paths included), else the path of
  * the last route matched (a route for every method: `app.all`, `app.on`).
  */
 function honoRoute(c: Context): string {
-  const routes = matchedRoutes(c);
+  // The request's own getter, not `hono/route`'s helper: the helper reads a symbol of its own build, so
+  // from this CommonJS package it cannot read an app's context built by Hono's ES module build.
+  const routes = c.req.matchedRoutes;
   const method = c.req.method;
   for (let i = routes.length - 1; i >= c.req.routeIndex; i--) {
     if (routes[i]!.method === method) return routes[i]!.path;
