@@ -13,9 +13,13 @@ import type { HttpIdempotencyOptions } from './options';
  * `FastifyRequest`), as far as the interceptor reads it; `tenant` gets the platform's request itself.
  */
 export interface NestHttpRequest {
+  /** The request method. */
   readonly method: string;
+  /** The request target, path and query. */
   readonly url: string;
+  /** The request headers, names in lower case. */
   readonly headers: IncomingHeaders;
+  /** The body as the platform's body parser left it. */
   readonly body?: unknown;
   /** Set by an authentication guard or middleware from verified credentials (passport's `req.user`). */
   readonly user?: unknown;
