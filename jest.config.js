@@ -3,7 +3,15 @@
 const transform = {
   '^.+\\.tsx?$': [
     '@swc/jest',
-    { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' } },
+    {
+      // Decorators as TypeScript's experimentalDecorators and emitDecoratorMetadata compile them (NestJS).
+      jsc: {
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true },
+        target: 'es2022',
+      },
+      module: { type: 'commonjs' },
+    },
   ],
 };
 const moduleNameMapper = {

@@ -97,7 +97,8 @@ function writeUnit(unit, index) {
     ...hoisted.map((l) => l.text),
     'export {};',
     'async function readmeBlock(): Promise<void> {',
-    ...rest.map((l) => l.text),
+    // A declaration a module exports (a Next.js route handler's `export const POST`) is local in here.
+    ...rest.map((l) => l.text.replace(/^export (?=(?:const|let|async function|function|class) )/, '')),
     '}',
     'void readmeBlock;',
   ];
@@ -168,6 +169,9 @@ function main() {
       types: ['node'],
       typeRoots: [join(root, 'node_modules', '@types')],
       skipLibCheck: true,
+      // NestJS' decorators (parameter decorators included) as its applications compile them.
+      experimentalDecorators: true,
+      emitDecoratorMetadata: true,
     },
   );
   const byPath = new Map(generated.map((g) => [g.path, g]));

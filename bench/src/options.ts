@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 
 /** The sections of the bench, in the order they run. */
-export const SECTIONS = ['core', 'peers', 'claimMany', 'adapters', 'memory'] as const;
+export const SECTIONS = ['core', 'peers', 'claimMany', 'adapters', 'memory', 'http'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** How much the bench measures; `--quick` scales every count down to stay under a minute. */
@@ -25,6 +25,15 @@ export interface BenchOptions {
   /** Measured passes per adapter, after one unreported warm-up pass of a fifth of the messages. */
   readonly adapterRounds: number;
   readonly memoryRecords: number;
+  /** The HTTP section: rounds, requests per round (sequential, in flight), requests in flight. */
+  readonly http: {
+    readonly rounds: number;
+    readonly sequentialRequests: number;
+    readonly concurrentRequests: number;
+    readonly inFlight: number;
+    /** Only these frameworks (`--http-frameworks`); all when absent. */
+    readonly frameworks?: readonly ('Express' | 'Fastify' | 'Hono' | 'NestJS')[];
+  };
 }
 
 /** Parses `npm run bench -- [options]` (commander). */
@@ -39,6 +48,14 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     )
     .option('--out <file>', 'where to write the JSON results', 'bench/results/latest.json')
     .option('--rounds <n>', 'rounds per scenario', (v) => Number.parseInt(v, 10))
+    .addOption(
+      new Option('--http-frameworks <names...>', 'the http section on these frameworks only').choices([
+        'Express',
+        'Fastify',
+        'Hono',
+        'NestJS',
+      ]),
+    )
     .option('--in-flight <n>', 'messages in flight in the concurrent runs', (v) => Number.parseInt(v, 10), 50)
     .parse(argv, { from: 'user' });
   const o = program.opts<{
@@ -47,6 +64,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     out: string;
     rounds?: number;
     inFlight: number;
+    httpFrameworks?: ('Express' | 'Fastify' | 'Hono' | 'NestJS')[];
   }>();
   const q = o.quick;
   return {
@@ -72,5 +90,12 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
       : { rabbitmq: 6_000, kafka: 6_000, sqs: 1_500 },
     adapterRounds: q ? 1 : 3,
     memoryRecords: q ? 10_000 : 100_000,
+    http: {
+      rounds: o.rounds ?? (q ? 2 : 5),
+      sequentialRequests: q ? 300 : 1_000,
+      concurrentRequests: q ? 600 : 2_000,
+      inFlight: 32,
+      ...(o.httpFrameworks ? { frameworks: o.httpFrameworks } : {}),
+    },
   };
 }

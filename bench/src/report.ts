@@ -2,6 +2,7 @@ import Table from 'cli-table3';
 import type { AdapterRow } from './adapters/adapter-row';
 import type { ClaimManyRow } from './claim-many';
 import type { HandoffRow } from './handoff';
+import type { HttpGroup } from './http/section';
 import type { MemoryRow } from './memory';
 import type { RaceResult, StalledOwnerVerdict } from './race';
 import { med, type Series } from './throughput';
@@ -182,6 +183,69 @@ export function handoffTable(rows: readonly HandoffRow[]): string {
       us(r.stats.p99Us),
       us(r.stats.meanUs),
     ]);
+  }
+  return table.toString();
+}
+
+/** The HTTP section: per framework, each contender's req/s, p50/p99 and ratio to the bare route. */
+export function httpTable(groups: readonly HttpGroup[]): string {
+  const table = new Table({
+    head: [
+      'HTTP: route, idempotency layer',
+      'seq req/s',
+      'seq p50 µs',
+      'p50 added µs',
+      'seq vs bare',
+      '32 in flight req/s',
+      'p50 µs',
+      'p99 µs',
+      'vs bare',
+      'CPU µs/req: Node',
+      'Redis',
+    ],
+    ...style,
+  });
+  for (const g of groups) {
+    g.concurrent.forEach((c, i) => {
+      const s = g.sequential[i]!;
+      table.push([
+        c.name,
+        int(med(s, (t) => t.perSecond)),
+        us(med(s, (t) => t.p50Us)),
+        i === 0 ? '' : us(g.addedP50Us[c.name] ?? Number.NaN),
+        x(s.ratio),
+        int(med(c, (t) => t.perSecond)),
+        us(med(c, (t) => t.p50Us)),
+        us(med(c, (t) => t.p99Us)),
+        x(c.ratio),
+        c.cpu ? us(c.cpu.node) : 'n/a',
+        c.cpu?.redis === undefined ? 'n/a' : us(c.cpu.redis),
+      ]);
+    });
+  }
+  return table.toString();
+}
+
+/** The HTTP race: how often each layer ran the handler when callers raced on one key. */
+export function httpRaceTable(groups: readonly HttpGroup[]): string {
+  const table = new Table({
+    head: ['HTTP race: layer', 'keys × callers', 'handler runs', 'keys run twice', 'answers', 'errors'],
+    ...style,
+  });
+  for (const g of groups) {
+    for (const { name, race } of g.race) {
+      const answers = Object.entries(race.statuses)
+        .map(([status, n]) => `${n} × ${status}`)
+        .join(', ');
+      table.push([
+        name,
+        `${race.keys} × ${race.callers}`,
+        race.runs,
+        race.keysRunTwice,
+        answers,
+        race.errors,
+      ]);
+    }
   }
   return table.toString();
 }

@@ -21,6 +21,7 @@ import type { Contender } from './contender';
 import { CpuMeter } from './cpu-meter';
 import { type HandoffRow, measureHandoff } from './handoff';
 import { checkout, ratiosOf, writeRunRecord } from './history';
+import { benchHttp, type HttpGroup } from './http/section';
 import { type MemoryRow, measureMemory } from './memory';
 import { type BenchOptions, parseOptions, SECTIONS, type Section } from './options';
 import { Ours, ours } from './ours';
@@ -33,6 +34,8 @@ import {
   adapterTable,
   claimManyTable,
   handoffTable,
+  httpRaceTable,
+  httpTable,
   memoryTable,
   raceTable,
   seriesTable,
@@ -62,6 +65,7 @@ interface Results {
   /** `rows`: per adapter, the pass with the median ratio; `rounds`: every measured pass. */
   adapters?: { rows: AdapterRow[]; rounds: Record<string, AdapterRow[]>; skipped: string[] };
   memory?: { records: number; rows: MemoryRow[] } | { skipped: string };
+  http?: HttpGroup[];
 }
 
 async function core(o: BenchOptions, plain: Redis, pipelined: Redis): Promise<NonNullable<Results['core']>> {
@@ -380,6 +384,38 @@ function targets(r: Results): Target[] {
       met: a.ratio >= 2 / 3,
     });
   }
+  for (const g of r.http ?? []) {
+    const [bare, mine, ...peers] = g.concurrent;
+    const seqMine = g.sequential[1]!;
+    if (!bare || !mine) continue;
+    t.push({
+      target: `${g.framework}: ours ≥ 0.55× bare, 32 in flight`,
+      measured: `${mine.ratio.toFixed(2)}×`,
+      met: mine.ratio >= 0.55,
+    });
+    const added = g.addedP50Us[mine.name] ?? Number.NaN;
+    t.push({
+      target: `${g.framework}: sequential p50 added ≤ 550 µs`,
+      measured: `${added.toFixed(0)} µs (${seqMine.ratio.toFixed(2)}× bare req/s)`,
+      met: added <= 550,
+    });
+    for (const [i, peer] of peers.entries()) {
+      const seqPeer = g.sequential[i + 2]!;
+      t.push({
+        target: `${g.framework}: ours ahead of ${peer.name.replace(/^.*\+ /, '')}`,
+        measured: `${(mine.ratio / peer.ratio).toFixed(2)}× in flight, ${(seqMine.ratio / seqPeer.ratio).toFixed(2)}× sequential`,
+        met: mine.ratio > peer.ratio && seqMine.ratio > seqPeer.ratio,
+      });
+    }
+    const race = g.race[0]?.race;
+    if (race) {
+      t.push({
+        target: `${g.framework}: race, handler once per key`,
+        measured: `${race.runs} runs for ${race.keys} keys`,
+        met: race.runs === race.keys,
+      });
+    }
+  }
   if (r.memory && 'rows' in r.memory) {
     const [small, fp] = r.memory.rows;
     const ratio = (m: MemoryRow) => m.usedMemoryPerRecord / m.referencePerRecord;
@@ -452,6 +488,12 @@ async function main(): Promise<void> {
     });
     await section('memory', async () => {
       results.memory = await memory(o);
+    });
+    await section('http', async () => {
+      const http = { ...o.http, raceKeys: o.raceKeys, raceCallers: o.raceCallers };
+      results.http = await benchHttp(http, plain, redisUrl, prefix, new CpuMeter(plain), o.http.frameworks);
+      out(httpTable(results.http));
+      out(httpRaceTable(results.http));
     });
   } finally {
     await deleteByPrefix(plain, prefix);

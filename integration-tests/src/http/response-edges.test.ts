@@ -2,16 +2,24 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
+import { createAdaptorServer } from '@hono/node-server';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import type { HttpIdempotencyOptions } from '@idempotent-consumer/http';
 import { createIdempotencyMiddleware } from '@idempotent-consumer/http/express';
 import { fastifyIdempotency } from '@idempotent-consumer/http/fastify';
+import { honoIdempotency } from '@idempotent-consumer/http/hono';
+import { IdempotencyModule, Idempotent } from '@idempotent-consumer/http/nest';
+import { Controller, type INestApplication, Module, Post, Res, StreamableFile } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import express from 'express';
 import Fastify, { type FastifyReply } from 'fastify';
+import { Hono } from 'hono';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/service';
 import { freshKey, post } from './client';
-import { incompressibleBytes, listenExpress } from './servers';
+import { incompressibleBytes, listenExpress, webStream } from './servers';
 
 /** A route's handler, written once for both frameworks: what it answers on its `n`th call. */
 interface Answer {
@@ -80,9 +88,85 @@ const startFastify: StartEdge = async (idempotency, answer, options = {}) => {
   };
 };
 
+/** Hono: the same route, behind a middleware that sets `access-control-allow-origin: *`. */
+const startHono: StartEdge = async (idempotency, answer, options = {}) => {
+  let n = 0;
+  const app = new Hono();
+  app.onError((_error, c) => c.text('Internal Server Error', 500));
+  app.use('*', async (c, next) => {
+    c.header('access-control-allow-origin', '*');
+    await next();
+  });
+  app.post('/edge', honoIdempotency({ idempotency, ...options, required: true }), (c) => {
+    const a = answer(++n);
+    for (const [name, value] of Object.entries(a.headers ?? {}))
+      for (const v of [value].flat()) c.header(name, v, { append: true });
+    const body = a.body instanceof Readable ? webStream(a.body) : a.body;
+    return c.body(typeof body === 'string' ? body : (body as Uint8Array<ArrayBuffer>), a.status as 200);
+  });
+  const server = createAdaptorServer({ fetch: app.fetch });
+  server.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve) => server.once('listening', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    runs: () => n,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+};
+
+/**
+ * NestJS: the same route on either platform, behind a middleware that sets `access-control-allow-origin:
+ * *`. A body that is not text is sent as a `StreamableFile`, whose stream error Nest answers 400 by
+ * default: this one answers 500, as the other frameworks do.
+ */
+function startNest(platform: 'express' | 'fastify'): StartEdge {
+  return async (idempotency, answer, options = {}) => {
+    let n = 0;
+    type NestRes = { status(code: number): unknown; header(name: string, value: string | string[]): unknown };
+    @Controller()
+    class Edge {
+      @Post('edge')
+      @Idempotent({ required: true })
+      edge(@Res({ passthrough: true }) res: NestRes) {
+        const a = answer(++n);
+        res.status(a.status);
+        for (const [name, value] of Object.entries(a.headers ?? {})) res.header(name, value);
+        if (typeof a.body === 'string') return a.body;
+        const file = a.body instanceof Readable ? new StreamableFile(a.body) : new StreamableFile(a.body);
+        file.setErrorHandler((_error, response) => {
+          const raw = response as unknown as import('node:http').ServerResponse;
+          if (raw.destroyed) return;
+          raw.statusCode = 500;
+          raw.end('Internal Server Error');
+        });
+        return file;
+      }
+    }
+    @Module({
+      imports: [IdempotencyModule.forRoot({ idempotency, ...options })],
+      controllers: [Edge],
+    })
+    class EdgeModule {}
+    const app: INestApplication =
+      platform === 'express'
+        ? await NestFactory.create(EdgeModule, new ExpressAdapter(), { logger: false })
+        : await NestFactory.create(EdgeModule, new FastifyAdapter(), { logger: false });
+    app.use((_req: unknown, res: { setHeader(name: string, value: string): void }, next: () => void) => {
+      res.setHeader('access-control-allow-origin', '*');
+      next();
+    });
+    await app.listen(0, '127.0.0.1');
+    const { port } = app.getHttpServer().address() as AddressInfo;
+    return { url: `http://127.0.0.1:${port}`, runs: () => n, close: () => app.close() };
+  };
+}
+
 const EDGE_FRAMEWORKS: readonly [string, StartEdge][] = [
   ['express', startExpress],
   ['fastify', startFastify],
+  ['hono', startHono],
+  ['nest-express', startNest('express')],
+  ['nest-fastify', startNest('fastify')],
 ];
 
 describeWithServices(['redis'], 'HTTP Idempotency-Key response edge cases', ({ redis: redisUrl }) => {

@@ -5,11 +5,13 @@
 import type { HandlerContext, Idempotency, IdempotencyLogger } from '@idempotent-consumer/core';
 import { InvalidOptionError } from '@idempotent-consumer/core';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
-import { HttpIdempotency } from './exchange';
-import { captureExpressResponse } from './express-response-capture';
+import { clientGoneSignal } from './client-gone';
 import { appRouter, type ExpressApp, expressRouteTemplate } from './express-route-template';
+import { HttpIdempotency } from './http-idempotency';
+import { sendNodeAnswer } from './node-answer';
+import { hasBody } from './node-request';
+import { captureNodeResponse } from './node-response-capture';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from './options';
-import type { HttpAnswer } from './problem';
 
 declare global {
   namespace Express {
@@ -132,23 +134,21 @@ async function handle(http: HttpIdempotency<Request>, req: Request, res: Respons
       'The idempotency middleware must be mounted on a route (app.post(path, middleware, handler)) to know its template',
     );
   }
-  const gone = new AbortController();
-  res.once('close', () => gone.abort());
   const admission = await http.admit({
     request: req,
-    signal: gone.signal,
+    signal: clientGoneSignal(res),
     method: req.method,
     route: expressRouteTemplate(req),
     target: req.originalUrl,
     headers: req.headers,
     body: req.body,
     // No body parser before the middleware took this media type: the payload cannot be fingerprinted.
-    unparsedBody: req.body === undefined && hasBody(req),
+    unparsedBody: req.body === undefined && hasBody(req.headers),
   });
   if (admission.kind === 'pass') return next();
-  if (admission.kind === 'answer') return sendAnswer(res, admission.answer);
-  req.idempotency = admission.exchange.context;
-  failures.set(res, captureExpressResponse(res, admission.exchange).failed);
+  if (admission.kind === 'answer') return sendNodeAnswer(res, admission.answer);
+  req.idempotency = admission.claimed.context;
+  failures.set(res, captureNodeResponse(res, admission.claimed).failed);
   next();
 }
 
@@ -174,19 +174,3 @@ export const recordIdempotencyError: ErrorRequestHandler = (err, _req, res, next
   failures.get(res)?.(err);
   next(err);
 };
-
-/**
- * Sends an answer given before the handler ran (a replay or a problem). Headers set by middleware before
- * this one (CORS, security headers, a request id) stay, as on Fastify: a browser retrying cross-origin
- * must be able to read its replay. The answer's own headers replace any of the same name.
- */
-function sendAnswer(res: Response, answer: HttpAnswer): void {
-  res.statusCode = answer.status;
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
-  res.end(answer.body);
-}
-
-/** Whether a request carries a body (RFC 9112, section 6.3). */
-function hasBody(req: Request): boolean {
-  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-}

@@ -1,17 +1,15 @@
 /**
  * `@idempotent-consumer/http`: the `Idempotency-Key` HTTP header (IETF HTTPAPI draft "The Idempotency-Key
- * HTTP Header Field") on the idempotent-consumer state machine. The Express middleware is on the
- * `./express` sub-path, the Fastify plugin on `./fastify`; this entry holds what both share.
+ * HTTP Header Field") on the idempotent-consumer state machine. The bindings are on sub-paths: the Express
+ * middleware on `./express`, the Fastify plugin on `./fastify`, the Hono middleware on `./hono`, a wrapper
+ * for any Web-standard fetch handler (Next.js route handlers, Bun, Deno) on `./fetch`, and the NestJS
+ * interceptor on `./nest`. This entry holds what they share: one implementation of the draft's rules over
+ * a framework-neutral request and response.
  * @packageDocumentation
  */
-export {
-  type Admission,
-  Exchange,
-  type FinishedResponse,
-  HttpIdempotency,
-  httpScope,
-  type IncomingRequest,
-} from './exchange';
+export type { Admission, FinishedResponse, IncomingHeaders, IncomingRequest } from './admission';
+export { ClaimedRequest, type ClaimedRunResult, Exchange } from './claimed-request';
+export { HttpIdempotency, httpScope } from './http-idempotency';
 export {
   IDEMPOTENCY_KEY_HEADER,
   type InvalidKeyReason,

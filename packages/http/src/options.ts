@@ -5,8 +5,9 @@ import { DEFAULT_REPLAY_HEADERS } from './stored-response';
 export type ResponseTooLargePolicy = 'fail' | 'pass-through';
 
 /**
- * Options of the Express middleware and the Fastify plugin (the same for both). Every field has a
- * default; see each `@defaultValue`. `Req` is the framework's request type.
+ * Options of every binding (Express middleware, Fastify plugin, Hono middleware, fetch wrapper, NestJS
+ * module), the same for all. Every field has a default; see each `@defaultValue`. `Req` is the
+ * framework's request type (Hono: its `Context`; fetch: the `Request`).
  */
 export interface HttpIdempotencyOptions<Req = unknown> {
   /**

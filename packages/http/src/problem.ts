@@ -18,8 +18,9 @@ export const PROBLEMS = {
   /** A request with the same key is still being processed (draft, section 2.7); see `Retry-After`. */
   'request-in-progress': { status: 409, title: 'A request with this Idempotency-Key is in progress' },
   /**
-   * Express: the request has a body that no body parser before the middleware parsed (its media type is not
-   * one the route accepts), so its payload cannot be fingerprinted.
+   * Express, NestJS: the request has a body that no body parser before the middleware parsed (its media
+   * type is not one the route accepts), so its payload cannot be fingerprinted. The fetch bindings (Hono,
+   * fetch handlers) fingerprint any body and never answer it.
    */
   'unsupported-media-type': {
     status: 415,

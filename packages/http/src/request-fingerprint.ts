@@ -34,16 +34,28 @@ export function requestFingerprint(
   const bodyFingerprint = fingerprintBody(body);
   const hasHeaders = headers !== undefined && Object.keys(headers).length > 0;
   if (!hasHeaders && target === undefined) return bodyFingerprint;
+  // The canonical JSON (RFC 8785) of the parts, written out: their keys sort as body, bodyKind, headers,
+  // target, and RFC 8785 writes strings as JSON.stringify does. It is what the core's `fingerprint` makes
+  // of the same object, at a fifth of its cost (one hash and no generic walk).
   // The body's kind too: a JSON string body `"1"` (hashed as its bytes) and a JSON number `1` (hashed as
   // canonical JSON, the same bytes) are two payloads.
-  const parts: Record<string, JsonValue> = { body: bodyFingerprint, bodyKind: bodyKindOf(body) };
-  if (hasHeaders) {
-    const chosen: Record<string, string | null> = {};
-    for (const [name, value] of Object.entries(headers)) chosen[name.toLowerCase()] = value ?? null;
-    parts.headers = chosen;
-  }
-  if (target !== undefined) parts.target = target;
-  return fingerprint(parts);
+  let json = `{"body":"${bodyFingerprint}","bodyKind":"${bodyKindOf(body)}"`;
+  if (hasHeaders) json += `,"headers":${canonicalHeaders(headers)}`;
+  if (target !== undefined) json += `,"target":${JSON.stringify(target)}`;
+  return createHash('sha256').update(`${json}}`, 'utf8').digest('hex');
+}
+
+/** Canonical JSON of chosen headers: names in lower case, sorted; a missing header is `null`. */
+function canonicalHeaders(headers: Readonly<Record<string, string | undefined>>): string {
+  const chosen = new Map<string, string | undefined>();
+  for (const [name, value] of Object.entries(headers)) chosen.set(name.toLowerCase(), value);
+  // RFC 8785 sorts keys by UTF-16 code units, as Array.prototype.sort compares strings.
+  const names = [...chosen.keys()].sort();
+  const members = names.map((name) => {
+    const value = chosen.get(name);
+    return `${JSON.stringify(name)}:${value === undefined ? 'null' : JSON.stringify(value)}`;
+  });
+  return `{${members.join(',')}}`;
 }
 
 function bodyKindOf(body: RequestBody): 'none' | 'bytes' | 'json' {

@@ -1,4 +1,10 @@
 /**
+ * A path that normalises to itself: segments of unreserved characters (which no step re-encodes) that
+ * do not start with a dot (no `.` or `..` segment), no empty segment, no trailing slash, no query.
+ */
+const PLAIN_PATH = /^(?:\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+$/;
+
+/**
  * The request target as the payload fingerprint takes it (`fingerprintTarget`): the path and query of
  * `target` (the request line's target: origin form `/a/b?x=1`, or absolute form `http://host/a/b?x=1` from
  * a forward proxy, whose scheme and host are dropped), spelled one way for every spelling that names the
@@ -15,6 +21,8 @@
  * A target that is not a URL path at all (unparsable) is returned as it is.
  */
 export function normalizeRequestTarget(target: string): string {
+  // Most targets are already in normal form: a path of plain segments without a query.
+  if (PLAIN_PATH.test(target)) return target;
   let url: URL;
   try {
     // An origin-form target is a path: `//a/7` is that path, not a host `a` (as a relative URL would be).

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { HttpAnswer } from './problem';
 
 /**
@@ -48,13 +49,12 @@ export function storeResponse(
     if (value === undefined || (!replayHeaders.has(lower) && lower !== 'content-encoding')) continue;
     kept[lower] = typeof value === 'number' ? String(value) : value;
   }
-  const text = body.toString('utf8');
-  const utf8 = Buffer.from(text, 'utf8').equals(body);
+  const utf8 = isUtf8(body);
   return {
     v: 1,
     status,
     headers: kept,
-    body: utf8 ? text : body.toString('base64'),
+    body: body.toString(utf8 ? 'utf8' : 'base64'),
     encoding: utf8 ? 'utf8' : 'base64',
   };
 }

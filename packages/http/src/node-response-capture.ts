@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { headersBefore, replaceHeaders, withHeadersBefore } from './answer';
-import type { Exchange } from './exchange';
+import type { ClaimedRequest } from './claimed-request';
 import type { HttpAnswer } from './problem';
 import type { OutgoingHeaders } from './stored-response';
 
@@ -8,14 +8,15 @@ type WriteCallback = (error?: Error | null) => void;
 type Chunk = string | Buffer | Uint8Array;
 
 /**
- * Captures what an Express handler writes to `res` (Node's `writeHead`, `write` and `end`, which
- * `res.send`, `res.json` and streams all go through) so that the record is written before anything is
- * sent: the body is buffered up to `maxResponseBytes`; at `end` the exchange is finished and then the
- * handler's response (or the exchange's replacement) is sent.
+ * Captures what a handler writes to a Node `ServerResponse` (its `writeHead`, `write` and `end`, which
+ * Express' `res.send` and `res.json`, Fastify's reply and NestJS on either platform all go through, as do
+ * piped streams) so that the record is written before anything is sent: the body is buffered up to
+ * `maxResponseBytes`; at `end` the claimed request is finished and then the handler's response (or the
+ * replacement answer `finish` gave) is sent.
  *
  * A body that passes `maxResponseBytes`: with `pass-through` the buffered part and the rest are streamed as
- * written and the exchange finishes (without a stored response) when the handler ends the response; with
- * `fail` the exchange finishes at once, its 500 answer is sent, and the rest of the handler's writes are
+ * written and the claimed request finishes (without a stored response) when the handler ends the response; with
+ * `fail` the claimed request finishes at once, its 500 answer is sent, and the rest of the handler's writes are
  * dropped. An answer that replaces the handler's (500 `response-too-large`) goes out with the headers
  * `res` had when the capture began (set by middleware before the idempotency middleware: CORS...) and its
  * own, never the handler's.
@@ -30,13 +31,13 @@ type Chunk = string | Buffer | Uint8Array;
  *   handlers): while buffering, the handler's part is dropped and `error` is recorded with the error answer
  *   (so a `NonRetryableError` marks the key FAILED); once the response is streaming (`pass-through` past the
  *   cap) no error answer can follow, Express destroys the connection and never ends the response, so the
- *   exchange finishes at once as a failure (released, or FAILED for a non-retryable `error`).
+ *   claimed request finishes at once as a failure (released, or FAILED for a non-retryable `error`).
  */
-export function captureExpressResponse(
+export function captureNodeResponse(
   res: ServerResponse,
-  exchange: Exchange,
+  claimed: ClaimedRequest,
 ): { failed(error: unknown): void } {
-  const { maxResponseBytes, onResponseTooLarge } = exchange.options;
+  const { maxResponseBytes, onResponseTooLarge } = claimed.options;
   const original = {
     writeHead: res.writeHead,
     write: res.write as (...args: unknown[]) => boolean,
@@ -85,7 +86,7 @@ export function captureExpressResponse(
       return;
     }
     mode = 'dropped';
-    void exchange
+    void claimed
       .finish({ status: res.statusCode, headers: res.getHeaders(), body: undefined, bytes })
       .then((answer) => send(answer, Buffer.alloc(0)));
   };
@@ -129,7 +130,7 @@ export function captureExpressResponse(
       mode = 'sent';
       const finished = { status: res.statusCode, headers: res.getHeaders(), body: undefined, bytes };
       original.end.call(res, chunk, encoding, callback);
-      void exchange.finish(finished);
+      void claimed.finish(finished);
       return this;
     }
     if (mode !== 'buffer') {
@@ -163,7 +164,7 @@ export function captureExpressResponse(
     mode = 'dropped';
     const body = Buffer.concat(chunks);
     const ended = { status: res.statusCode, headers: res.getHeaders() };
-    void exchange.finish({ ...ended, body, bytes, error: failure?.error }).then((answer) => {
+    void claimed.finish({ ...ended, body, bytes, error: failure?.error }).then((answer) => {
       if (!answer) restoreHead(res, ended.status, ended.headers);
       send(answer, body, callback);
     });
@@ -180,7 +181,7 @@ export function captureExpressResponse(
         // Part of the body went out: Express cannot answer the error and destroys the connection without
         // ending the response, so `end` never comes; without this the claim would be held, and
         // heartbeated, for as long as the process lives. Writes and an `end` still pass through.
-        void exchange.finish({
+        void claimed.finish({
           status: res.statusCode,
           headers: res.getHeaders(),
           body: undefined,
@@ -189,7 +190,7 @@ export function captureExpressResponse(
           failed: true,
         });
       }
-      // dropped, sent: the exchange is finishing already.
+      // dropped, sent: the claimed request is finishing already.
     },
   };
 }

@@ -6,7 +6,8 @@ import {
   NonRetryableError,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { type Admission, HttpIdempotency, httpScope, type IncomingRequest } from '../src/exchange';
+import type { Admission, IncomingRequest } from '../src/admission';
+import { HttpIdempotency, httpScope } from '../src/http-idempotency';
 import { type HttpIdempotencyOptions, resolveHttpOptions } from '../src/options';
 
 type Req = { tenant?: string };
@@ -41,7 +42,7 @@ const problemType = (a: Admission) =>
 
 async function complete(a: Admission, status = 201, body = '{"id":1}') {
   if (a.kind !== 'run') throw new Error(`expected a run, got ${a.kind}`);
-  return a.exchange.finish({
+  return a.claimed.finish({
     status,
     headers: { 'content-type': 'application/json', 'x-internal': 'no' },
     body: Buffer.from(body),
@@ -55,7 +56,7 @@ describe('HttpIdempotency on the memory store', () => {
     const first = await http.admit(request({ key: '"k1"' }));
     expect(first.kind).toBe('run');
     if (first.kind === 'run')
-      expect(first.exchange.context).toMatchObject({ attempt: 1, outcome: 'ACQUIRED' });
+      expect(first.claimed.context).toMatchObject({ attempt: 1, outcome: 'ACQUIRED' });
     expect(await complete(first)).toBeUndefined();
     const replay = await http.admit(request({ key: '"k1"', body: { amount: 1 } }));
     expect(replay).toEqual({
@@ -122,7 +123,7 @@ describe('HttpIdempotency on the memory store', () => {
     const { http, request } = setup({}, { maxAttempts: 2 });
     await complete(await http.admit(request({ key: 'flaky' })), 503);
     const retry = await http.admit(request({ key: 'flaky' }));
-    if (retry.kind === 'run') expect(retry.exchange.context.attempt).toBe(2);
+    if (retry.kind === 'run') expect(retry.claimed.context.attempt).toBe(2);
     await complete(retry, 500);
     expect(problemType(await http.admit(request({ key: 'flaky' })))).toBe(
       'urn:idempotent-consumer:problem:idempotency-key-failed',
@@ -223,7 +224,7 @@ describe('HttpIdempotency on the memory store', () => {
 
     const open = setup({}, { storeFailureMode: 'open' }, down);
     const b = await open.http.admit(open.request({ key: 'x' }));
-    expect(b.kind === 'run' && b.exchange.context).toMatchObject({ outcome: 'UNPROTECTED', fencingToken: 0 });
+    expect(b.kind === 'run' && b.claimed.context).toMatchObject({ outcome: 'UNPROTECTED', fencingToken: 0 });
     expect(await complete(b)).toBeUndefined();
   });
 
@@ -247,7 +248,7 @@ describe('HttpIdempotency on the memory store', () => {
     const { http, request } = setup();
     const a = await http.admit(request({ key: 'declined' }));
     if (a.kind !== 'run') throw new Error('expected a run');
-    await a.exchange.finish({
+    await a.claimed.finish({
       status: 500,
       headers: {},
       body: Buffer.alloc(0),
@@ -275,7 +276,7 @@ describe('HttpIdempotency on the memory store', () => {
     const { http, request } = setup({}, { leaseMs: 300, heartbeatIntervalMs: 50 }, store);
     const a = await http.admit(request({ key: 'long' }));
     if (a.kind !== 'run') throw new Error('expected a run');
-    const id = { scope: a.exchange.context.scope, key: 'long' };
+    const id = { scope: a.claimed.context.scope, key: 'long' };
     const firstLease = (await store.get(id))!.leaseExpiresAtMs!;
     // Wait for heartbeats to push the lease past its first end, then past that end on the clock.
     for (;;) {

@@ -1,0 +1,83 @@
+import type { ClaimedRequest } from './claimed-request';
+import type { HttpAnswer } from './problem';
+import type { OutgoingHeaders } from './stored-response';
+
+/** Request headers as Node gives them: names in lower case, a repeated header as an array. */
+export type IncomingHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
+/** What a binding knows about a request when it reaches the idempotency step. */
+export interface IncomingRequest<Req> {
+  /** The framework's request, passed to the `tenant` option. */
+  readonly request: Req;
+  readonly method: string;
+  /** The route template, such as `/orders/:id` (never the raw URL). */
+  readonly route: string;
+  /**
+   * The request target as received, path and query (Express `req.originalUrl`, Fastify `request.url`, the
+   * path and query of a fetch `Request`'s URL): part of the payload fingerprint (normalised, unless
+   * `fingerprintTarget` is off), so the same key on `/orders/7` and `/orders/8` (one route template, one
+   * scope) or with another query is answered 422, not with the other request's replay.
+   */
+  readonly target: string;
+  /**
+   * The request headers, names in lower case (Node's `IncomingMessage.headers`). Read: `idempotency-key`,
+   * `content-type` and the `fingerprintHeaders`; a binding may give only those.
+   */
+  readonly headers: IncomingHeaders;
+  /** The parsed body, as the framework's body parser left it (see `requestFingerprint`). */
+  readonly body: unknown;
+  /**
+   * Reads the body instead of `body`, once the request is to be claimed (covered, with a valid key), so
+   * that a request that passes untouched is never read here (a fetch binding reads it itself).
+   */
+  readonly loadBody?: () => Promise<unknown>;
+  /**
+   * True when the request has a body that the framework did not parse (`body` is then `undefined`): a
+   * covered request with a key is answered 415, since its payload cannot be fingerprinted.
+   */
+  readonly unparsedBody?: boolean;
+  /** Aborts when the client is gone: a wait for another request's outcome then ends at once. */
+  readonly signal?: AbortSignal;
+  /** A per-route setting: covered whatever `methods` and `routes` say, with this `required`. */
+  readonly routeConfig?: { readonly required?: boolean };
+}
+
+/** What to do with a request. */
+export type Admission =
+  /** Not covered, or no key on a route that does not require one: run the handler untouched. */
+  | { readonly kind: 'pass' }
+  /** Answer this (an error problem, or the replay of a stored response); the handler does not run. */
+  | { readonly kind: 'answer'; readonly answer: HttpAnswer }
+  /** The key is claimed (or the store is down and fail-open): run the handler, then `claimed.finish`. */
+  | {
+      readonly kind: 'run';
+      readonly claimed: ClaimedRequest;
+      /** @deprecated The same object as `claimed`, under its former name. */
+      readonly exchange: ClaimedRequest;
+    };
+
+/** The response a handler produced, as the binding captured it. */
+export interface FinishedResponse {
+  readonly status: number;
+  readonly headers: OutgoingHeaders;
+  /** The whole body; `undefined` when it passed `maxResponseBytes` and was not buffered to the end. */
+  readonly body: Buffer | undefined;
+  /** Body bytes seen (at least `maxResponseBytes + 1` when `body` is `undefined`). */
+  readonly bytes: number;
+  /** The error the handler threw, when the framework reported one (used for 5xx answers). */
+  readonly error?: unknown;
+  /**
+   * The handler failed after its response started going out, so no error answer could replace it (Express
+   * then destroys the connection): the key is released as for a 5xx answer, or recorded FAILED when
+   * `error` is not retryable.
+   */
+  readonly failed?: boolean;
+  /**
+   * The handler sent the response itself, past the capture (Fastify `reply.hijack()`), or the client went
+   * away before its body stream ended, so there is nothing to store: an answer below 500 completes the key
+   * without a stored response whatever `onResponseTooLarge` says (later requests get 409
+   * `response-not-stored`; `onResponseNotStored` is called, with `bytes` 0: nothing was counted); a 5xx
+   * releases it.
+   */
+  readonly uncaptured?: boolean;
+}
