@@ -1,7 +1,7 @@
 import { type AddressInfo, createConnection, createServer, type Socket } from 'node:net';
 
 /** Resolves true when something accepts TCP connections on host:port within `timeoutMs`. */
-export function isListening(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
+export function isListening(port: number, host = '127.0.0.1', timeoutMs = 3000): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host });
     const done = (ok: boolean) => {

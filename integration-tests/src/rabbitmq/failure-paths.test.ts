@@ -109,7 +109,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: failure paths', (
     // The adapter's one warning says it; the runner no longer adds an error line per message.
     expect(logger.lines).toEqual([
       expect.stringMatching(
-        /invalid idempotency key or payload \(InvalidKeyError: The idempotency key is 602 bytes long.*dead-lettered \(reason invalid-key\)/,
+        /invalid idempotency key or payload \(InvalidKeyError \[INVALID_IDEMPOTENCY_KEY\]: The idempotency key is 602 bytes long.*dead-lettered \(reason invalid-key\)/,
       ),
     ]);
   });

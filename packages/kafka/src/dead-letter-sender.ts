@@ -1,4 +1,3 @@
-import type { Idempotency } from '@idempotent-consumer/core';
 import { unlessAborted } from '@idempotent-consumer/core/kit';
 import { buildDeadLetter } from './dead-letter';
 import type { Decision } from './decide';
@@ -22,7 +21,6 @@ export type DeadLetterSend = 'sent' | 'failed' | 'stopped';
  */
 export class DeadLetterSender {
   constructor(
-    private readonly idempotency: Idempotency,
     private readonly producer: ProducerLike | undefined,
     private readonly topicOf: ((topic: string) => string) | false,
     private readonly events: KafkaEventEmitter,
@@ -38,6 +36,7 @@ export class DeadLetterSender {
     message: KafkaMessageLike,
     subject: MessageSubject,
     decision: Extract<Decision, { action: 'dead-letter' }>,
+    markDeadLettered: () => Promise<void>,
   ): Promise<DeadLetterSend> {
     const { source, scope, key, outcome } = subject;
     const destination = this.topicOf ? this.topicOf(source.topic) : null;
@@ -62,13 +61,7 @@ export class DeadLetterSender {
         return 'failed';
       }
     }
-    if (decision.failedFencingToken !== undefined && key !== undefined) {
-      await this.idempotency
-        .markDeadLettered({ scope, key }, { fencingToken: decision.failedFencingToken })
-        .catch((error: unknown) =>
-          this.events.emit('storeError', { operation: 'markDeadLettered', error, source }),
-        );
-    }
+    await markDeadLettered();
     this.events.emit('deadLettered', {
       ...subject,
       attempt: decision.attempt,

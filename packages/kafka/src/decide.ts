@@ -1,5 +1,9 @@
-import { type BackoffOptions, computeBackoffMs, type RunResult } from '@idempotent-consumer/core';
-import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
+import type { BackoffOptions, RunResult } from '@idempotent-consumer/core';
+import {
+  decide as coreDecide,
+  type DeadLetterDecision,
+  type PipelineDecision,
+} from '@idempotent-consumer/core/kit';
 
 /** What {@link decide} needs besides the result: the wrapper's resolved retry settings. */
 export interface DecisionPolicy {
@@ -60,51 +64,46 @@ export function retryAfter(
 }
 
 /**
- * Maps a run result to what Kafka sees. Pure: every wait, send and write it asks for is carried out
- * elsewhere (`message-processor.ts`, `dead-letter-sender.ts`, `partition-pauser.ts`).
- * - completed / DUPLICATE / FAILED already dead-lettered: resolve;
- * - released (retryable error): retry after `computeBackoffMs(attempt, retryBackoff)`;
- * - failed now, PAYLOAD_MISMATCH, FAILED not yet dead-lettered: dead-letter;
- * - CONFLICT still held after the wait for the holder: pause for `min(retryAfterMs, maxConflictDelayMs)`,
- *   at least 100 ms;
- * - lease lost: after the handler completed, resolve (the work is done); before, claim again at once;
- * - UNPROTECTED: completed, resolve; threw, retry with backoff, or dead-letter once `maxAttempts` runs
- *   threw (`unprotectedAttempt` counts them) or the error is not retryable.
+ * What Kafka sees of the core's decision (docs/design.md#outcome-to-broker-action, Kafka column): a
+ * retry after a handler error waits inline up to `maxInlineDelayMs`, else pauses the partition; a CONFLICT
+ * pauses it for `max(100 ms, delay)`; a lost claim is claimed again at once; a message that goes back
+ * pauses the partition one backoff step (the topic until the store answers). `stop` when the delivery
+ * ended: nothing is resolved. Pure.
+ */
+export function toKafkaDecision(decision: PipelineDecision, policy: DecisionPolicy): Decision | 'stop' {
+  switch (decision.action) {
+    case 'ack':
+      return { action: 'resolve', reason: decision.reason };
+    case 'dead-letter':
+      return decision;
+    case 'retry':
+      if (decision.reason === 'conflict') {
+        return {
+          action: 'pause',
+          reason: 'conflict',
+          delayMs: Math.max(100, decision.delayMs),
+          error: undefined,
+        };
+      }
+      if (decision.reason === 'lease-lost') {
+        // The claim is gone: the record's state rules; claim again.
+        return { action: 'retry', reason: 'lease-lost', delayMs: 0, error: decision.error };
+      }
+      return retryAfter('handler-error', decision.delayMs, decision.error, policy);
+    case 'leave': {
+      const { reason, error } = decision;
+      if (reason === 'stopping' || reason === 'abandoned') return 'stop';
+      if (reason === 'store-unavailable') return { action: 'pause', reason, delayMs: undefined, error };
+      const delayMs = policy.retryBackoff.baseMs ?? 1000;
+      return { action: 'pause', reason: reason === 'error' ? 'store-error' : reason, delayMs, error };
+    }
+  }
+}
+
+/**
+ * Maps a run result to what Kafka sees: the core's {@link coreDecide}, then {@link toKafkaDecision}.
  * @param unprotectedAttempt - for UNPROTECTED results: which run this was, 1 for the first.
  */
 export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unprotectedAttempt = 1): Decision {
-  const backoff = (attempt: number) => computeBackoffMs(attempt, policy.retryBackoff);
-  switch (result.outcome) {
-    case 'DUPLICATE':
-      return { action: 'resolve', reason: 'duplicate' };
-    case 'CONFLICT': {
-      const delayMs = Math.max(100, Math.min(result.retryAfterMs, policy.maxConflictDelayMs));
-      return { action: 'pause', reason: 'conflict', delayMs, error: undefined };
-    }
-    case 'PAYLOAD_MISMATCH':
-      return deadLetterOf(result)!;
-    case 'FAILED':
-      // Dead-lettered by an earlier delivery (a re-fetch after a rebalance or a crash): settled, no copy.
-      return deadLetterOf(result) ?? { action: 'resolve', reason: 'dead-lettered-before' };
-    case 'UNPROTECTED': {
-      if (result.status === 'completed') return { action: 'resolve', reason: 'unprotected' };
-      return (
-        unprotectedDeadLetter(result.error, unprotectedAttempt, policy) ??
-        retryAfter('handler-error', backoff(unprotectedAttempt), result.error, policy)
-      );
-    }
-    default:
-      switch (result.status) {
-        case 'completed':
-          return { action: 'resolve', reason: 'completed' };
-        case 'released':
-          return retryAfter('handler-error', backoff(result.attempt), result.error, policy);
-        case 'failed':
-          return deadLetterOf(result)!;
-        case 'lease-lost':
-          if (result.handlerCompleted) return { action: 'resolve', reason: 'lease-lost' };
-          // The handler threw (or never started) and the claim is gone: the record's state rules; claim again.
-          return { action: 'retry', reason: 'lease-lost', delayMs: 0, error: result.error };
-      }
-  }
+  return toKafkaDecision(coreDecide(result, policy, unprotectedAttempt), policy) as Decision;
 }

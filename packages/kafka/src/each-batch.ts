@@ -1,4 +1,3 @@
-import { type ClaimReply, isIdempotencyError } from '@idempotent-consumer/core';
 import { heartbeatIntervalFor, LeaseKeeperSet } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer } from './errors';
@@ -11,10 +10,8 @@ import {
   offsetPaused,
   offsetResolved,
   offsetUnresolved,
-  type PreparedMessage,
   type ProcessEnd,
-  sourceOf,
-} from './message-processor';
+} from './kafka-port';
 import type { KafkaIdempotencyOptions } from './options';
 import type { EachBatchPayloadLike, KafkaMessageLike } from './types';
 import { buildWrapperParts } from './wrapper-parts';
@@ -68,16 +65,15 @@ export function idempotentEachBatch<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachBatch {
-  const { resolved, events, processor, pauser, gate, close, stopping, checkStore, checkStoreOnFirstUse } =
-    buildWrapperParts('idempotentEachBatch', dependencies, options, handler);
+  const { events, port, pauser, gate, close, stopping, checkStore, checkStoreOnFirstUse } = buildWrapperParts(
+    'idempotentEachBatch',
+    dependencies,
+    options,
+    handler,
+  );
   const { idempotency } = dependencies;
   /** Per partition, the offset an early stop left unresolved: the next batch claims it alone first. */
   const stoppedAt = new Map<string, string>();
-  const leaseMs = resolved.leaseMs ?? idempotency.options.leaseMs;
-  const claimOptions = {
-    ...(resolved.leaseMs !== undefined && { leaseMs: resolved.leaseMs }),
-    ...(resolved.maxAttempts !== undefined && { maxAttempts: resolved.maxAttempts }),
-  };
 
   const eachBatch = async (payload: EachBatchPayloadLike): Promise<void> => {
     const { topic, partition, messages } = payload.batch;
@@ -105,52 +101,36 @@ export function idempotentEachBatch<T>(
       if (shouldStop()) return;
       const first = messages[index]!;
       const end = stoppedAt.get(tp) === first.offset ? index + 1 : messages.length;
-      const window = messages.slice(index, end).map((message) => ({
-        message,
-        prepared: processor.prepare(topic, partition, message),
-      }));
+      const window = messages.slice(index, end).map((message) => {
+        const delivery = deliveryOf(message);
+        return { message, delivery, prepared: port.prepare(delivery) };
+      });
 
       // One round trip claims the whole window.
-      const replies: (ClaimReply | undefined)[] = new Array(window.length);
-      // A key repeated inside the window is claimed when its turn comes (a DUPLICATE by then), not up
-      // front, where it would conflict with the window's own claim of its first occurrence.
-      const seen = new Set<string>();
-      const keyed = window.flatMap((w, i) => {
-        if (w.prepared.kind !== 'keyed') return [];
-        const { scope, key } = w.prepared.request;
-        const id = `${scope.length}:${scope}:${key}`;
-        if (seen.has(id)) return [];
-        seen.add(id);
-        return [{ i, request: w.prepared.request }];
-      });
-      try {
-        const claimed = await idempotency.claimMany(
-          keyed.map((k) => k.request),
-          claimOptions,
-        );
-        keyed.forEach((k, j) => {
-          replies[k.i] = claimed[j];
-        });
-      } catch (error) {
-        const unavailable = isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
-        // Fail closed; under the runner's storeFailureMode 'open', each message claims on its own below
-        // and runs unprotected if the store still does not answer.
-        if (unavailable && idempotency.options.storeFailureMode !== 'open') {
-          const answered = await guard(() => processor.awaitStore(deliveryOf(first), error));
-          if (answered === 'up') continue;
-          if (answered === 'down') {
-            // No message ran: the span of the one the batch stops at records the pause.
-            const span = processor.span(deliveryOf(first), window[0]!.prepared);
-            stop(first, { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error, span });
-          }
-          return;
+      const claimed = await port.claimBatch(window.map((w) => w.prepared));
+      if (claimed !== undefined && !Array.isArray(claimed)) {
+        // Fail closed; under the runner's storeFailureMode 'open' claimBatch resolves undefined and each
+        // message claims on its own below, running unprotected if the store still does not answer.
+        const { storeUnavailable: error } = claimed;
+        gate.close(error, window[0]!.delivery);
+        const answered = await guard(() => port.waitForStore(window[0]!.delivery));
+        if (answered === 'up') continue;
+        if (answered === 'down') {
+          // No message ran: the span of the one the batch stops at records the pause.
+          const prepared = window[0]!.prepared;
+          const span = port.span(
+            window[0]!.delivery,
+            prepared.kind === 'keyed' ? prepared.request.scope : undefined,
+          );
+          stop(first, { action: 'pause', reason: 'store-unavailable', delayMs: undefined, error, span });
         }
-        // Anything else (an invalid key in the window): each message claims on its own.
-        events.emit('storeError', { operation: 'claimMany', error, source: sourceOf(deliveryOf(first)) });
+        return;
       }
+      const replies = claimed ?? [];
 
       // The claims of the messages waiting their turn: their leases are extended together until each runs.
       // Those a stop leaves unrun are given back (no attempt spent), again once the store answers.
+      const leaseMs = port.leaseMs;
       const pending = new LeaseKeeperSet<number>(
         idempotency,
         {
@@ -164,9 +144,12 @@ export function idempotentEachBatch<T>(
         { gate, signal: stopping },
       );
       replies.forEach((reply, i) => {
-        if (reply?.outcome === 'ACQUIRED' || reply?.outcome === 'ACQUIRED_STALE') {
-          const request = (window[i]!.prepared as Extract<PreparedMessage, { kind: 'keyed' }>).request;
-          pending.add(i, idOf(request), reply);
+        const prepared = window[i]!.prepared;
+        if (
+          (reply?.outcome === 'ACQUIRED' || reply?.outcome === 'ACQUIRED_STALE') &&
+          prepared.kind === 'keyed'
+        ) {
+          pending.add(i, idOf(prepared.request), reply);
         }
       });
       pending.start();
@@ -201,7 +184,7 @@ export function idempotentEachBatch<T>(
       };
       let current: Promise<ProcessEnd> | undefined;
       try {
-        for (const [i, { message, prepared }] of window.entries()) {
+        for (const [i, { message, delivery, prepared }] of window.entries()) {
           if (shouldStop()) {
             await settleTail();
             return;
@@ -215,9 +198,8 @@ export function idempotentEachBatch<T>(
             returned = () => resolve('returned');
           });
           // A store error ends as a pause (process()); a broker heartbeat failure passes through guard.
-          const ending = guard(() =>
-            processor.process(deliveryOf(message), prepared, reply, returned, taken?.renewedLease),
-          );
+          const claim = { reply, onHandlerReturned: returned, renewedLease: taken?.renewedLease };
+          const ending = guard(() => port.process(delivery, prepared, claim));
           current = ending;
           // On until this message's handler returned (its completion may still be in flight) or its
           // processing ended (a duplicate, a failure, a pause: those are never overlapped).

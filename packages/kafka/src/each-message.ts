@@ -10,7 +10,7 @@ import {
   offsetResolved,
   type ProcessEnd,
   sourceOf,
-} from './message-processor';
+} from './kafka-port';
 import type { KafkaIdempotencyOptions } from './options';
 import type { EachMessagePayloadLike } from './types';
 import { buildWrapperParts } from './wrapper-parts';
@@ -88,7 +88,7 @@ export function idempotentEachMessage<T>(
   options: KafkaIdempotencyOptions,
   handler: KafkaHandler<T>,
 ): IdempotentEachMessage {
-  const { events, processor, pauser, gate, close, resolved, stopping, checkStore, checkStoreOnFirstUse } =
+  const { events, port, pauser, gate, close, resolved, stopping, checkStore, checkStoreOnFirstUse } =
     buildWrapperParts('idempotentEachMessage', dependencies, options, handler);
 
   const eachMessage = async (payload: EachMessagePayloadLike): Promise<void> => {
@@ -104,7 +104,7 @@ export function idempotentEachMessage<T>(
     const fallbackDelayMs = resolved.retryBackoff.baseMs ?? 1000;
     let end: ProcessEnd;
     try {
-      end = await processor.process(delivery, processor.prepare(topic, partition, message));
+      end = await port.process(delivery, port.prepare(delivery));
     } catch (error) {
       // process() ends a store error (and a `scope` function that threw) as a pause itself, with the
       // message's span; what else is thrown here is a broker heartbeat failure, or a bug.

@@ -9,7 +9,7 @@ import {
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
-import { MessageProcessor } from './message-processor';
+import { type Delivery, KafkaPort } from './kafka-port';
 import { type KafkaIdempotencyOptions, type ResolvedKafkaOptions, resolveKafkaOptions } from './options';
 import { PartitionPauser } from './partition-pauser';
 
@@ -42,7 +42,7 @@ export interface WrapperParts<T> {
    * nothing. Never rejects.
    */
   readonly checkStoreOnFirstUse: () => Promise<void>;
-  readonly processor: MessageProcessor<T>;
+  readonly port: KafkaPort<T>;
   readonly pauser: PartitionPauser;
 }
 
@@ -80,6 +80,12 @@ export function buildWrapperParts<T>(
     dependencies.idempotency.store,
     { storeProbeBackoff: resolved.storeProbeBackoff, log },
     {
+      // Reported for a message's store call; a give-back closing the gate names none.
+      onStoreUnavailable: ({ error, about }) => {
+        const delivery = about as Delivery | undefined;
+        if (delivery?.topic === undefined) return;
+        events.emit('storeUnavailable', { topic: delivery.topic, partition: delivery.partition, error });
+      },
       onStoreRecovered: ({ downMs }) => {
         events.emit('storeRecovered', { topics: pauser.resumeStoreTopics(), downMs });
       },
@@ -106,16 +112,16 @@ export function buildWrapperParts<T>(
       unwatchRedis();
       log.close();
     },
-    processor: new MessageProcessor(
+    port: new KafkaPort({
       idempotency,
       producer,
-      resolved,
+      options: resolved,
       handler,
       events,
       gate,
       log,
-      stopping.signal,
-    ),
+      stopping: stopping.signal,
+    }),
     pauser,
   };
 }

@@ -335,7 +335,7 @@ describe('idempotentEachMessage failure paths', () => {
     t.eachMessage.close();
   });
 
-  it('a fingerprint that throws dead-letters the message as invalid-key with an invalidKey event', async () => {
+  it('a fingerprint that throws dead-letters the message as invalid-key with an invalidKey event (an InvalidPayloadError)', async () => {
     const t = setup({
       fingerprint: () => {
         throw new Error('unparsable');
@@ -346,7 +346,7 @@ describe('idempotentEachMessage failure paths', () => {
     await t.eachMessage(messagePayload('pay', 0, message(0, 'v', { 'idempotency-key': 'k' })));
     expect(t.runs).toEqual([]);
     expect(invalid).toHaveLength(1);
-    expect((invalid[0] as Error).name).toBe('InvalidKeyError');
+    expect((invalid[0] as Error).name).toBe('InvalidPayloadError');
     expect(t.producer.sent[0]!.messages[0]!.headers).toMatchObject({
       'x-idempotency-dead-letter-reason': 'invalid-key',
     });

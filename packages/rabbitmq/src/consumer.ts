@@ -22,11 +22,10 @@ import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
 import { type Closable, closeOrClosed, endSocket } from './close';
-import { DeliveryProcessor } from './delivery-processor';
+import { DeliveryPort } from './delivery-port';
 import { ensureTopology } from './ensure-topology';
 import type { ConsumerState, Emit, IdempotentConsumerEvents } from './events';
 import type { RabbitMqHandler } from './handler';
-import { KeyPolicy } from './key-policy';
 import {
   type IdempotentConsumerOptions,
   type ResolvedConsumerOptions,
@@ -99,7 +98,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   #reconnecting: Promise<void> | undefined;
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
-  readonly #processor: DeliveryProcessor<T>;
+  readonly #deliveries: DeliveryPort<T>;
   /** The deliveries being handled, by their processing task. */
   readonly #inFlight = new Map<Promise<void>, ConsumeMessage>();
   readonly #stopping = sharedAbortController();
@@ -169,23 +168,11 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       signal: this.#stopping.signal,
       abandoned: () => this.#abandoning.signal.aborted,
       emit: this.#emitEvent,
-      markDeadLettered: (key, fencingToken) =>
-        idempotency
-          .markDeadLettered({ scope: this.#options.scope, key }, { fencingToken })
-          .catch((error: unknown) =>
-            this.emit('storeError', {
-              queue: this.#options.queue,
-              operation: 'markDeadLettered',
-              error,
-              source: undefined,
-            }),
-          ),
     });
-    this.#processor = new DeliveryProcessor<T>({
+    this.#deliveries = new DeliveryPort<T>({
       idempotency,
       handler,
       options: this.#options,
-      keyPolicy: new KeyPolicy(this.#options.idempotencyKey, this.#options.missingKey),
       policy: {
         delayTiersMs: this.#options.delayTiersMs,
         retryBackoff: this.#options.retryBackoff,
@@ -193,9 +180,6 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         maxConflictDelayMs: this.#options.maxConflictDelayMs,
         isRetryable: idempotency.options.isRetryable,
       },
-      // A stop ends a wait for a conflicting holder early: the delivery is then delayed like any CONFLICT.
-      runOptions: { ...this.#options.runOverrides, signal: this.#stopping.signal },
-      abandoning: this.#abandoning.signal,
       settler,
       admission: () =>
         this.#state === 'running'
@@ -203,11 +187,13 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
           : this.#state === 'paused' || this.#state === 'reconnecting'
             ? 'paused'
             : 'stopping',
-      storeUnavailable: (error) => this.#pause(error),
-      storeGate: this.#gate,
+      gate: this.#gate,
       emit: this.#emitEvent,
       log: this.#log,
       telemetry: consumerTelemetry(this.#options.queue, this.#options.telemetry),
+      // A stop ends a wait for a conflicting holder early: the delivery is then delayed like any CONFLICT.
+      stopping: this.#stopping.signal,
+      abandoning: this.#abandoning.signal,
     });
   }
 
@@ -401,7 +387,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    */
   #abandon(): number {
     this.#abandoning.abort();
-    return this.#processor.abandon();
+    return this.#deliveries.abandon();
   }
 
   /** Closes the channels, then the connection from `connect`; never rejects. */
@@ -466,7 +452,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
 
   /**
    * `basic.consume` on the consume channel, kept in `#consuming` until answered. A store outage that
-   * pauses the consumer meanwhile finds no consumer tag to cancel (`#pause`): the consumer the answer
+   * pauses the consumer meanwhile finds no consumer tag to cancel (`#paused`): the consumer the answer
    * registers is then cancelled here, or the broker would go on delivering to a paused consumer (each
    * delivery nacked and redelivered at once while the store is down) and the resume would register a
    * second one on the queue.
@@ -522,22 +508,14 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
       deliveryTag: message.fields.deliveryTag,
       redelivered: message.fields.redelivered,
     });
-    const task = this.#processor.process(message, channel);
+    const task = this.#deliveries.process(message, channel);
     this.#inFlight.set(task, message);
     void task.finally(() => this.#inFlight.delete(task));
   }
 
   /**
-   * Fails closed: stops consuming until a store probe answers, then consumes again. Closes the store gate,
-   * whose `onStoreUnavailable` pauses ({@link #paused}).
-   */
-  #pause(error: unknown): void {
-    this.#gate.close(error);
-  }
-
-  /**
-   * The store gate closed (by {@link #pause}, or by the kit's `giveBackUnrun` or `recordCompletionLate`
-   * when a try of theirs went unanswered after it had opened): stops consuming until a probe answers.
+   * The store gate closed (a store call of the pipeline went unanswered, failing closed): stops consuming
+   * until a probe answers.
    */
   #paused(): void {
     if (this.#state === 'running') {

@@ -1,5 +1,10 @@
-import { type BackoffOptions, computeBackoffMs, type RunResult } from '@idempotent-consumer/core';
-import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
+import type { BackoffOptions, RunResult } from '@idempotent-consumer/core';
+import {
+  type PipelineDecision as CoreDecision,
+  decide as coreDecide,
+  type DeadLetterDecision,
+  type LeaveReason,
+} from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
 /** Why a message was sent to a delay tier (header `x-idempotency-retry-reason`). */
@@ -69,95 +74,49 @@ export interface DecisionPolicy {
   readonly random?: () => number;
 }
 
-function retry(
-  reason: RetryReason,
-  wantedDelayMs: number,
-  attempt: number,
-  error: unknown,
-  policy: DecisionPolicy,
-  capMs?: number,
-): Decision {
-  return {
-    action: 'retry',
-    reason,
-    wantedDelayMs,
-    delayMs: pickDelayTier(policy.delayTiersMs, wantedDelayMs, capMs),
-    attempt,
-    error,
-  };
+/**
+ * The RabbitMQ action of the core's decision (docs/design.md#outcome-to-broker-action, RabbitMQ column):
+ * `retry` goes to the delay tier of its delay (a CONFLICT's capped at `maxConflictDelayMs`), `leave` is a
+ * `requeue`. Pure.
+ */
+export function toRabbitMqDecision(decision: CoreDecision, policy: DecisionPolicy): Decision {
+  switch (decision.action) {
+    case 'ack':
+    case 'dead-letter':
+      return decision;
+    case 'retry': {
+      const conflict = decision.reason === 'conflict';
+      const wantedDelayMs = conflict ? Math.max(1, decision.delayMs) : decision.delayMs;
+      const capMs = conflict ? policy.maxConflictDelayMs : undefined;
+      return {
+        action: 'retry',
+        reason: decision.reason,
+        wantedDelayMs,
+        delayMs: pickDelayTier(policy.delayTiersMs, wantedDelayMs, capMs),
+        attempt: decision.attempt,
+        error: decision.error,
+      };
+    }
+    case 'leave':
+      return decision.reason === 'abandoned'
+        ? { action: 'leave', reason: 'abandoned' }
+        : { action: 'requeue', reason: REQUEUE_REASON[decision.reason] };
+  }
 }
 
-function backoff(attempt: number, policy: DecisionPolicy): number {
-  return computeBackoffMs(attempt, policy.retryBackoff, policy.random);
-}
+const REQUEUE_REASON = {
+  'store-unavailable': 'store-unavailable',
+  error: 'store-error',
+  stopping: 'stopping',
+  'dead-letter-failed': 'publish-failed',
+} as const satisfies Record<Exclude<LeaveReason, 'abandoned'>, RequeueReason>;
 
 /**
- * Maps a runner result to a broker decision (docs/design.md#outcome-to-broker-action, RabbitMQ column).
- * Pure: no I/O, the same input gives the same decision (given `policy.random`).
- * - ACQUIRED / ACQUIRED_STALE and the handler completed: ack (COMPLETED is already written);
- * - handler threw a retryable error (record RELEASED): retry through a delay tier with a backoff on the
- *   record's attempt;
- * - record FAILED now (attempts exhausted, non-retryable, result too large): dead-letter;
- * - lease lost: the handler completed, ack (another delivery owns the key now); it threw, retry;
- * - DUPLICATE: ack; CONFLICT (still held after the runner's `conflictWaitMs` wait for the holder's
- *   outcome): retry after the holder's remaining lease capped at `maxConflictDelayMs` (rounded up to a
- *   tier not longer than the cap), never an immediate requeue;
- * - PAYLOAD_MISMATCH and an earlier FAILED record: dead-letter, the handler never ran (a FAILED record
- *   already marked dead-lettered: ack, its copy is in the dead-letter exchange);
- * - UNPROTECTED (store failure mode `open`, or a missing key processed): completed, ack; threw, retry, or
- *   dead-letter once `maxAttempts` (counted in a header) is reached or the error is not retryable.
- *
+ * Maps a runner result to a broker decision: the core's {@link coreDecide}, then
+ * {@link toRabbitMqDecision}. Pure, given `policy.random`.
  * @param unprotectedAttempt - for UNPROTECTED results: the attempt number from the message header, + 1.
  */
 export function decide(result: RunResult<unknown>, policy: DecisionPolicy, unprotectedAttempt = 1): Decision {
-  switch (result.outcome) {
-    case 'DUPLICATE':
-      return { action: 'ack', reason: 'duplicate' };
-    case 'CONFLICT':
-      // The runner already waited `conflictWaitMs` for the holder's outcome; it still runs.
-      return retry(
-        'conflict',
-        Math.max(1, Math.min(result.retryAfterMs, policy.maxConflictDelayMs)),
-        result.attempt,
-        undefined,
-        policy,
-        policy.maxConflictDelayMs,
-      );
-    case 'PAYLOAD_MISMATCH':
-      return deadLetterOf(result)!;
-    case 'FAILED':
-      // Dead-lettered by an earlier delivery (its copy is in the dead-letter exchange): settled, no copy.
-      return deadLetterOf(result) ?? { action: 'ack', reason: 'dead-lettered-before' };
-    case 'UNPROTECTED': {
-      if (result.status === 'completed') return { action: 'ack', reason: 'unprotected' };
-      const isRetryable = policy.isRetryable ?? (() => true);
-      const letter = unprotectedDeadLetter(result.error, unprotectedAttempt, { ...policy, isRetryable });
-      if (letter) return letter;
-      return retry(
-        'handler-error',
-        backoff(unprotectedAttempt, policy),
-        unprotectedAttempt,
-        result.error,
-        policy,
-      );
-    }
-    default:
-      switch (result.status) {
-        case 'completed':
-          return { action: 'ack', reason: 'completed' };
-        case 'released':
-          return retry(
-            'handler-error',
-            backoff(result.attempt, policy),
-            result.attempt,
-            result.error,
-            policy,
-          );
-        case 'failed':
-          return deadLetterOf(result)!;
-        case 'lease-lost':
-          if (result.handlerCompleted) return { action: 'ack', reason: 'lease-lost' };
-          return retry('lease-lost', backoff(result.attempt, policy), result.attempt, result.error, policy);
-      }
-  }
+  const core = { ...policy, isRetryable: policy.isRetryable ?? (() => true) };
+  return toRabbitMqDecision(coreDecide(result, core, unprotectedAttempt), policy);
 }

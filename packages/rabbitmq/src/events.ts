@@ -1,5 +1,5 @@
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
-import type { AdapterLeaseLostDuring, MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type { LeaseLostFields, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { CloseReason } from './close-reason';
 import type { Decision, RetryReason } from './decide';
 
@@ -99,18 +99,7 @@ export interface IdempotentConsumerEvents {
    */
   storeError: [{ queue: string; operation: string; error: unknown; source: RabbitMqSource | undefined }];
   /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
-  leaseLost: [
-    MessageSubject & {
-      /**
-       * `start`: lost before the handler started (nothing ran); `heartbeat`: while it ran (an extension
-       * refused, or none reached the store for a whole lease), whether it then returned or threw; `write`:
-       * the lease held while it ran, and the write of its outcome (`complete`, `release` or `fail`) was
-       * refused. As in the Kafka and SQS adapters (the kit's `leaseLostDuring`).
-       */
-      during: AdapterLeaseLostDuring;
-      handlerCompleted: boolean;
-    },
-  ];
+  leaseLost: [MessageSubject & LeaseLostFields];
   /** The store did not answer a claim: consumption paused (`basic.cancel`) until a probe answers. */
   storeUnavailable: [{ queue: string; error: unknown }];
   /** The store answered a probe again and consumption resumed; `downMs` is how long it was paused. */

@@ -16,6 +16,8 @@ export interface Delivery {
   readonly subject: MessageSubject;
   /** Its telemetry (a no-op without OpenTelemetry): the decision carried out is reported to it. */
   readonly span: MessageSpan;
+  /** Marks its FAILED record dead-lettered once the copy is confirmed. Never rejects. */
+  readonly markDeadLettered?: () => Promise<void>;
 }
 
 /** What a {@link Settler} works with. */
@@ -36,11 +38,6 @@ export interface SettlerContext {
    */
   readonly abandoned: () => boolean;
   readonly emit: Emit;
-  /**
-   * Marks a FAILED record dead-lettered once its copy is confirmed (`Idempotency.markDeadLettered`), so a
-   * redelivery is acked without another copy. Rejections are reported by the caller's `storeError`.
-   */
-  readonly markDeadLettered: (key: string, fencingToken: number) => Promise<unknown>;
 }
 
 /**
@@ -96,13 +93,9 @@ export class Settler {
         const headers = deadLetterHeaders(delivery.message, delivery.subject, decision);
         const shortestTierMs = this.context.topology.delayTiers[0]!.delayMs;
         if (!(await this.#republish(delivery, exchange, routingKey, headers, shortestTierMs))) return false;
-        const { key } = delivery.subject;
-        if (decision.failedFencingToken !== undefined && key !== undefined) {
-          // The copy is confirmed: a redelivery of this FAILED record is acked without another copy. Also
-          // when stop() gave up on the delivery meanwhile (a store write, not a broker action): unmarked,
-          // the redelivery would send a second copy.
-          await this.context.markDeadLettered(key, decision.failedFencingToken).catch(() => {});
-        }
+        // The copy is confirmed: a redelivery of this FAILED record is acked without another copy. Also
+        // when stop() gave up on the delivery meanwhile: unmarked, the redelivery would send a second copy.
+        await delivery.markDeadLettered?.();
         // Confirmed after stop() gave up: nothing more reaches the broker, and no event is emitted.
         if (this.context.abandoned()) return false;
         // Reported once confirmed, even when the ack below fails (its channel closed): the copy is there, and

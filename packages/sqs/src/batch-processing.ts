@@ -1,19 +1,20 @@
 import type { Message } from '@aws-sdk/client-sqs';
+import type { Prepared } from '@idempotent-consumer/core/kit';
 import { messageGroupId } from './message-attributes';
-import type { KeyedMessage, SqsMessageProcessor } from './message-processor';
+import type { SqsMessagePort } from './message-port';
 import type { ProcessedMessage } from './processed';
 import { sqsRequestOf } from './report';
 
 /**
  * Processes one received batch:
  * 1. claims the batch in one round trip (`Idempotency.claimMany`, attempts counted at once:
- *    `SqsMessageProcessor.claimBatch`): every message of a standard queue, and the first message of each
+ *    `SqsMessagePort.claimBatch`): every message of a standard queue, and the first message of each
  *    message group of a FIFO queue;
  * 2. runs standard messages concurrently, and the messages of one FIFO group one after another in the order
  *    SQS returned them; once a group's message does not finish (retry, conflict, store down), the rest of
  *    that group in this batch is not run and is made visible again (`fifo-blocked`), so SQS redelivers the
  *    group in order (a FIFO group stays locked while an earlier message of it is in flight); once the
- *    processor is stopping (`SqsMessageProcessor.stopping`), no further handler starts: a message whose
+ *    processor is stopping (`SqsMessagePort.stopping`), no further handler starts: a message whose
  *    turn comes then is made visible again (`stopping`), the batch claim's claim for it given back;
  * 3. calls `onProcessed` for each message as soon as its decision is known (the poller deletes it then).
  *
@@ -23,52 +24,50 @@ import { sqsRequestOf } from './report';
  * abandoned later, before its handler started, is given back by `process()`).
  */
 export async function processBatch<T>(
-  processor: SqsMessageProcessor<T>,
+  port: SqsMessagePort<T>,
   messages: readonly Message[],
   onProcessed: (processed: ProcessedMessage<T>) => Promise<void> | void,
   abandoned: (message: Message) => boolean = () => false,
 ): Promise<ProcessedMessage<T>[]> {
-  const keyed = messages.map((m) => processor.keyed(m));
-  const chains: KeyedMessage[][] = [];
-  const groups = new Map<string, KeyedMessage[]>();
-  for (const k of keyed) {
-    const group = messageGroupId(k.message);
-    if (group === undefined) {
-      chains.push([k]);
-      continue;
-    }
-    let chain = groups.get(group);
+  type Entry = { readonly message: Message; readonly prepared: Prepared };
+  const chains: Entry[][] = [];
+  const groups = new Map<string, Entry[]>();
+  for (const message of messages) {
+    const entry = { message, prepared: port.prepare(message) };
+    const group = messageGroupId(message);
+    let chain = group === undefined ? undefined : groups.get(group);
     if (!chain) {
       chain = [];
-      groups.set(group, chain);
+      if (group !== undefined) groups.set(group, chain);
       chains.push(chain);
     }
-    chain.push(k);
+    chain.push(entry);
   }
   const results = new Map<Message, ProcessedMessage<T>>();
-  const claims = await processor.claimBatch(chains.map((c) => c[0]!));
+  const claims = await port.claimBatch(chains.map((c) => c[0]!.prepared));
+  const claimOf = (chain: number, i: number) =>
+    i === 0 && Array.isArray(claims) ? claims[chain] : undefined;
   await Promise.all(
-    chains.map(async (chain) => {
+    chains.map(async (chain, c) => {
       let blocked = false;
-      for (const [i, k] of chain.entries()) {
-        if (abandoned(k.message)) {
-          // `stop()` gave up on it: nothing more starts, and the claim the batch claim made for it (the first
-          // of its chain) is given back, or its redelivery would meet a CONFLICT until the lease lapsed.
-          if (i === 0 && claims instanceof Map) await processor.giveBack(k, claims.get(k.message));
+      for (const [i, { message, prepared }] of chain.entries()) {
+        if (abandoned(message)) {
+          // `stop()` gave up on it: nothing more starts, and its claim from the batch claim is given back,
+          // or its redelivery would meet a CONFLICT until the lease lapsed.
+          await port.giveBack(message, prepared, claimOf(c, i));
           return;
         }
         let processed: ProcessedMessage<T>;
-        if (claims && !(claims instanceof Map)) processed = await processor.notRun(k, claims);
-        else if (blocked) processed = await processor.notRun(k, 'fifo-blocked');
-        else if (processor.stopping) {
-          // The consumer is stopping before its turn came (a FIFO message waiting behind its group, a batch
-          // claim answered after `stop()`): it does not start. The batch claim's claim is given back (no
-          // attempt spent), and the message is made visible again at once.
-          if (i === 0 && claims instanceof Map) await processor.giveBack(k, claims.get(k.message));
-          processed = await processor.notRun(k, 'stopping');
-        } else processed = await processor.process(k, i === 0 ? claims?.get(k.message) : undefined);
+        if (claims && !Array.isArray(claims)) processed = port.notRun(message, prepared, claims);
+        else if (blocked) processed = port.notRun(message, prepared, 'fifo-blocked');
+        else if (port.stopping) {
+          // The consumer is stopping before its turn came: it does not start, its claim is given back (no
+          // attempt spent), and it is made visible again at once.
+          await port.giveBack(message, prepared, claimOf(c, i));
+          processed = port.notRun(message, prepared, 'stopping');
+        } else processed = await port.process(message, prepared, claimOf(c, i));
         if (sqsRequestOf(processed) !== 'delete') blocked = true;
-        results.set(k.message, processed);
+        results.set(message, processed);
         await onProcessed(processed);
       }
     }),

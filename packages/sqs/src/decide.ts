@@ -5,7 +5,11 @@ import {
   describeError,
   type RunResult,
 } from '@idempotent-consumer/core';
-import { type DeadLetterDecision, deadLetterOf, unprotectedDeadLetter } from '@idempotent-consumer/core/kit';
+import {
+  decide as coreDecide,
+  type DeadLetterDecision,
+  type PipelineDecision,
+} from '@idempotent-consumer/core/kit';
 import { toVisibilitySeconds } from './message-attributes';
 
 /** Why a message was dead-lettered: the core's vocabulary, shared by every adapter. */
@@ -84,19 +88,46 @@ export interface DecisionPolicy {
 }
 
 /**
+ * The SQS action of the core's decision for a message received `receiveCount` times
+ * (docs/design.md#outcome-to-broker-action, SQS column). A retry after a handler error hides the message
+ * for the backoff of its receive count; a CONFLICT for the holder's remaining lease, at least 1 s; a lost
+ * claim leaves it to its visibility timeout. Pure, given `policy.random`.
+ */
+export function toSqsDecision(
+  decision: PipelineDecision,
+  receiveCount: number,
+  policy: DecisionPolicy,
+): Decision {
+  switch (decision.action) {
+    case 'ack':
+      return decision.reason === 'lease-lost'
+        ? { action: 'leave', reason: 'lease-lost' }
+        : { action: 'delete', reason: decision.reason };
+    case 'dead-letter':
+      return decision;
+    case 'retry': {
+      if (decision.reason === 'lease-lost') return { action: 'leave', reason: 'lease-lost' };
+      const ms =
+        decision.reason === 'conflict'
+          ? decision.delayMs
+          : computeBackoffMs(receiveCount, policy.retryBackoff, policy.random);
+      const seconds = toVisibilitySeconds(ms);
+      const visibilityTimeoutSeconds = decision.reason === 'conflict' ? Math.max(1, seconds) : seconds;
+      return { action: 'change-visibility', reason: decision.reason, visibilityTimeoutSeconds };
+    }
+    case 'leave':
+      if (decision.reason === 'stopping') {
+        return { action: 'change-visibility', reason: 'stopping', visibilityTimeoutSeconds: 0 };
+      }
+      return { action: 'leave', reason: decision.reason };
+  }
+}
+
+/**
  * The SQS action for one message: a pure function of what happened ({@link MessageResult}) and the
- * policy, carried out by the poller or the sqs-consumer wiring. Unprotected runs whose handler throws are
- * retried until their `ApproximateReceiveCount` reaches `maxAttempts` (an error `isRetryable` refuses at once),
- * then dead-lettered, as the runner bounds protected ones.
+ * policy. Unprotected runs count their attempts by `ApproximateReceiveCount`.
  */
 export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Decision {
-  const retry = (): Decision => ({
-    action: 'change-visibility',
-    reason: 'handler-error',
-    visibilityTimeoutSeconds: toVisibilitySeconds(
-      computeBackoffMs(input.receiveCount, policy.retryBackoff, policy.random),
-    ),
-  });
   switch (input.kind) {
     case 'missing-key':
     case 'invalid-key':
@@ -117,56 +148,6 @@ export function decide<T>(input: MessageResult<T>, policy: DecisionPolicy): Deci
     case 'abandoned':
       return { action: 'leave', reason: 'abandoned' };
     case 'run':
-      break;
-  }
-  const r = input.result;
-  switch (r.outcome) {
-    case 'DUPLICATE':
-      return { action: 'delete', reason: 'duplicate' };
-    case 'CONFLICT':
-      return {
-        action: 'change-visibility',
-        reason: 'conflict',
-        visibilityTimeoutSeconds: Math.max(
-          1,
-          toVisibilitySeconds(Math.min(r.retryAfterMs, policy.maxConflictDelayMs)),
-        ),
-      };
-    case 'PAYLOAD_MISMATCH':
-      return deadLetterOf(r)!;
-    case 'FAILED':
-      // Marked by the delivery that sent its copy (`Idempotency.markDeadLettered`): no second copy.
-      return deadLetterOf(r) ?? { action: 'delete', reason: 'dead-lettered-before' };
-    case 'UNPROTECTED': {
-      if (r.status === 'completed') return { action: 'delete', reason: 'unprotected' };
-      // The receive count counts the runs: no record does.
-      const isRetryable = (error: unknown) => retryable(policy, error);
-      return (
-        unprotectedDeadLetter(r.error, input.receiveCount, {
-          maxAttempts: policy.maxAttempts,
-          isRetryable,
-        }) ?? retry()
-      );
-    }
-    case 'ACQUIRED':
-    case 'ACQUIRED_STALE':
-      switch (r.status) {
-        case 'completed':
-          return { action: 'delete', reason: 'completed' };
-        case 'released':
-          return retry();
-        case 'failed':
-          return deadLetterOf(r)!;
-        case 'lease-lost':
-          return { action: 'leave', reason: 'lease-lost' };
-      }
-  }
-}
-
-function retryable(policy: DecisionPolicy, error: unknown): boolean {
-  try {
-    return policy.isRetryable(error) !== false;
-  } catch {
-    return true;
+      return toSqsDecision(coreDecide(input.result, policy, input.receiveCount), input.receiveCount, policy);
   }
 }

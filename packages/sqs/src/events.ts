@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
-import type { AdapterLeaseLostDuring, MessageSubjectOf } from '@idempotent-consumer/core/kit';
+import type { LeaseLostFields, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type { Decision } from './decide';
 
 /** Which SQS message an event is about. */
@@ -73,12 +73,7 @@ export interface SqsEvents {
    * threw) or `write` (the lease held while it ran, and the write of its outcome, `complete`, `release`
    * or `fail`, was refused), as in the RabbitMQ and Kafka adapters (the kit's `leaseLostDuring`).
    */
-  leaseLost: [
-    MessageSubject & {
-      readonly during: AdapterLeaseLostDuring;
-      readonly handlerCompleted: boolean;
-    },
-  ];
+  leaseLost: [MessageSubject & LeaseLostFields];
   /** The store did not answer: receiving pauses (nothing is deleted) until a ping succeeds. */
   storeUnavailable: [{ readonly queueUrl: string; readonly error: unknown }];
   /** The store answers again and receiving resumes; `downMs`: how long it was paused. */

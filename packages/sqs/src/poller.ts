@@ -21,7 +21,7 @@ import {
   RECEIVED_SYSTEM_ATTRIBUTES,
   toVisibilitySeconds,
 } from './message-attributes';
-import { SqsMessageProcessor } from './message-processor';
+import { SqsMessagePort } from './message-port';
 import { type ResolvedSqsIdempotencyOptions, resolveSqsOptions } from './options';
 import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
 import type { ProcessedMessage } from './processed';
@@ -57,7 +57,7 @@ import type { SqsDependencies } from './sqs-client';
 export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents> {
   readonly #deps: SqsDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
-  readonly #processor: SqsMessageProcessor<T>;
+  readonly #port: SqsMessagePort<T>;
   readonly #settings: ReturnType<typeof resolvePollerOptions>;
   /** This run's deletes and visibility changes (made by `start()`, with {@link #requests}'s signal). */
   #deletes!: SqsBatcher<{ ReceiptHandle: string }>;
@@ -100,7 +100,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the poller of ${queueUrl}`, {
       queueUrl,
     });
-    this.#processor = new SqsMessageProcessor<T>(dependencies, this.#options, handler, {
+    const poller = this;
+    this.#port = new SqsMessagePort<T>(dependencies, this.#options, handler, {
       changeVisibility: async (message, seconds) => {
         await this.#changeVisibility(message, seconds);
       },
@@ -108,16 +109,14 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       coversBeforeRun: (lease) => this.#visibilityLapsesFirst(0, lease),
       abandoned: (message) => this.#abandoned.has(message),
       onError: (operation, error, message) => this.#brokerError(operation, error, message),
-      onStoreError: (operation, error, message) =>
-        this.emit('storeError', {
-          queueUrl,
-          operation,
-          error,
-          source: message && sourceOf(queueUrl, message),
-        }),
+      emit: (name, ...payload) => void this.emit(name, ...payload),
       log: this.#log,
-      storeGate: () => this.#gate,
-      stopping: () => this.#abort.signal,
+      get gate() {
+        return poller.#gate!;
+      },
+      get stopping() {
+        return poller.#abort.signal;
+      },
       closing: () => this.#requests.signal,
     });
   }
@@ -185,7 +184,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     };
     try {
       await checkStoreAtStart(this.#deps.idempotency, this.#log, signal);
-      if (!signal.aborted) await this.#processor.verifyDeadLetter(signal);
+      if (!signal.aborted) await this.#port.verifyDeadLetter(signal);
     } catch (error) {
       release();
       // stop() was called meanwhile: the check it aborted failed because of it, no error of start().
@@ -293,7 +292,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
 
   /**
    * Marks `messages` abandoned and reports each settled with `leave`/`abandoned`, counted as the `leave`
-   * broker action in telemetry unless its decision was counted before ({@link SqsMessageProcessor.abandon});
+   * broker action in telemetry unless its decision was counted before ({@link SqsMessagePort.abandon});
    * returns how many.
    */
   #abandon(messages: readonly Message[]): number {
@@ -301,9 +300,10 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       this.#abandoned.add(message);
       this.#inFlight.delete(message);
       this.#settling.delete(message);
-      this.#processor.abandon(message);
+      this.#port.abandon(message);
       if (!this.hasListeners('settled')) continue;
-      const key = this.#processor.keyed(message).request?.key;
+      const prepared = this.#port.prepare(message);
+      const key = prepared.kind === 'keyed' ? prepared.request.key : undefined;
       const subject = subjectOf(this.#options.queueUrl, this.#options.scope, message, {
         key,
         outcome: undefined,
@@ -357,7 +357,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     }
     this.emit('received', { queueUrl: this.#options.queueUrl, messages });
     const task = processBatch(
-      this.#processor,
+      this.#port,
       messages,
       async (processed) => {
         try {
@@ -377,7 +377,6 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   async #settle(processed: ProcessedMessage<T>): Promise<void> {
     const { message } = processed;
     if (this.#abandoned.has(message)) return; // stop() gave up on it and reported it
-    if (processed.storeUnavailable) this.#gate?.close(processed.storeError);
     const request = sqsRequestOf(processed);
     this.#settling.add(message);
     if (message.ReceiptHandle && request === 'delete') {

@@ -1,16 +1,8 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { IdempotencyError, InvalidKeyError } from '@idempotent-consumer/core';
 import type { TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
 import { receiveCount } from './message-attributes';
 import type { ProcessedMessage } from './processed';
-
-/** The error of an `invalid-key` dead letter as an `IdempotencyError` (already one, in practice). */
-function asInvalidKey(error: unknown): IdempotencyError {
-  return error instanceof IdempotencyError
-    ? error
-    : new InvalidKeyError(`The idempotency key was refused: ${String(error)}`, { cause: error });
-}
 
 /** Where a message came from: the `source` of its events. */
 export function sourceOf(queueUrl: string, message: Message): SqsMessageSource {
@@ -44,25 +36,8 @@ export function reportProcessed<T>(
 ): void {
   const { message, decision } = processed;
   if (!hasAnyListener(events)) return; // nothing to build on the hot path
-  // Only the subject's fields: the processed message also holds the handler's result and the processor's
-  // bookkeeping, which no event of the Kafka or RabbitMQ adapter carries.
   const { key, outcome, attempt } = processed;
   const subject = subjectOf(queueUrl, scope, message, { key, outcome, attempt });
-  if (processed.key === undefined && processed.outcome === 'UNPROTECTED') {
-    events.emit('missingKey', { ...subject, action: 'process' });
-  } else if (decision.action === 'dead-letter' || decision.reason === 'dead-letter-failed') {
-    const reason = decision.action === 'dead-letter' ? decision.reason : undefined;
-    if (reason === 'missing-key') events.emit('missingKey', { ...subject, action: 'dead-letter' });
-    if (reason === 'invalid-key')
-      events.emit('invalidKey', { ...subject, error: asInvalidKey(processed.error) });
-  }
-  if (processed.leaseLostDuring) {
-    events.emit('leaseLost', {
-      ...subject,
-      during: processed.leaseLostDuring,
-      handlerCompleted: processed.handler === 'completed',
-    });
-  }
   if (
     decision.action === 'change-visibility' &&
     decision.reason !== 'fifo-blocked' &&
@@ -107,14 +82,7 @@ export function sqsRequestOf<T>(processed: ProcessedMessage<T>): 'delete' | numb
   }
 }
 
-const PER_MESSAGE_EVENTS = [
-  'settled',
-  'retryScheduled',
-  'deadLettered',
-  'missingKey',
-  'invalidKey',
-  'leaseLost',
-] as const;
+const PER_MESSAGE_EVENTS = ['settled', 'retryScheduled', 'deadLettered'] as const;
 
 function hasAnyListener(events: TypedEventEmitter<SqsEvents>): boolean {
   return PER_MESSAGE_EVENTS.some((name) => events.hasListeners(name));

@@ -16,7 +16,7 @@ import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
 import { RECEIVED_MESSAGE_ATTRIBUTES, RECEIVED_SYSTEM_ATTRIBUTES } from './message-attributes';
-import { SqsMessageProcessor } from './message-processor';
+import { SqsMessagePort } from './message-port';
 import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf } from './report';
@@ -163,26 +163,17 @@ export function createSqsConsumerWiring<T>(
       onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
     },
   );
-  const processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
+  const port = new SqsMessagePort<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
-    onStoreError: (operation, error, message) =>
-      events.emit('storeError', {
-        queueUrl,
-        operation,
-        error,
-        source: message && sourceOf(queueUrl, message),
-      }),
+    emit: (name, ...payload) => void events.emit(name, ...payload),
     log,
-    storeGate: () => gate,
+    gate,
     closing: () => closing.signal,
     // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
-    stopping: () => closing.signal,
+    stopping: closing.signal,
   });
-  const report = (processed: ProcessedMessage<T>) => {
-    if (processed.storeUnavailable) gate.close(processed.storeError);
-    reportProcessed(events, queueUrl, scope, processed);
-  };
+  const report = (processed: ProcessedMessage<T>) => reportProcessed(events, queueUrl, scope, processed);
 
   const wiring: Record<string, unknown> = {};
   if (options.batch) {
@@ -190,7 +181,7 @@ export function createSqsConsumerWiring<T>(
     wiring.handleMessageBatch = async (messages: Message[]): Promise<Message[]> => {
       const toDelete: Message[] = [];
       const changes: Promise<void>[] = [];
-      await processBatch(processor, messages, (processed) => {
+      await processBatch(port, messages, (processed) => {
         const request = sqsRequestOf(processed);
         const { message } = processed;
         if (request === 'delete') {
@@ -210,7 +201,7 @@ export function createSqsConsumerWiring<T>(
     };
   } else {
     wiring.handleMessage = async (message: Message): Promise<Message | undefined> => {
-      const [processed] = await processBatch(processor, [message], () => {});
+      const [processed] = await processBatch(port, [message], () => {});
       const request = sqsRequestOf(processed!);
       if (typeof request === 'number') await setVisibility(message, request);
       report(processed!);
@@ -218,7 +209,7 @@ export function createSqsConsumerWiring<T>(
     };
   }
   wiring.preReceiveMessageCallback = async () => {
-    await processor.verifyDeadLetter(closing.signal);
+    await port.verifyDeadLetter(closing.signal);
     // `false`: close() disposed the gate while the store was down. Still fail closed: the Consumer's last
     // poll must not receive (and so hide, and count a receive of) messages nothing can process.
     if (!(await gate.waitUntilOpen())) {
@@ -234,7 +225,7 @@ export function createSqsConsumerWiring<T>(
       return events;
     },
     async verifyDeadLetter() {
-      await processor.verifyDeadLetter(closing.signal);
+      await port.verifyDeadLetter(closing.signal);
     },
     checkStore() {
       return checkStoreAnswers(dependencies.idempotency.store, log.where);

@@ -20,7 +20,7 @@ import {
 type Settled = SqsEvents['settled'][0];
 
 import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/support/written-claim';
-import { SqsMessageProcessor } from '../src/message-processor';
+import { SqsMessagePort } from '../src/message-port';
 import { FakeSqs, message } from './fake-sqs';
 
 const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
@@ -429,7 +429,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     const m = message('x', { key: 'k' });
     sqs.batches.push([m]);
     // process() resolves once the message's decision is carried out: the point after which nothing more is sent.
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const process = jest.spyOn(SqsMessagePort.prototype, 'process');
     let fail: (() => void) | undefined;
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client, logger: false },
@@ -515,7 +515,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     const held = await idempotency.claim({ scope: 'orders', key: 'k' });
     if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
     const wait = jest.spyOn(idempotency, 'waitForOutcome');
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const process = jest.spyOn(SqsMessagePort.prototype, 'process');
     const { poller, ran } = watchedPoller(idempotency, sqs, { conflictWaitMs: 10_000, stopTimeoutMs: 50 });
     sqs.batches.push([message('x', { key: 'k' })]);
     await poller.start();
@@ -543,7 +543,7 @@ describe('IdempotentSqsPoller failure paths', () => {
     const held = await idempotency.claim({ scope: 'orders', key: 'k' });
     if (held.outcome !== 'ACQUIRED') throw new Error('the holder did not acquire');
     const wait = jest.spyOn(idempotency, 'waitForOutcome');
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const process = jest.spyOn(SqsMessagePort.prototype, 'process');
     const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
       conflictWaitMs: 10_000,
       stopTimeoutMs: 50,
@@ -563,7 +563,7 @@ describe('IdempotentSqsPoller failure paths', () => {
   it('a batch reservation stop() abandons while the visibility change before its handler is unanswered is released, and no handler starts', async () => {
     const store = new MemoryIdempotencyStore();
     const { sqs, idempotency } = setup(store);
-    const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+    const process = jest.spyOn(SqsMessagePort.prototype, 'process');
     // A visibility timeout of 1 s could lapse before the first heartbeat: it is extended before the handler.
     const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
       visibilityTimeoutSeconds: 1,
@@ -910,7 +910,7 @@ async function stopDuringSecondFifoClaim(
   claimSpy: { mock: { calls: unknown[] } },
   answer: () => void,
 ): Promise<{ settled: string[]; ran: string[] }> {
-  const process = jest.spyOn(SqsMessageProcessor.prototype, 'process');
+  const process = jest.spyOn(SqsMessagePort.prototype, 'process');
   const { poller, ran, settled } = watchedPoller(idempotency, sqs, {
     queueUrl: `${QUEUE}.fifo`,
     stopTimeoutMs: 50,
@@ -944,7 +944,7 @@ async function expectClaimGivenBack(
 /**
  * `stop()` while the message's visibility change is held: once the message is reported abandoned the change
  * is answered (`answer`); `stop()` resolves with it abandoned, and once its processing ended (`process`, the
- * spied `SqsMessageProcessor.process`) no handler has run.
+ * spied `SqsMessagePort.process`) no handler has run.
  */
 async function stopAbandoningUnrun(
   { poller, settled, ran }: ReturnType<typeof watchedPoller>,
@@ -979,7 +979,7 @@ function watchedPoller(idempotency: Idempotency, sqs: FakeSqs, options: Partial<
 }
 
 /**
- * Waits for the `call`th call of the spied `SqsMessageProcessor.process` to end (the message's decision
+ * Waits for the `call`th call of the spied `SqsMessagePort.process` to end (the message's decision
  * carried out: nothing more is sent for it after that), then restores the spy.
  */
 async function processed(process: jest.SpyInstance, call = 0): Promise<void> {

@@ -42,6 +42,29 @@ export {
   NO_CLAIM_OUTCOME,
   unprotectedDeadLetter,
 } from '../dead-letter';
+export {
+  type AckReason,
+  type Decision as PipelineDecision,
+  type DecisionPolicy as PipelineDecisionPolicy,
+  decide,
+  type LeaveReason,
+  type RetryReason,
+} from '../pipeline/decide';
+export {
+  type BatchClaim,
+  MessagePipeline,
+  type PipelineOptions,
+  type PipelineParts,
+} from '../pipeline/message-pipeline';
+export type {
+  CarriedOut,
+  MessageEnd,
+  MessagePort,
+  PipelineEventName,
+  Prepared,
+  SubjectFields,
+  WarningWords,
+} from '../pipeline/port';
 export type { SignalSource } from '../runner/handler-context';
 export { decodeResult, type EncodedResult, encodeResult, type ResultOptions } from '../runner/result-codec';
 export { SCRIPT_NUMBER_OF_KEYS } from '../store/scripts';
@@ -61,7 +84,12 @@ export {
   type LeaseKeeperSetTimings,
   type TakenClaim,
 } from './lease-keeper-set';
-export { type AdapterLeaseLostDuring, leaseLostDuring } from './lease-lost-during';
+export {
+  type AdapterLeaseLostDuring,
+  type LeaseLostFields,
+  type LeaseLostReason,
+  leaseLostDuring,
+} from './lease-lost-during';
 export type { MessageSubjectOf } from './message-subject';
 export {
   checkAtMost,

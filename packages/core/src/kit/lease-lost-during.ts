@@ -1,5 +1,20 @@
 import type { LeaseLostResult } from '../runner/run-result';
 
+/** Why a claim was lost, as an adapter's `leaseLost` event says: its record vanished, or another claim took it. */
+export type LeaseLostReason = 'record-vanished' | 'taken-over' | 'unknown';
+
+/** What every adapter's `leaseLost` event carries beside its message subject. */
+export interface LeaseLostFields {
+  /** Where the claim was lost first: see {@link leaseLostDuring}. */
+  readonly during: AdapterLeaseLostDuring;
+  /** Whether the handler returned before the loss was seen. */
+  readonly handlerCompleted: boolean;
+  /** The token of the claim that was lost. */
+  readonly fencingToken: number;
+  /** Whether the record vanished or another claim took it (`unknown` when reading it failed). */
+  readonly reason: LeaseLostReason;
+}
+
 /**
  * Where an adapter's `leaseLost` event says the claim was lost (its `during`), the same in every adapter;
  * see {@link leaseLostDuring}.

@@ -43,8 +43,11 @@ export interface StoreGateOptions {
  * adapters turn them into their `storeUnavailable` / `storeRecovered` events.
  */
 export interface StoreGateCallbacks {
-  /** The gate closed (consumption pauses): `error` is what the store failed with, always set. */
-  readonly onStoreUnavailable?: (event: { readonly error: unknown }) => void;
+  /**
+   * The gate closed (consumption pauses): `error` is what the store failed with, always set; `about` is
+   * what the caller of {@link StoreGate.close} named (the message whose store call failed), if anything.
+   */
+  readonly onStoreUnavailable?: (event: { readonly error: unknown; readonly about?: unknown }) => void;
   /** A ping answered and the gate opened again (consumption resumes) after `downMs` milliseconds. */
   readonly onStoreRecovered?: (event: { readonly downMs: number }) => void;
   /** Ping number `probe` (1 for the first) failed with `error`; the gate stays closed and pings again. */
@@ -132,10 +135,11 @@ export class StoreGate {
   /**
    * Closes the gate because the store failed with `error`, reports `onStoreUnavailable` and starts the
    * probe loop.
+   * @param about - what the failed call was about (a message), passed to `onStoreUnavailable`.
    * @returns `true` when this call closed an open gate; `false` when it was closed already (nothing is
    *   reported again) or the gate is disposed.
    */
-  close(error: unknown): boolean {
+  close(error: unknown, about?: unknown): boolean {
     if (this.#outage || this.#disposed) return false;
     const outage: Outage = { since: performance.now(), stop: new AbortController(), waiters: new Set() };
     this.#outage = outage;
@@ -143,7 +147,7 @@ export class StoreGate {
       `${this.#log.where} pauses: the idempotency store does not answer (${describe(error)}); nothing is acknowledged until a ping answers`,
       { error },
     );
-    callIsolated(() => this.#callbacks.onStoreUnavailable?.({ error }));
+    callIsolated(() => this.#callbacks.onStoreUnavailable?.({ error, about }));
     void this.#probe(outage);
     return true;
   }
@@ -153,9 +157,9 @@ export class StoreGate {
    * core), as {@link StoreGate.close} does.
    * @returns whether `error` is one (the gate is then closed, by this call or before).
    */
-  closeIfUnavailable(error: unknown): boolean {
+  closeIfUnavailable(error: unknown, about?: unknown): boolean {
     if (!isIdempotencyError(error) || error.code !== 'STORE_UNAVAILABLE') return false;
-    this.close(error);
+    this.close(error, about);
     return true;
   }
 

@@ -24,6 +24,9 @@ describe('kit: the sub-path export', () => {
         'describeStoreLocation',
         'watchRedisErrors',
         'LeaseKeeperSet',
+        // the message pipeline (pipeline/)
+        'MessagePipeline',
+        'decide',
         'leaseLostDuring',
         'StoreGate',
         'TypedEventEmitter',

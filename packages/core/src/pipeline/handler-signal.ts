@@ -1,12 +1,10 @@
-import type { SignalSource } from '@idempotent-consumer/core/kit';
+import type { SignalSource } from '../runner/handler-context';
 
 /**
- * The `signal` of one delivery's handler: it follows the runner's (aborted when the claim is lost or the
- * handler ran longer than `handlerTimeoutMs`), and aborts too when `stop()` abandons the delivery
- * (`stopTimeoutMs` ran out while it was in flight), with the reason of `abandoning`. Like the runner's,
- * its `AbortController` is made on the handler's first read only, and only then does it listen to
- * `abandoning` (the consumer's, which lives as long as the consumer): {@link HandlerSignal.dispose}, once
- * the run ended, removes that listener, so handlers that read their signal leave none behind.
+ * The `signal` of one message's handler. It follows the runner's, which aborts when the claim is lost or
+ * `handlerTimeoutMs` passes, and aborts too when `stop()` gives up on the message. Its `AbortController`
+ * is made on the handler's first read only, and only then does it listen to `abandoning`.
+ * {@link HandlerSignal.dispose} removes that listener once the run ended.
  */
 export class HandlerSignal implements SignalSource {
   #run: SignalSource | undefined;

@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { HandlerSignal } from '../src/handler-signal';
+import { HandlerSignal } from '../../src/pipeline/handler-signal';
 
 describe('HandlerSignal', () => {
   it("aborts with the runner's signal (a lost claim), with its reason", () => {
