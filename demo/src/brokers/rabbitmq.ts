@@ -4,7 +4,7 @@
  * with plain amqplib, acking after the charge (`naive`).
  */
 
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { createIdempotentConsumer, type IdempotentConsumerOptions } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } from 'amqplib';

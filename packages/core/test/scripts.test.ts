@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../src';
 import * as generated from '../src/generated/scripts';
-import { SCRIPT_NUMBER_OF_KEYS } from '../src/kit';
+import { SCRIPT_NUMBER_OF_KEYS } from '../src/tools';
 
 const LUA_DIR = join(__dirname, '..', '..', '..', 'lua');
 const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));

@@ -1,14 +1,11 @@
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkFiniteNonNegative,
-  checkOneOf,
-  checkRunOverrides,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
 import { defaultKeyExtractor, type KeyExtractor } from './headers';
 import type { KafkaMessageLike } from './types';
 
@@ -167,7 +164,7 @@ export function resolveKafkaOptions(
   if (deadLetterTopicOf && !hasProducer) {
     throw new InvalidOptionError('Dead-lettering needs { producer }; pass one or set deadLetterTopic: false');
   }
-  const missingKey = checkOneOf(
+  const missingKey = check.oneOf(
     'missingKey',
     options.missingKey,
     ['dead-letter', 'process'] as const,
@@ -178,11 +175,11 @@ export function resolveKafkaOptions(
     throw new InvalidOptionError('fingerprint must be a boolean or a function of the message');
   }
   // The overrides' ranges are the runner's; `conflictWaitMs` is this adapter's own wait (checked below).
-  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides({
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = check.runOverrides({
     ...options,
     conflictWaitMs: undefined,
   });
-  const maxInlineDelayMs = checkFiniteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
+  const maxInlineDelayMs = check.finiteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
   return {
     scopeOf,
     idempotencyKey: options.idempotencyKey ?? defaultKeyExtractor,
@@ -191,16 +188,12 @@ export function resolveKafkaOptions(
     leaseMs,
     maxAttempts,
     handlerTimeoutMs,
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff),
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff),
     maxInlineDelayMs,
-    conflictWaitMs: checkFiniteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
-    maxConflictDelayMs: checkFiniteNonNegative('maxConflictDelayMs', options.maxConflictDelayMs, 5000, 1),
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
-    brokerHeartbeatIntervalMs: checkFiniteNonNegative(
+    conflictWaitMs: check.finiteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
+    maxConflictDelayMs: check.finiteNonNegative('maxConflictDelayMs', options.maxConflictDelayMs, 5000, 1),
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
+    brokerHeartbeatIntervalMs: check.finiteNonNegative(
       'brokerHeartbeatIntervalMs',
       options.brokerHeartbeatIntervalMs,
       1000,
@@ -208,6 +201,6 @@ export function resolveKafkaOptions(
     ),
     deadLetterTopicOf,
     groupId: typeof groupId === 'string' && groupId.length > 0 ? groupId : undefined,
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

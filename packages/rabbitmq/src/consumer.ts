@@ -5,19 +5,7 @@ import {
   type IdempotencyLogger,
   InvalidOptionError,
 } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  checkStoreAtStart,
-  STOP_FINAL_STEP_MIN_MS,
-  StoreGate,
-  sharedAbortController,
-  sleep,
-  TypedEventEmitter,
-  unlessAborted,
-  watchRedisErrors,
-  within,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
@@ -101,12 +89,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   readonly #deliveries: DeliveryPort<T>;
   /** The deliveries being handled, by their processing task. */
   readonly #inFlight = new Map<Promise<void>, ConsumeMessage>();
-  readonly #stopping = sharedAbortController();
+  readonly #stopping = new StopSignal();
   /**
    * Aborted when `stop()` gives up on the deliveries still in flight (`stopTimeoutMs`): their handlers'
    * signal aborts, and nothing more is published, acked or nacked for them.
    */
-  readonly #abandoning = sharedAbortController();
+  readonly #abandoning = new StopSignal();
   readonly #emitEvent: Emit = (name, ...payload) => void this.emit(name, ...payload);
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;
@@ -242,10 +230,10 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
     // client's errors are watched (a consumer that is built but never started attaches nothing).
     this.#log.open();
-    this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
+    this.#unwatchRedis = StoreGate.watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
     try {
       // A stop() meanwhile ends the check's wait for a Redis client still connecting (up to 5 s) at once.
-      await checkStoreAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
+      await StoreGate.checkAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
       if (this.#state !== 'starting') return;
       await this.#open();
       if (this.#state !== 'starting') return;
@@ -274,7 +262,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
    */
   checkStore(): Promise<void> {
-    return checkStoreAnswers(this.#dependencies.idempotency.store, this.#log.where);
+    return StoreGate.check(this.#dependencies.idempotency.store, this.#log.where);
   }
 
   /** Stops listening to the Redis client and detaches the logger from the runner. */
@@ -345,16 +333,16 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     this.#gate.dispose();
     const { stopTimeoutMs } = this.#options;
     const since = performance.now();
-    const drained = await within(this.#drain(starting), stopTimeoutMs);
+    const drained = await StopSignal.within(this.#drain(starting), stopTimeoutMs);
     const abandoned = drained === 'timeout' ? this.#abandon() : 0;
     // The closes get what is left of stopTimeoutMs, at least 1 s: a close-ok that never comes (a blocked
     // connection) does not hold stop(); the connection from `connect` then ends with its socket.
     const leftMs = stopTimeoutMs - (performance.now() - since);
-    const closed = await within(this.#closeAll(), Math.max(leftMs, STOP_FINAL_STEP_MIN_MS));
+    const closed = await StopSignal.within(this.#closeAll(), Math.max(leftMs, StopSignal.FINAL_STEP_MIN_MS));
     if (closed === 'timeout' && this.#dependencies.connect && this.#channels.connection) {
       endSocket(
         this.#channels.connection,
-        `The broker did not answer the close of the consumer of queue ${this.#options.queue} within ${Math.round(Math.max(leftMs, STOP_FINAL_STEP_MIN_MS))} ms`,
+        `The broker did not answer the close of the consumer of queue ${this.#options.queue} within ${Math.round(Math.max(leftMs, StopSignal.FINAL_STEP_MIN_MS))} ms`,
       );
     }
     this.#release();
@@ -418,7 +406,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    */
   async #connectUnlessStopped(connect: () => Promise<AmqpConnection>): Promise<AmqpConnection> {
     const connecting = connect();
-    const outcome = await unlessAborted(connecting, this.#stopping.signal);
+    const outcome = await StopSignal.unless(connecting, this.#stopping.signal);
     if (!outcome.aborted) return outcome.value;
     void connecting.then((late) => {
       late.on?.('error', ignore);
@@ -621,7 +609,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     const since = performance.now();
     for (let attempt = 1; ; attempt++) {
       const delayMs = computeBackoffMs(attempt, this.#options.reconnectBackoff);
-      if (!(await sleep(delayMs, this.#stopping.signal)) || this.#state !== 'reconnecting') return;
+      if (!(await StopSignal.sleep(delayMs, this.#stopping.signal)) || this.#state !== 'reconnecting') return;
       if (!this.#dependencies.connect && this.#channels.connectionClosed) {
         // The consume channel closed alone, then the given connection closed too (its channels' closes
         // were reported while reconnecting, or the attempt failed on it): retrying on it would fail forever.

@@ -3,14 +3,11 @@ import type { Idempotency, Payload } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
   type CarriedOut,
-  type HeaderCarrier,
   type MessageEnd,
   MessagePipeline,
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  NOOP_MESSAGE_SPAN,
-  type PipelineEventName,
   type StoreGate,
   type SubjectFields,
   type WarningWords,
@@ -48,7 +45,7 @@ export interface DeliveryPortContext<T> {
   readonly gate: StoreGate;
   readonly emit: Emit;
   readonly log: AdapterLog;
-  readonly telemetry: MessageTelemetry<ConsumeMessage, HeaderCarrier>;
+  readonly telemetry: MessageTelemetry<ConsumeMessage>;
   /** Aborts when the consumer stops. */
   readonly stopping: AbortSignal;
   /** Aborts when `stop()` gives up on the deliveries in flight: their handlers' signal aborts with it. */
@@ -166,8 +163,8 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.context.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.context.emit as (name: string, payload: object) => void)(name, payload);
   }
 
   /**
@@ -218,7 +215,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
       message: incoming.message,
       channel: incoming.channel,
       subject: this.subject(incoming, subject),
-      span: incoming.span ?? NOOP_MESSAGE_SPAN,
+      span: (incoming.span ??= this.context.telemetry.start(incoming.message, this.context.options.scope)),
     };
   }
 

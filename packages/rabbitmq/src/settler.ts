@@ -1,4 +1,4 @@
-import { type MessageSpan, sleep } from '@idempotent-consumer/core/kit';
+import { type MessageSpan, StopSignal } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import type { ConfirmPublisher } from './confirm-publisher';
@@ -119,7 +119,7 @@ export class Settler {
    * come straight back.
    */
   async requeueLater(delivery: Delivery, reason: RequeueReason): Promise<void> {
-    await sleep(this.context.requeueAfterMs, this.context.signal);
+    await StopSignal.sleep(this.context.requeueAfterMs, this.context.signal);
     this.requeue(delivery, reason);
   }
 
@@ -179,7 +179,7 @@ export class Settler {
         error,
         source: delivery.subject.source,
       });
-      await sleep(requeueAfterMs, this.context.signal);
+      await StopSignal.sleep(requeueAfterMs, this.context.signal);
       this.requeue(delivery, 'publish-failed');
       return false;
     }

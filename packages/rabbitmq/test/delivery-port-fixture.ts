@@ -1,5 +1,5 @@
-import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
-import { AdapterLog, StoreGate, type TelemetryOptions } from '@idempotent-consumer/core/kit';
+import { Idempotency, MemoryIdempotencyStore, type TelemetryOptions } from '@idempotent-consumer/core';
+import { AdapterLog, StoreGate } from '@idempotent-consumer/core/kit';
 import type { ConsumeChannel } from '../src/amqp-types';
 import { DeliveryAcks } from '../src/delivery-acks';
 import { DeliveryPort, type DeliveryPortContext } from '../src/delivery-port';

@@ -9,7 +9,6 @@ import {
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  type PipelineEventName,
   type Prepared,
   type StoreGate,
   type SubjectFields,
@@ -26,7 +25,7 @@ import type { ResolvedSqsIdempotencyOptions } from './options';
 import type { DeadLetterDelivery, ProcessedMessage } from './processed';
 import { sourceOf, subjectOf } from './report';
 import type { SqsDependencies } from './sqs-client';
-import { type SqsAttributeCarrier, sqsTelemetry } from './telemetry';
+import { sqsTelemetry } from './telemetry';
 
 /** What a {@link SqsMessagePort} needs from the form that runs it (poller or sqs-consumer wiring). */
 export interface SqsPortHooks {
@@ -65,7 +64,7 @@ export class SqsMessagePort<T> implements MessagePort<Message, ProcessedMessage<
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #hooks: SqsPortHooks;
   readonly #policy: DecisionPolicy;
-  readonly #telemetry: MessageTelemetry<Message, SqsAttributeCarrier>;
+  readonly #telemetry: MessageTelemetry<Message>;
   readonly #log: AdapterLog;
   readonly #pipeline: MessagePipeline<Message, T, ProcessedMessage<T>>;
   /**
@@ -251,8 +250,8 @@ export class SqsMessagePort<T> implements MessagePort<Message, ProcessedMessage<
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.#hooks.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.#hooks.emit as (name: string, payload: object) => void)(name, payload);
   }
 
   deliveryId(message: Message): string | undefined {

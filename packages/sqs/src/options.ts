@@ -1,17 +1,12 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkNonEmptyString,
-  checkOneOf,
-  checkPositiveInteger,
-  checkRunOverrides,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
-  pickRunOverrides,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
 import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
 
 /**
@@ -125,9 +120,9 @@ export interface ResolvedSqsIdempotencyOptions {
  */
 export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsIdempotencyOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options must be an object');
-  const queueUrl = checkNonEmptyString('queueUrl', options.queueUrl);
-  const scope = checkNonEmptyString('scope', options.scope, queueNameFromUrl(queueUrl));
-  const missingKey = checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter');
+  const queueUrl = check.nonEmptyString('queueUrl', options.queueUrl);
+  const scope = check.nonEmptyString('scope', options.scope, queueNameFromUrl(queueUrl));
+  const missingKey = check.oneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter');
   const deadLetter = options.deadLetter ?? 'redrive-policy';
   if (
     deadLetter !== 'redrive-policy' &&
@@ -141,14 +136,14 @@ export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsId
   else if (fp === false) payload = () => undefined;
   else if (typeof fp === 'function') payload = fp;
   else throw new InvalidOptionError(`fingerprint must be a boolean or a function, got ${String(fp)}`);
-  checkRunOverrides(options);
+  check.runOverrides(options);
   return {
     queueUrl,
     scope,
     idempotencyKey: options.idempotencyKey ?? defaultIdempotencyKey,
     missingKey,
     payload,
-    overrides: pickRunOverrides({
+    overrides: check.runOverrides({
       leaseMs: options.leaseMs,
       maxAttempts: options.maxAttempts,
       handlerTimeoutMs: options.handlerTimeoutMs,
@@ -156,15 +151,11 @@ export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsId
     leaseMs: options.leaseMs,
     maxAttempts: options.maxAttempts,
     conflictWaitMs: options.conflictWaitMs ?? 5000,
-    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
+    maxConflictDelayMs: check.positiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
     deadLetter,
     extendVisibility: options.extendVisibility ?? true,
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

@@ -4,14 +4,7 @@ import {
   type MessageSystemAttributeName,
 } from '@aws-sdk/client-sqs';
 import { InvalidOptionError, StoreUnavailableError } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  StoreGate,
-  sharedAbortController,
-  TypedEventEmitter,
-  watchRedisErrors,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
 import type { SqsEvents } from './events';
 import type { SqsHandler } from './handler';
@@ -134,10 +127,10 @@ export function createSqsConsumerWiring<T>(
   });
   // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
   log.open();
-  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
+  const unwatchRedis = StoreGate.watchRedisErrors(dependencies.idempotency.store, log);
   // Aborted by close(): the wiring's own SQS requests (dead-letter check and copy, visibility changes),
   // which SQS may never answer.
-  const closing = sharedAbortController();
+  const closing = new StopSignal();
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
@@ -228,7 +221,7 @@ export function createSqsConsumerWiring<T>(
       await port.verifyDeadLetter(closing.signal);
     },
     checkStore() {
-      return checkStoreAnswers(dependencies.idempotency.store, log.where);
+      return StoreGate.check(dependencies.idempotency.store, log.where);
     },
     close() {
       closing.abort();

@@ -4,6 +4,7 @@ import type { Idempotency } from '../runner/idempotency';
 import { type LeaseRenewal, renewalOf } from '../runner/lease-renewal';
 import type { AcquiredReply } from '../store/idempotency-store';
 import { type GiveBackOptions, giveBackUnrun } from './give-back';
+import { heartbeatIntervalFor } from './heartbeat';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
 import { checkLeaseMs, checkPositiveInteger } from './option-checks';
@@ -17,8 +18,11 @@ export interface LeaseKeeperSetTimings {
    * @defaultValue the runner's `retentionMs`
    */
   readonly retentionMs?: number;
-  /** How often the leases are extended: `heartbeatIntervalFor(leaseMs, runner's heartbeatIntervalMs)`. */
-  readonly heartbeatIntervalMs: number;
+  /**
+   * How often the leases are extended, in milliseconds.
+   * @defaultValue a third of `leaseMs`, at most the runner's `heartbeatIntervalMs`
+   */
+  readonly heartbeatIntervalMs?: number;
 }
 
 /** What a {@link LeaseKeeperSet} reports; each callback is isolated (one that throws changes nothing). */
@@ -118,7 +122,11 @@ export class LeaseKeeperSet<K = number> {
         'retentionMs',
         timings.retentionMs ?? idempotency.options.retentionMs,
       ),
-      heartbeatIntervalMs: checkPositiveInteger('heartbeatIntervalMs', timings.heartbeatIntervalMs),
+      heartbeatIntervalMs: checkPositiveInteger(
+        'heartbeatIntervalMs',
+        timings.heartbeatIntervalMs ??
+          heartbeatIntervalFor(timings.leaseMs, idempotency.options.heartbeatIntervalMs),
+      ),
     };
     this.#callbacks = callbacks;
     this.#giveBack = giveBack;
