@@ -45,7 +45,7 @@ return fencedWrite('complete', badArguments, key, fencingToken, {P = true, F = '
   local now = serverClock()
   local completedAfterToken = now - math.floor(fencingToken / 1000)
   -- rec: s, t, l, a, v, b as the fence read them (includes/fence.lua); only those present are dropped.
-  local drop = {'e', 'x', 'd', 'c', 'h', 'u'}
+  local drop = {'e', 'x', 'd', 'c', 'h', 'u', 'n'}
   if rec[3] then
     drop[#drop + 1] = 'l'
   end

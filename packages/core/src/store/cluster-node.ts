@@ -11,7 +11,7 @@ import type { RedisClient } from './redis-client';
 export function connectionForKey(redis: RedisClient, key: string): Redis | undefined {
   if (!redis.isCluster) return redis as Redis;
   const cluster = redis as Cluster;
-  const owner = cluster.slots[calculateSlot(key)]?.[0];
+  const owner = cluster.slots?.[calculateSlot(key)]?.[0];
   return owner === undefined
     ? undefined
     : cluster.nodes('master').find((node) => `${node.options.host}:${node.options.port}` === owner);
