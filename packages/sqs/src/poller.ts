@@ -72,6 +72,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
+  /** Stops closing the gate on the runner's unanswered store calls (from `start()` to `stop()`). */
+  #unfollowStore: (() => void) | undefined;
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
@@ -211,6 +213,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queueUrl, downMs }),
       },
     );
+    // An extension or a write after a handler the store does not answer stops the polling at once.
+    this.#unfollowStore = this.#gate.follow(this.#deps.idempotency);
     this.#loop = this.#run();
     this.emit('started', { queueUrl });
     return this;
@@ -286,6 +290,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#log.close();
     this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
     return { abandoned };

@@ -163,6 +163,8 @@ export function createSqsConsumerWiring<T>(
       onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
     },
   );
+  // An extension or a write after a handler the store does not answer closes the gate at once.
+  const unfollowStore = gate.follow(dependencies.idempotency);
   const processor = new SqsMessageProcessor<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
@@ -242,6 +244,7 @@ export function createSqsConsumerWiring<T>(
     close() {
       closing.abort();
       gate.dispose();
+      unfollowStore();
       unwatchRedis();
       log.close();
     },
