@@ -399,6 +399,22 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     if (this.#abandoned.has(message)) return;
     this.#settling.delete(message);
     reportProcessed(this, this.#options.queueUrl, this.#options.scope, processed);
+    if (processed.decision.action === 'leave' && processed.decision.reason === 'store-unavailable') {
+      void this.#visibleOnceStoreAnswers(message);
+    }
+  }
+
+  /**
+   * A message left invisible because the store did not answer its claim: made visible again (visibility
+   * 0) once the store gate opens, so it runs at once rather than when its visibility timeout lapses, a lease
+   * or more after Redis answered. Not once `stop()` was called (the gate is then disposed), nor when its
+   * visibility timeout has lapsed by then (SQS hands it out again anyway, with another receipt handle).
+   */
+  async #visibleOnceStoreAnswers(message: Message): Promise<void> {
+    if (!(await this.#gate?.waitUntilOpen(this.#abort.signal))) return;
+    const receivedAt = this.#receivedAt.get(message) ?? 0;
+    if (performance.now() - receivedAt >= this.#settings.visibilityTimeoutSeconds * 1000) return;
+    await this.#changeVisibility(message, 0);
   }
 
   /** Sets a message's visibility timeout (batched); a refusal is a `brokerError`. Skips abandoned messages. */

@@ -184,6 +184,11 @@ export function createSqsConsumerWiring<T>(
   const report = (processed: ProcessedMessage<T>) => {
     if (processed.storeUnavailable) gate.close(processed.storeError);
     reportProcessed(events, queueUrl, scope, processed);
+    const { decision, message } = processed;
+    if (decision.action === 'leave' && decision.reason === 'store-unavailable') {
+      // Visible again once the store answers: it runs then, not when its visibility timeout lapses.
+      void gate.waitUntilOpen(closing.signal).then((open) => (open ? setVisibility(message, 0) : undefined));
+    }
   };
 
   const wiring: Record<string, unknown> = {};
