@@ -239,7 +239,8 @@ export class TransactionalInbox {
    * @returns `proceed` (run the transaction, ending with {@link TransactionalInbox.commit}) or `duplicate`.
    * @throws `LeaseLostError` when the row holds a higher token; `MissingKeyError` when the context has no
    *   key; `InvalidOptionError` when it is not a handler context; `InvalidKeyError` (not retryable) when the
-   *   scope or key is longer than the table's column (MySQL: {@link InboxStatements.maxBytes}), holds a NUL
+   *   scope or key is longer than the table holds ({@link InboxStatements.maxBytes}: a MySQL column, both
+   *   together over 2685 bytes on PostgreSQL), holds a NUL
    *   character the column cannot ({@link InboxStatements.allowsNul}: PostgreSQL) or a lone surrogate; the
    *   database's errors.
    */
@@ -492,13 +493,16 @@ type WellFormedCheck = string & { isWellFormed(): boolean };
  *   fence with 22021, a driver error the runner would retry until `maxAttempts`);
  * - longer than the column: MySQL would fail the fence with a driver error (retried by the runner, in
  *   vain), or, without strict mode, store it truncated, and the run's reads and commit, comparing the whole
- *   key, would then never find the row (`LeaseLostError` on every retry).
+ *   key, would then never find the row (`LeaseLostError` on every retry);
+ * - scope and key together longer than the primary key holds: PostgreSQL fails the fence with 54000 (its
+ *   B-tree's row size limit), a driver error retried in vain.
  */
 function checkStorable(statements: InboxStatements, context: InboxContext & { key: string }): void {
   const max = statements.maxBytes;
+  let together = 0;
   for (const [what, value, limit] of [
-    ['scope', context.scope, max?.scope],
-    ['idempotency key', context.key, max?.key],
+    ['scope', context.scope, max.scope],
+    ['idempotency key', context.key, max.key],
   ] as const) {
     if (!(value as WellFormedCheck).isWellFormed()) {
       throw new InvalidKeyError(`The ${what} is not well-formed UTF-16 (it contains a lone surrogate)`);
@@ -508,13 +512,18 @@ function checkStorable(statements: InboxStatements, context: InboxContext & { ke
         `The ${what} contains a NUL character, which the inbox table's column cannot hold`,
       );
     }
-    if (limit === undefined) continue;
     const bytes = Buffer.byteLength(value, 'utf8');
     if (bytes > limit) {
       throw new InvalidKeyError(
         `The ${what} is ${bytes} bytes long; the inbox table's column holds at most ${limit} bytes`,
       );
     }
+    together += bytes;
+  }
+  if (together > max.together) {
+    throw new InvalidKeyError(
+      `The scope and the idempotency key are ${together} bytes long together; the inbox table's primary key holds at most ${max.together} bytes`,
+    );
   }
 }
 
