@@ -148,7 +148,9 @@ export class StoreUnavailableError extends IdempotencyError {
    * `giveBackUnrun` (again each time the store gate opens). The `storeError` of a fail-open (`UNPROTECTED`)
    * result and of the `failOpen` event never names one: its handler ran.
    * `claimMany` never sets it: a failed batch gives back every claim it wrote itself (its error names no
-   * key). `undefined` when the call wrote no claim, cannot know, or gave it back.
+   * key). `Idempotency.execute` sets it when the `start` or extension before the handler went unanswered
+   * (`run` gives that claim back first). `undefined` when the call wrote no claim, cannot know, or gave it
+   * back.
    */
   readonly writtenClaim: WrittenClaim | undefined;
 

@@ -210,7 +210,8 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link StoreUnavailableError} when the store does not answer: the claim (`storeFailureMode:
    *   'closed'`; a claim it had written is given back unrun first, and the error still names it as
    *   `writtenClaim` only when that give-back went unanswered too), the one `extend` of a claim whose lease
-   *   ran short before its handler (whatever `storeFailureMode`), or, whatever `storeFailureMode`, the
+   *   ran short before its handler (whatever `storeFailureMode`; the claim is given back the same way), or,
+   *   whatever `storeFailureMode`, the
    *   `conflictWaitMs` wait after it had written a claim of its own whose give-back went unanswered too
    *   (`writtenClaim` set: give it back with {@link Idempotency.release} or the kit's `giveBackUnrun`). A
    *   wait that wrote no claim, or gave it back, resolves the CONFLICT it had. No handler ran in any case.
@@ -472,9 +473,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * handler (the start or the extension refused: another worker claimed the key), nothing runs and the
    * result is `lease-lost` with `handlerStarted: false`.
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
-   * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held). An
-   * unanswered `start` costs no attempt unless Redis applied it and only its reply was lost; the lease
-   * then lapses and the next claim is ACQUIRED_STALE.
+   * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held, and Redis
+   * may still apply the `start`). Its `writtenClaim` names the claim: give it back with
+   * {@link Idempotency.release} or the kit's `giveBackUnrun` (no attempt spent), or start it again.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
    * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now, whose
    * `leaseMs` is not a finite number >= 0, or whose `fencingToken` is not the claim's).

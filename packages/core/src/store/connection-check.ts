@@ -35,7 +35,7 @@ const CONNECTING = new Set(['wait', 'connecting', 'connect']);
  * `ready`; otherwise the store rejects at once with `StoreUnavailableError` and sends nothing, whatever the
  * client's options. Before the client was ever ready (`new Redis()` a moment ago, `lazyConnect`), a command
  * is handed to it as it is: a new client is not an outage, and a claim written late after its first
- * connection still counts as unanswered and is given back (unanswered-claims.ts).
+ * connection still counts as unanswered and is given back (pending-releases.ts).
  *
  * On a Cluster the same holds for the Cluster client; and a command for a key is not sent while the
  * connection to the master of its slot is closed or reconnecting (one that has not connected yet, which

@@ -67,7 +67,7 @@ export interface RedisIdempotencyStoreOptions {
    * How long one store call may take before it rejects with `StoreUnavailableError`, in milliseconds.
    * A claim that timed out (or whose connection was lost) may still be applied by Redis later: the store
    * then gives it back unrun before its next command once the client is connected again (no attempt spent,
-   * the next claim ACQUIRED), see unanswered-claims.ts. A command is never queued while the client is not
+   * the next claim ACQUIRED), see pending-releases.ts. A command is never queued while the client is not
    * connected (connection-check.ts). Keep it well above Redis's latency under load. At most 2^31 - 1
    * (Node's longest timer); `InvalidOptionError` otherwise.
    * @defaultValue 2000

@@ -134,7 +134,7 @@ function fingerprintArg(value: string | undefined): string {
  * argument is an `InvalidOptionError` here rather than a Lua error on the server.
  */
 export const scriptArgs = {
-  /** `nonce`: names the claim call (lua/claim.lua ARGV[7]; `UnansweredClaims` makes them); '' for none. */
+  /** `nonce`: names the claim call (lua/claim.lua ARGV[7]; `PendingReleases` makes them); '' for none. */
   claim(o: ClaimOptions, nonce = ''): (string | number)[] {
     const maxAttempts = o.maxAttempts ?? 0;
     if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0) {
