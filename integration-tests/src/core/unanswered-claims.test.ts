@@ -1,9 +1,17 @@
 import { RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
+import {
+  claimScript,
+  completeScript,
+  failScript,
+  giveBackScript,
+  releaseScript,
+} from '../../../packages/core/src/generated/scripts';
 import { waitFor } from '../../support/net';
 import { RedisProxy } from '../../support/redis-proxy';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
+import { deleteByPrefix } from './redis-target';
 
 // A claim whose caller gave up on it (commandTimeoutMs, a lost connection) must not hold its key once Redis
 // answers again: before, Redis applied it late (ioredis's offline queue, a command resent after a reconnect,
@@ -182,5 +190,119 @@ describeWithServices(['redis'], 'claims whose reply never came are given back on
     await expect(store.claim(id, options)).rejects.toBeInstanceOf(StoreUnavailableError);
     await waitFor('the give-back', () => store.pendingReleases === 0);
     expect(await reader().get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+  });
+});
+
+// lua/give-back.lua row by row, on the scripts as the store embeds them: what a claim's nonce (n) names,
+// and what a give-back by nonce may and may not change.
+describeWithServices(['redis'], 'give-back.lua: a claim named by its nonce', ({ redis: url }) => {
+  let redis: Redis;
+  const prefix = `give-back-lua:${process.pid}:${Date.now()}`;
+  beforeAll(() => {
+    redis = new Redis(url);
+  });
+  afterAll(async () => {
+    await deleteByPrefix(redis, prefix);
+    redis.disconnect();
+  });
+  let n = 0;
+  const freshKey = () => `${prefix}:${++n}`;
+  const claim = (key: string, nonce: string, { leaseMs = 60_000, reserve = '0', maxAttempts = 0 } = {}) =>
+    redis.eval(
+      claimScript.lua,
+      1,
+      key,
+      leaseMs,
+      RETENTION_MS,
+      '',
+      maxAttempts,
+      reserve,
+      '',
+      nonce,
+    ) as Promise<[string, number, number]>;
+  const giveBack = (key: string, nonce: string) =>
+    redis.eval(giveBackScript.lua, 1, key, nonce, RETENTION_MS) as Promise<unknown[]>;
+  const lapse = async (key: string) => {
+    await redis.hset(key, 'e', '1');
+  };
+
+  it('gives back the claim sent with the nonce: RELEASED, its attempt returned, n removed; then nothing more', async () => {
+    const key = freshKey();
+    const [, token] = await claim(key, 'n1');
+    expect(await redis.hget(key, 'n')).toBe(`n1:${token}`);
+    expect(await giveBack(key, 'n1')).toEqual(['OK', expect.any(Number)]);
+    const fields = await redis.hgetall(key);
+    expect(fields).toMatchObject({ s: 'R', t: String(token), a: '0' });
+    expect(fields).not.toHaveProperty('n');
+    expect(fields).not.toHaveProperty('e');
+    expect(fields).not.toHaveProperty('b');
+    expect(await redis.pttl(key)).toBeGreaterThan(RETENTION_MS - 5_000);
+    expect(await giveBack(key, 'n1')).toEqual(['LEASE_LOST', token, 'R']);
+    expect(await claim(key, 'n2')).toEqual([
+      'ACQUIRED',
+      expect.any(Number),
+      1,
+      expect.any(Number),
+      expect.any(Number),
+      1,
+    ]);
+  });
+
+  it('another nonce, a record no claim holds, a finished one: nothing changes (LEASE_LOST)', async () => {
+    const key = freshKey();
+    expect(await giveBack(key, 'nobody')).toEqual(['LEASE_LOST', 0, '']);
+    const [, token] = await claim(key, 'mine');
+    expect(await giveBack(key, 'other')).toEqual(['LEASE_LOST', token, 'P']);
+    await redis.eval(completeScript.lua, 1, key, token, RETENTION_MS, '0', '');
+    expect(await redis.hgetall(key)).not.toHaveProperty('n'); // a COMPLETED record does not keep it
+    expect(await giveBack(key, 'mine')).toEqual(['LEASE_LOST', token, 'C']);
+    expect(await redis.hget(key, 's')).toBe('C');
+  });
+
+  it('an n left by a claim that a worker without nonces took over names a token that is gone: its holder keeps the key', async () => {
+    const key = freshKey();
+    await claim(key, 'old');
+    await lapse(key);
+    const [outcome, token] = await claim(key, ''); // a worker of an earlier version sends no nonce
+    expect(outcome).toBe('ACQUIRED_STALE');
+    expect(await giveBack(key, 'old')).toEqual(['LEASE_LOST', token, 'P']);
+    expect(await redis.hmget(key, 's', 't')).toEqual(['P', String(token)]);
+  });
+
+  it('a reservation counted no attempt; a claim that took over a stale record leaves it stale (b), its attempts as before', async () => {
+    const reserved = freshKey();
+    await claim(reserved, 'r', { reserve: '1' });
+    expect(await giveBack(reserved, 'r')).toEqual(['OK', expect.any(Number)]);
+    expect(await redis.hmget(reserved, 's', 'a', 'v', 'b')).toEqual(['R', '0', null, null]);
+
+    const stale = freshKey();
+    await claim(stale, 'first');
+    await lapse(stale); // its handler may have left partial effects
+    const [outcome, token, attempt] = await claim(stale, 'late');
+    expect([outcome, attempt]).toEqual(['ACQUIRED_STALE', 2]);
+    expect(await redis.hget(stale, 'n')).toBe(`*late:${token}`);
+    expect(await giveBack(stale, 'late')).toEqual(['OK', expect.any(Number)]);
+    expect(await redis.hmget(stale, 's', 'a', 'b')).toEqual(['R', '1', '1']);
+    expect((await claim(stale, 'next'))[0]).toBe('ACQUIRED_STALE');
+  });
+
+  it('release, fail and a claim past maxAttempts drop n; a bad nonce is a Lua error', async () => {
+    for (const settle of [
+      (key: string, token: number) => redis.eval(releaseScript.lua, 1, key, token, RETENTION_MS, '0', '0'),
+      (key: string, token: number) => redis.eval(failScript.lua, 1, key, token, RETENTION_MS, 'E', '0'),
+    ]) {
+      const key = freshKey();
+      const [, token] = await claim(key, 'x');
+      await settle(key, token);
+      expect(await redis.hgetall(key)).not.toHaveProperty('n');
+    }
+    const exhausted = freshKey();
+    await claim(exhausted, 'a', { maxAttempts: 1 });
+    await lapse(exhausted);
+    expect((await claim(exhausted, 'b', { maxAttempts: 1 }))[0]).toBe('FAILED');
+    expect(await redis.hgetall(exhausted)).not.toHaveProperty('n');
+    await expect(claim(freshKey(), 'not a nonce')).rejects.toThrow(/bad arguments/);
+    await expect(claim(freshKey(), 'x'.repeat(65))).rejects.toThrow(/bad arguments/);
+    await expect(giveBack(freshKey(), '')).rejects.toThrow(/bad arguments/);
   });
 });
