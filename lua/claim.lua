@@ -14,9 +14,10 @@
   ARGV[6]  fingerprint64   the same fingerprint in base64 without padding (43 characters), as the record
                            stores it (p); absent or '': converted here from ARGV[3] (includes/fingerprint.lua,
                            about 10 µs of server time, so the store passes it)
-  ARGV[7]  nonce           names this claim call: 1 to 64 characters of [A-Za-z0-9_-], or '' (or absent) for
-                           none. A claim that takes the key keeps it in n, so that a caller whose reply never
-                           came can give the claim back unrun (give-back.lua)
+  ARGV[7]  nonce           names this claim call: 1 to 64 bytes without ':', or '' (or absent) for none. A
+                           claim that takes the key keeps it in n, so that a caller whose reply never came can
+                           give the claim back unrun (give-back.lua); about 6% of a new key's claim in server
+                           instructions (bench/dist/script-instructions.js)
 
   Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
   (handlers started), p fingerprint (base64 of the SHA-256, absent when none was given; records before 0.2
@@ -70,7 +71,7 @@ local reserve = ARGV[5] == '1'
 local nonce = ARGV[7] or ''
 if not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0
   or not maxAttempts or maxAttempts < 0 or maxAttempts % 1 ~= 0
-  or not fingerprint or string.find(fingerprint, '[^%x]') or #nonce > 64 or string.find(nonce, '[^%w_-]') then
+  or not fingerprint or string.find(fingerprint, '[^%x]') or #nonce > 64 or string.find(nonce, ':', 1, true) then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 

@@ -301,7 +301,7 @@ describeWithServices(['redis'], 'give-back.lua: a claim named by its nonce', ({ 
     await lapse(exhausted);
     expect((await claim(exhausted, 'b', { maxAttempts: 1 }))[0]).toBe('FAILED');
     expect(await redis.hgetall(exhausted)).not.toHaveProperty('n');
-    await expect(claim(freshKey(), 'not a nonce')).rejects.toThrow(/bad arguments/);
+    await expect(claim(freshKey(), 'not:a:nonce')).rejects.toThrow(/bad arguments/);
     await expect(claim(freshKey(), 'x'.repeat(65))).rejects.toThrow(/bad arguments/);
     await expect(giveBack(freshKey(), '')).rejects.toThrow(/bad arguments/);
   });

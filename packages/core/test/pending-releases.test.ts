@@ -75,7 +75,7 @@ describe('PendingReleases: the releases a store owes until Redis answers them', 
     expect(keys).toHaveLength(MAX_PENDING_RELEASES);
   });
 
-  it('nonces are distinct within a store and between stores, and fit lua/claim.lua (1 to 64 of [A-Za-z0-9_-])', () => {
+  it("nonces are distinct within a store and between stores, and fit lua/claim.lua (1 to 64 bytes, no ':')", () => {
     const a = new PendingReleases(() => {});
     const b = new PendingReleases(() => {});
     const nonces = [a.nonce(), a.nonce(), b.nonce(), b.nonce()];
