@@ -174,6 +174,11 @@ export class StoreBlackhole {
     this.storeUnavailableAtMs ??= performance.now();
   }
 
+  /** Whether packets are being dropped now (between {@link StoreBlackhole.begin} and its end). */
+  get dropping(): boolean {
+    return this.#startMs !== undefined && this.outage === undefined;
+  }
+
   /** Starts dropping packets; {@link StoreBlackhole.end} delivers what was held. */
   begin(): void {
     this.#startMs = performance.now();

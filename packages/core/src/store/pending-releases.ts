@@ -45,7 +45,8 @@ interface Entry {
 export class PendingReleases {
   readonly #prefix = randomBytes(6).toString('base64url');
   #count = 0;
-  readonly #entries: Entry[] = [];
+  /** In the order they were owed (a Set iterates in insertion order, and drops one in O(1)). */
+  readonly #entries = new Set<Entry>();
   /** How many wait to be written. */
   #due = 0;
 
@@ -68,13 +69,13 @@ export class PendingReleases {
 
   /** Releases owed and not yet answered (for tests). */
   get size(): number {
-    return this.#entries.length;
+    return this.#entries.size;
   }
 
   /** Owes `release`. */
   add(release: PendingRelease): void {
-    if (this.#entries.length >= MAX_PENDING_RELEASES) this.#drop(this.#entries[0]!);
-    this.#entries.push({ release, sent: false });
+    if (this.#entries.size >= MAX_PENDING_RELEASES) this.#drop(this.#entries.values().next().value!);
+    this.#entries.add({ release, sent: false });
     this.#due++;
     this.onDue(false);
   }
@@ -99,7 +100,7 @@ export class PendingReleases {
       sent.then(
         () => this.#drop(entry),
         () => {
-          if (!this.#entries.includes(entry)) return;
+          if (!this.#entries.has(entry)) return;
           entry.sent = false;
           this.#due++;
           this.onDue(true);
@@ -109,9 +110,7 @@ export class PendingReleases {
   }
 
   #drop(entry: Entry): void {
-    const at = this.#entries.indexOf(entry);
-    if (at < 0) return;
-    this.#entries.splice(at, 1);
+    if (!this.#entries.delete(entry)) return;
     if (!entry.sent) this.#due--;
   }
 }

@@ -489,7 +489,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
    * acknowledge it leave it applied.
    */
   #owedRelease(error: unknown, key: string, fencingToken: number, options: ReleaseOptions): void {
-    if (!(error instanceof StoreUnavailableError) || error instanceof ReplicationTimeoutError) return;
+    if (!(error instanceof StoreUnavailableError)) return;
     this.#owed.add({
       key,
       retentionMs: options.retentionMs,
