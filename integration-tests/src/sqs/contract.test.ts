@@ -186,7 +186,8 @@ describeWithServices(['redis', 'sqs'], 'sqs adapter contract: drifted behaviours
     consumer.start();
     try {
       await sendMessage(fx.sqs, q.url, 'before', { key: 'before' });
-      await waitFor('the first message handled', () => ran.includes('before'), 20_000);
+      // Settled, not only run: its COMPLETED write failing would close the gate before "during" is received.
+      await waitFor('the first message settled', () => settled.some((e) => e.key === 'before'), 20_000);
       await redisHandle.server.stop();
       await sendMessage(fx.sqs, q.url, 'during', { key: 'during' });
       await waitFor('store reported down', () => down.length === 1, 20_000);

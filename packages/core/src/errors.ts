@@ -150,7 +150,8 @@ export class StoreUnavailableError extends IdempotencyError {
    *
    * The `storeError` of a fail-open `UNPROTECTED` result and of the `failOpen` event never names one, since
    * its handler ran. `claimMany` never sets it, because a failed batch gives back every claim it wrote.
-   * `undefined` when the call wrote no claim, cannot know, or gave it back.
+   * `Idempotency.execute` sets it when the `start` or the extension before the handler went unanswered, and
+   * `run` gives that claim back first. `undefined` when the call wrote no claim, cannot know, or gave it back.
    */
   readonly writtenClaim: WrittenClaim | undefined;
 

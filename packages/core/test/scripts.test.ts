@@ -116,6 +116,7 @@ describe('Lua scripts: one key each, documented headers', () => {
       'complete.lua',
       'extend.lua',
       'fail.lua',
+      'give-back.lua',
       'mark-dead-lettered.lua',
       'release.lua',
       'start.lua',
@@ -169,7 +170,9 @@ describe('Lua scripts: one key each, documented headers', () => {
   // the token an operator saw (0: any) and answer TOKEN_CHANGED, not the fence's LEASE_LOST.
   const consumerScripts = luaFiles.filter((f) => !f.startsWith('admin-'));
 
-  it.each(consumerScripts.filter((f) => f !== 'claim.lua'))(
+  // claim.lua issues the token, and give-back.lua names its claim by the nonce it was sent with (its caller
+  // never got the token).
+  it.each(consumerScripts.filter((f) => f !== 'claim.lua' && f !== 'give-back.lua'))(
     '%s checks its fencing token with the one shared fence (includes/fence.lua), never inline',
     (file) => {
       const lua = source(file);
@@ -222,10 +225,10 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       const { client, defined, calls } = fakeClient(isCluster);
       const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'p' });
       expect(SCRIPT_NUMBER_OF_KEYS).toBe(1);
-      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1, 1, 1]);
+      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
       for (const d of defined)
         expect(d.name).toMatch(
-          /^idem_(claim|complete|release|fail|extend|start|markDeadLettered)_[0-9a-f]{8}$/,
+          /^idem_(claim|complete|release|fail|extend|start|markDeadLettered|giveBack)_[0-9a-f]{8}$/,
         );
 
       await store.claim(id, { ...lease, fingerprint: 'f'.repeat(64), maxAttempts: 3 });
@@ -262,7 +265,11 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         3,
         '0',
         Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''),
+        expect.stringMatching(/^[\w-]{9,}$/),
       ]);
+      // Every claim names itself with a nonce of its own (lua/claim.lua ARGV[7]).
+      const nonces = calls.slice(0, 3).map((c) => c.args[7]);
+      expect(new Set(nonces).size).toBe(3);
       expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
     },
   );
@@ -271,7 +278,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
     const { client, defined } = fakeClient(false);
     new RedisIdempotencyStore({ redis: client });
     new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'other' });
-    expect(defined).toHaveLength(7);
+    expect(defined).toHaveLength(8);
   });
 
   it('maps client failures: a refused script is UNEXPECTED_STORE_REPLY, a transient one STORE_UNAVAILABLE', async () => {

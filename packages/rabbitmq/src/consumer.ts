@@ -83,6 +83,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   readonly #dependencies: IdempotentConsumerDependencies;
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
+  /** Stops closing the store gate on the runner's unanswered store calls (see {@link #start}). */
+  #unfollowStore: (() => void) | undefined;
   #reconnecting: Promise<void> | undefined;
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
@@ -231,6 +233,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     // client's errors are watched (a consumer that is built but never started attaches nothing).
     this.#log.open();
     this.#unwatchRedis = StoreGate.watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
+    // An extension or a write after a handler the store does not answer pauses the consumer at once.
+    this.#unfollowStore = this.#gate.follow(this.#dependencies.idempotency);
     try {
       // A stop() meanwhile ends the check's wait for a Redis client still connecting (up to 5 s) at once.
       await StoreGate.checkAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
@@ -265,10 +269,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     return StoreGate.check(this.#dependencies.idempotency.store, this.#log.where);
   }
 
-  /** Stops listening to the Redis client and detaches the logger from the runner. */
+  /** Stops listening to the Redis client and to the runner, and detaches the logger from the runner. */
   #release(): void {
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#log.close();
   }
 

@@ -61,6 +61,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
+  /** Stops closing the gate on the runner's unanswered store calls (from `start()` to `stop()`). */
+  #unfollowStore: (() => void) | undefined;
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
@@ -199,6 +201,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queueUrl, downMs }),
       },
     );
+    // An extension or a write after a handler the store does not answer stops the polling at once.
+    this.#unfollowStore = this.#gate.follow(this.#deps.idempotency);
     this.#loop = this.#run();
     this.emit('started', { queueUrl });
     return this;
@@ -274,6 +278,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#log.close();
     this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
     return { abandoned };
@@ -381,6 +387,22 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     if (this.#abandoned.has(message)) return;
     this.#settling.delete(message);
     reportProcessed(this, this.#options.queueUrl, this.#options.scope, processed);
+    if (processed.decision.action === 'leave' && processed.decision.reason === 'store-unavailable') {
+      void this.#visibleOnceStoreAnswers(message);
+    }
+  }
+
+  /**
+   * A message left invisible because the store did not answer its claim: made visible again (visibility
+   * 0) once the store gate opens, so it runs at once rather than when its visibility timeout lapses, a lease
+   * or more after Redis answered. Not once `stop()` was called (the gate is then disposed), nor when its
+   * visibility timeout has lapsed by then (SQS hands it out again anyway, with another receipt handle).
+   */
+  async #visibleOnceStoreAnswers(message: Message): Promise<void> {
+    if (!(await this.#gate?.waitUntilOpen(this.#abort.signal))) return;
+    const receivedAt = this.#receivedAt.get(message) ?? 0;
+    if (performance.now() - receivedAt >= this.#settings.visibilityTimeoutSeconds * 1000) return;
+    await this.#changeVisibility(message, 0);
   }
 
   /** Sets a message's visibility timeout (batched); a refusal is a `brokerError`. Skips abandoned messages. */

@@ -156,6 +156,8 @@ export function createSqsConsumerWiring<T>(
       onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
     },
   );
+  // An extension or a write after a handler the store does not answer closes the gate at once.
+  const unfollowStore = gate.follow(dependencies.idempotency);
   const port = new SqsMessagePort<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
@@ -166,7 +168,14 @@ export function createSqsConsumerWiring<T>(
     // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
     stopping: closing.signal,
   });
-  const report = (processed: ProcessedMessage<T>) => reportProcessed(events, queueUrl, scope, processed);
+  const report = (processed: ProcessedMessage<T>) => {
+    reportProcessed(events, queueUrl, scope, processed);
+    const { decision, message } = processed;
+    if (decision.action === 'leave' && decision.reason === 'store-unavailable') {
+      // Visible again once the store answers: it runs then, not when its visibility timeout lapses.
+      void gate.waitUntilOpen(closing.signal).then((open) => (open ? setVisibility(message, 0) : undefined));
+    }
+  };
 
   const wiring: Record<string, unknown> = {};
   if (options.batch) {
@@ -226,6 +235,7 @@ export function createSqsConsumerWiring<T>(
     close() {
       closing.abort();
       gate.dispose();
+      unfollowStore();
       unwatchRedis();
       log.close();
     },

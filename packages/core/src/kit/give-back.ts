@@ -3,8 +3,8 @@ import type { RecordId } from '../keys';
 import type { Idempotency } from '../runner/idempotency';
 import type { ClaimReply } from '../store/idempotency-store';
 import { claimToGiveBack } from '../store/unrun-release';
-import { isUnanswered, tryUntilAnswered } from './retry-when-open';
-import type { StoreGate } from './store-gate';
+import { tryUntilAnswered } from './retry-when-open';
+import { isUnanswered, type StoreGate } from './store-gate';
 
 /** Options of {@link giveBackUnrun}. */
 export interface GiveBackOptions {

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { type BackoffOptions, computeBackoffMs } from '../backoff';
 import { isIdempotencyError } from '../errors';
+import type { EventSubject, IdempotencyEvents } from '../runner/events';
 import type { Idempotency } from '../runner/idempotency';
 import type { IdempotencyStore } from '../store/idempotency-store';
 import type { AdapterLog } from './adapter-log';
@@ -155,12 +156,42 @@ export class StoreGate {
   }
 
   /**
+   * Closes the gate on the runner's first `storeError` that says the store did not answer
+   * (`STORE_UNAVAILABLE`) a call of a claim's run: a lease extension, or a try of the write after its
+   * handler (`complete`, `release`, `fail`, which the runner tries up to `writeAttempts` times), while the
+   * runner fails closed (`storeFailureMode: 'closed'`). A consumer closes the gate itself when a call of
+   * its own fails (a claim, a start); these it would see only once the runner gave up, about 18 s later
+   * with the default `writeAttempts` when every slot was retrying a write. So the consumer pauses, and
+   * `onStoreUnavailable` fires, within `commandTimeoutMs` of the first store call that failed.
+   * @param onClosed - called when this closed the gate (an open one), with the error and the record of the
+   *   call that failed; isolated.
+   * @returns a function that stops following (call it when the consumer stops).
+   */
+  follow(
+    runner: {
+      readonly options: { readonly storeFailureMode: string };
+      on(event: 'storeError', listener: (...event: IdempotencyEvents['storeError']) => void): unknown;
+      off(event: 'storeError', listener: (...event: IdempotencyEvents['storeError']) => void): unknown;
+    },
+    onClosed?: (error: unknown, subject: EventSubject) => void,
+  ): () => void {
+    const listener = (event: IdempotencyEvents['storeError'][0]) => {
+      if (!RUN_OPERATIONS.has(event.operation) || event.subject === undefined) return;
+      if (runner.options.storeFailureMode !== 'closed' || !isUnanswered(event.error)) return;
+      const subject = event.subject;
+      if (this.close(event.error) && onClosed) callIsolated(() => onClosed(event.error, subject));
+    };
+    runner.on('storeError', listener);
+    return () => runner.off('storeError', listener);
+  }
+
+  /**
    * Closes the gate when `error` is a `StoreUnavailableError` (code `STORE_UNAVAILABLE`, from any copy of
    * core), as {@link StoreGate.close} does.
    * @returns whether `error` is one (the gate is then closed, by this call or before).
    */
   closeIfUnavailable(error: unknown, about?: unknown): boolean {
-    if (!isIdempotencyError(error) || error.code !== 'STORE_UNAVAILABLE') return false;
+    if (!isUnanswered(error)) return false;
     this.close(error, about);
     return true;
   }
@@ -275,6 +306,14 @@ export class StoreGate {
       return;
     }
   }
+}
+
+/** The runner's store calls of a claim's run that {@link StoreGate.follow} watches (its `storeError` operations). */
+const RUN_OPERATIONS: ReadonlySet<string> = new Set(['extend', 'complete', 'release', 'fail']);
+
+/** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
+export function isUnanswered(error: unknown): boolean {
+  return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
 }
 
 function describe(error: unknown): string {
