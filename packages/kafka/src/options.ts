@@ -6,7 +6,7 @@ import {
   type TelemetryOptions,
 } from '@idempotent-consumer/core';
 import { check } from '@idempotent-consumer/core/kit';
-import { defaultKeyExtractor, type KeyExtractor } from './headers';
+import { defaultKeyExtractor, type IdempotencyKeyExtractor } from './headers';
 import type { KafkaMessageLike } from './types';
 
 /** Reads what a message's fingerprint is computed from; `undefined`: no payload check for it. */
@@ -35,7 +35,7 @@ export interface KafkaIdempotencyOptions extends RunOverrides {
    * Reads a message's idempotency key; one that throws makes the message an invalid-key dead letter.
    * @defaultValue the `idempotency-key` header, else `<topic>/<partition>/<offset>` (`defaultKeyExtractor`)
    */
-  idempotencyKey?: KeyExtractor;
+  idempotencyKey?: IdempotencyKeyExtractor;
   /**
    * When `idempotencyKey` returns `undefined`: `dead-letter` sends the message to the dead-letter topic
    * (reason `missing-key`) without running the handler; `process` runs the handler without idempotency
@@ -117,7 +117,7 @@ export interface KafkaIdempotencyOptions extends RunOverrides {
 /** {@link KafkaIdempotencyOptions} with defaults applied. */
 export interface ResolvedKafkaOptions {
   readonly scopeOf: (topic: string) => string;
-  readonly idempotencyKey: KeyExtractor;
+  readonly idempotencyKey: IdempotencyKeyExtractor;
   readonly missingKey: 'dead-letter' | 'process';
   readonly fingerprintOf: FingerprintSource | false;
   readonly leaseMs: number | undefined;

@@ -12,10 +12,10 @@ import { type ChannelClosed, ConsumerChannels } from './channels';
 import { type Closable, closeOrClosed, endSocket } from './close';
 import { DeliveryPort } from './delivery-port';
 import { ensureTopology } from './ensure-topology';
-import type { ConsumerState, Emit, IdempotentConsumerEvents } from './events';
+import type { ConsumerState, Emit, RabbitMqIdempotencyEvents } from './events';
 import type { RabbitMqHandler } from './handler';
 import {
-  type IdempotentConsumerOptions,
+  type RabbitMqIdempotencyOptions,
   type ResolvedConsumerOptions,
   resolveConsumerOptions,
 } from './options';
@@ -27,7 +27,7 @@ import { type ConsumerTopology, consumerTopology } from './topology';
  * What an {@link IdempotentConsumer} is built from; passed apart from the options. Give exactly one of
  * `connection` and `connect`.
  */
-export interface IdempotentConsumerDependencies {
+export interface RabbitMqIdempotencyDependencies {
   /** The runner (and through it the store) that claims and records every delivery. */
   readonly idempotency: Idempotency;
   /**
@@ -75,12 +75,12 @@ export interface IdempotentConsumerDependencies {
  * closed channel or connection) is here; each delivery is handled by a `DeliveryProcessor`, its decision
  * carried out by a `Settler`, on channels kept by `ConsumerChannels`.
  */
-export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<IdempotentConsumerEvents> {
+export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqIdempotencyEvents> {
   /** The names of the queues and exchanges this consumer relies on (README, "Topology"). */
   readonly topology: ConsumerTopology;
 
   readonly #options: ResolvedConsumerOptions;
-  readonly #dependencies: IdempotentConsumerDependencies;
+  readonly #dependencies: RabbitMqIdempotencyDependencies;
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
   /** Stops closing the store gate on the runner's unanswered store calls (see {@link #start}). */
@@ -113,8 +113,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    *   lease is not below the broker's acknowledgement timeout.
    */
   constructor(
-    dependencies: IdempotentConsumerDependencies,
-    options: IdempotentConsumerOptions,
+    dependencies: RabbitMqIdempotencyDependencies,
+    options: RabbitMqIdempotencyOptions,
     handler: RabbitMqHandler<T>,
   ) {
     super();
@@ -687,8 +687,8 @@ function closeConnection(connection: AmqpConnection): Promise<void> {
  * @throws {@link @idempotent-consumer/core!InvalidOptionError} when an option is out of range or a dependency is missing.
  */
 export function createIdempotentConsumer<T>(
-  dependencies: IdempotentConsumerDependencies,
-  options: IdempotentConsumerOptions,
+  dependencies: RabbitMqIdempotencyDependencies,
+  options: RabbitMqIdempotencyOptions,
   handler: RabbitMqHandler<T>,
 ): IdempotentConsumer<T> {
   return new IdempotentConsumer<T>(dependencies, options, handler);

@@ -17,7 +17,7 @@ export const RABBITMQ_DEFAULT_ACK_TIMEOUT_MS = 1_800_000;
  * Options of an idempotent RabbitMQ consumer. Every field but `queue` has a default; see each
  * `@defaultValue`. Behaviour per claim outcome: docs/design.md#outcome-to-broker-action, RabbitMQ column.
  */
-export interface IdempotentConsumerOptions extends RunOverrides {
+export interface RabbitMqIdempotencyOptions extends RunOverrides {
   /** The work queue to consume from. It must exist (the consumer checks it, but does not declare it). */
   queue: string;
   /** Namespace of the idempotency keys (docs/design.md#vocabulary). @defaultValue the queue name */
@@ -132,7 +132,7 @@ export interface IdempotentConsumerOptions extends RunOverrides {
   telemetry?: TelemetryOptions | false;
 }
 
-/** {@link IdempotentConsumerOptions} with every default applied. */
+/** {@link RabbitMqIdempotencyOptions} with every default applied. */
 export interface ResolvedConsumerOptions {
   readonly queue: string;
   readonly scope: string;
@@ -172,7 +172,7 @@ const noPayload = (): undefined => undefined;
  *   acknowledgement timeout.
  */
 export function resolveConsumerOptions(
-  options: IdempotentConsumerOptions,
+  options: RabbitMqIdempotencyOptions,
   runnerLeaseMs: number,
 ): ResolvedConsumerOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options are required');

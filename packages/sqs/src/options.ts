@@ -21,6 +21,9 @@ import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
  */
 export type DeadLetterTarget = { readonly queueUrl: string } | 'redrive-policy';
 
+/** Reads a message's idempotency key; `undefined` when it has none. A throw dead-letters it as `invalid-key`. */
+export type IdempotencyKeyExtractor = (message: Message) => string | undefined;
+
 /** Options shared by {@link IdempotentSqsPoller} and the sqs-consumer wiring. */
 export interface SqsIdempotencyOptions extends RunOverrides {
   /** URL of the queue the messages come from (visibility changes and deletes are sent to it). */
@@ -32,7 +35,7 @@ export interface SqsIdempotencyOptions extends RunOverrides {
    * `missingKey`); a throwing extractor is an invalid key: the message is dead-lettered as `invalid-key`.
    * @defaultValue the `idempotency-key` message attribute (`IDEMPOTENCY_KEY_ATTRIBUTE`), else `MessageId`
    */
-  readonly idempotencyKey?: (message: Message) => string | undefined;
+  readonly idempotencyKey?: IdempotencyKeyExtractor;
   /**
    * What happens to a message without an idempotency key: `'dead-letter'` (reason `missing-key`) or
    * `'process'` (the handler runs without idempotency: outcome `UNPROTECTED`, fencing token 0; a handler
@@ -97,7 +100,7 @@ export interface SqsIdempotencyOptions extends RunOverrides {
 export interface ResolvedSqsIdempotencyOptions {
   readonly queueUrl: string;
   readonly scope: string;
-  readonly idempotencyKey: (message: Message) => string | undefined;
+  readonly idempotencyKey: IdempotencyKeyExtractor;
   readonly missingKey: 'dead-letter' | 'process';
   /** The payload fingerprinted for a message (`undefined`: no comparison). */
   readonly payload: (message: Message) => Payload | undefined;

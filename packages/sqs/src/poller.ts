@@ -3,7 +3,7 @@ import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { computeBackoffMs, InvalidOptionError } from '@idempotent-consumer/core';
 import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
-import type { SqsEvents } from './events';
+import type { SqsIdempotencyEvents } from './events';
 import type { SqsHandler } from './handler';
 import {
   RECEIVED_MESSAGE_ATTRIBUTES,
@@ -16,7 +16,7 @@ import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
 import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
-import type { SqsDependencies } from './sqs-client';
+import type { SqsIdempotencyDependencies } from './sqs-client';
 
 /**
  * An SQS consumer loop of its own that runs a handler effectively once per idempotency key, for
@@ -43,8 +43,8 @@ import type { SqsDependencies } from './sqs-client';
  * process.once('SIGTERM', () => poller.stop());
  * ```
  */
-export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents> {
-  readonly #deps: SqsDependencies;
+export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsIdempotencyEvents> {
+  readonly #deps: SqsIdempotencyDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #port: SqsMessagePort<T>;
   readonly #settings: ReturnType<typeof resolvePollerOptions>;
@@ -77,7 +77,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   #capacityWaiters: (() => void)[] = [];
 
   /** @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range. */
-  constructor(dependencies: SqsDependencies, options: SqsPollerOptions, handler: SqsHandler<T>) {
+  constructor(dependencies: SqsIdempotencyDependencies, options: SqsPollerOptions, handler: SqsHandler<T>) {
     super();
     if (!dependencies?.idempotency || !dependencies.sqs) {
       throw new InvalidOptionError('IdempotentSqsPoller needs { idempotency, sqs }');
