@@ -190,8 +190,8 @@ export function resolveKafkaOptions(
     handlerTimeoutMs,
     retryBackoff: check.backoff('retryBackoff', options.retryBackoff),
     maxInlineDelayMs,
-    conflictWaitMs: check.finiteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
-    maxConflictDelayMs: check.finiteNonNegative('maxConflictDelayMs', options.maxConflictDelayMs, 5000, 1),
+    conflictWaitMs: check.conflictWaitMs(options.conflictWaitMs, Math.floor(maxInlineDelayMs)),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
     storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
     brokerHeartbeatIntervalMs: check.finiteNonNegative(
       'brokerHeartbeatIntervalMs',

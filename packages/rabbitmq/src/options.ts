@@ -182,7 +182,7 @@ export function resolveConsumerOptions(
   for (const t of tiers) check.positiveInteger('delayTiersMs[]', t);
   if (new Set(tiers).size !== tiers.length) throw new InvalidOptionError('delayTiersMs has duplicates');
   const { leaseMs, maxAttempts, handlerTimeoutMs } = check.runOverrides(options);
-  const conflictWaitMs = check.nonNegativeInteger('conflictWaitMs', options.conflictWaitMs, 5000);
+  const conflictWaitMs = check.conflictWaitMs(options.conflictWaitMs);
   const brokerAckTimeoutMs = check.positiveInteger(
     'brokerAckTimeoutMs',
     options.brokerAckTimeoutMs,
@@ -227,7 +227,7 @@ export function resolveConsumerOptions(
     ),
     deadLetterQueue,
     topology: check.oneOf('topology', options.topology, ['assert', 'check'], 'assert'),
-    maxConflictDelayMs: check.positiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
     runOverrides: {
       conflictWaitMs,
       ...(leaseMs === undefined ? {} : { leaseMs }),

@@ -46,6 +46,11 @@ export const check = Object.freeze({
   stopTimeoutMs: checkStopTimeoutMs,
   /** The `telemetry` option: `false`, or the tracer and meter providers to use. */
   telemetry: checkTelemetryOption,
+  /** `conflictWaitMs`: how long a CONFLICT waits for its holder, an integer >= 0 (ms). */
+  conflictWaitMs: (value: unknown, fallback = 5000) =>
+    checkNonNegativeInteger('conflictWaitMs', value, fallback),
+  /** `maxConflictDelayMs`: the longest delay of a CONFLICT still held after the wait, an integer >= 1 (ms). */
+  maxConflictDelayMs: (value: unknown) => checkPositiveInteger('maxConflictDelayMs', value, 5000),
   /** The runner options a consumer may override, checked, as a new object holding only those given. */
   runOverrides: (options: RunOverrides): RunOverrides => pickRunOverrides(checkRunOverrides(options)),
 });
