@@ -10,6 +10,7 @@ import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
 import { type Closable, closeOrClosed, endSocket } from './close';
+import { DeliveryActions } from './delivery-actions';
 import { DeliveryPort } from './delivery-port';
 import { ensureTopology } from './ensure-topology';
 import type { ConsumerState, Emit, RabbitMqIdempotencyEvents } from './events';
@@ -19,7 +20,6 @@ import {
   type ResolvedConsumerOptions,
   resolveConsumerOptions,
 } from './options';
-import { Settler } from './settler';
 import { consumerTelemetry } from './telemetry';
 import { type ConsumerTopology, consumerTopology } from './topology';
 
@@ -73,7 +73,7 @@ export interface RabbitMqIdempotencyDependencies {
  * confirmed by the broker in a delay tier or the dead-letter exchange. Since COMPLETED is written before
  * the ack, a lost ack comes back as a DUPLICATE. The life cycle (`start`, `stop`, reconnecting after a
  * closed channel or connection) is here; each delivery is handled by a `DeliveryProcessor`, its decision
- * carried out by a `Settler`, on channels kept by `ConsumerChannels`.
+ * carried out by a `DeliveryActions`, on channels kept by `ConsumerChannels`.
  */
 export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqIdempotencyEvents> {
   /** The names of the queues and exchanges this consumer relies on (README, "Topology"). */
@@ -150,7 +150,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqI
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queue: this.#options.queue, downMs }),
       },
     );
-    const settler = new Settler({
+    const actions = new DeliveryActions({
       topology: this.topology,
       publisher: () => this.#channels.publisher(),
       acks: (channel) => this.#channels.acks(channel),
@@ -170,7 +170,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqI
         maxConflictDelayMs: this.#options.maxConflictDelayMs,
         isRetryable: idempotency.options.isRetryable,
       },
-      settler,
+      actions,
       admission: () =>
         this.#state === 'running'
           ? 'running'
@@ -375,7 +375,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqI
   }
 
   /**
-   * Gives up on the deliveries in flight: their handlers' signal aborts, the settler sends nothing more
+   * Gives up on the deliveries in flight: their handlers' signal aborts, the actions sends nothing more
    * for any delivery, and each one not settled yet (acked or nacked) is reported `settled` with
    * `leave`/`abandoned`. @returns how many.
    */

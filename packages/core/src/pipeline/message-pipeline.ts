@@ -599,10 +599,10 @@ export class MessagePipeline<M, T, R = void> {
     );
   }
 
-  /** `Idempotency.settle` of a claim whose handler must not run. */
+  /** `Idempotency.resultOf` of a claim whose handler must not run. */
   #settle(message: M, reply: ClaimReply): Claimed<T> {
     try {
-      return this.#parts.idempotency.settle<T>(reply);
+      return this.#parts.idempotency.resultOf<T>(reply);
     } catch (error) {
       return this.#unreadable(message, error);
     }
