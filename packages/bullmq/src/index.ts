@@ -1,0 +1,16 @@
+/**
+ * `@idempotent-consumer/bullmq`: effectively-once BullMQ workers, a processor that claims each job's key
+ * in the idempotency store of `@idempotent-consumer/core` (docs/design.md#outcome-to-broker-action, BullMQ column).
+ * @packageDocumentation
+ */
+export { type DeadLetterFields, readDeadLetter } from './dead-letter';
+export type { Decision } from './decide';
+export type { BullMqIdempotencyDependencies } from './dependencies';
+export type { BullMqEventEmitter, BullMqIdempotencyEvents, BullMqSource, MessageSubject } from './events';
+export type { BullMqHandler, BullMqHandlerContext } from './handler';
+export {
+  type BullMqIdempotencyOptions,
+  defaultIdempotencyKey,
+  type IdempotencyKeyExtractor,
+} from './options';
+export { type IdempotentProcessor, idempotentProcessor, type WorkerLike } from './processor';

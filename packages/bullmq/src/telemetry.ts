@@ -1,0 +1,42 @@
+import {
+  ATTR_MESSAGING_MESSAGE_ID,
+  type HeaderCarrier,
+  headerCarrierGetter,
+  MessageTelemetry,
+  type TelemetryOptions,
+} from '@idempotent-consumer/core/kit';
+import type { Job } from 'bullmq';
+
+/**
+ * The processor's OpenTelemetry instrumentation (core README, "Telemetry"): `messaging.system` `bullmq`
+ * (the semantic conventions name no value for it), the queue as destination, the job id as
+ * `messaging.message.id`. The trace context is read from the job's `opts.telemetry.metadata` when it holds
+ * a JSON carrier (`traceparent`, `tracestate`), as BullMQ's telemetry writes it; else the active context.
+ */
+export function bullMqTelemetry(
+  options: TelemetryOptions | false | undefined,
+): MessageTelemetry<Job, HeaderCarrier> {
+  return new MessageTelemetry<Job, HeaderCarrier>(
+    {
+      system: 'bullmq',
+      destinationOf: (job) => job.queueName,
+      carrierOf: carrierOf,
+      getter: headerCarrierGetter,
+      describe: (job, span) => {
+        if (job.id !== undefined) span.setAttribute(ATTR_MESSAGING_MESSAGE_ID, job.id);
+      },
+    },
+    options,
+  );
+}
+
+function carrierOf(job: Job): HeaderCarrier | undefined {
+  const metadata = job.opts.telemetry?.metadata;
+  if (typeof metadata !== 'string' || !metadata.startsWith('{')) return undefined;
+  try {
+    const carrier: unknown = JSON.parse(metadata);
+    return typeof carrier === 'object' && carrier !== null ? (carrier as HeaderCarrier) : undefined;
+  } catch {
+    return undefined;
+  }
+}
