@@ -19,14 +19,8 @@ export const BACK_IN_QUEUE_MS = 1000;
  */
 export type Decision =
   | { readonly action: 'complete'; readonly reason: 'completed' | 'duplicate' | 'unprotected' | 'lease-lost' }
-  | {
-      readonly action: 'retry' | 'fail';
-      readonly reason: 'handler-error' | 'lease-lost';
-      /** The attempt that ended: the record's, or the count of runs without a claim. */
-      readonly attempt: number;
-      /** What the handler threw. */
-      readonly error: unknown;
-    }
+  | Rethrown<'retry'>
+  | Rethrown<'fail'>
   | DeadLetterDecision
   | {
       readonly action: 'delay';
@@ -35,6 +29,16 @@ export type Decision =
       /** How long the job waits in delayed, in milliseconds. */
       readonly delayMs: number;
     };
+
+/** A handler error the processor rethrows: BullMQ retries the job (`retry`) or fails it (`fail`). */
+export interface Rethrown<A extends 'retry' | 'fail'> {
+  readonly action: A;
+  readonly reason: 'handler-error' | 'lease-lost';
+  /** The attempt that ended: the record's, or the count of runs without a claim. */
+  readonly attempt: number;
+  /** What the handler threw. */
+  readonly error: unknown;
+}
 
 /** What BullMQ will do after a failed run of `job`: retry it while `attemptsMade + 1 < attempts`. */
 export function hasAttemptsLeft(job: {
@@ -72,7 +76,9 @@ export function toBullMqDecision(
         return { action: 'delay', reason: 'conflict', delayMs: Math.max(1, decision.delayMs) };
       }
       const { reason, attempt, error } = decision;
-      return { action: attemptsLeft ? 'retry' : 'fail', reason, attempt, error };
+      return attemptsLeft
+        ? { action: 'retry', reason, attempt, error }
+        : { action: 'fail', reason, attempt, error };
     }
     case 'leave':
       return {
