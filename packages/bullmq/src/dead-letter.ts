@@ -7,8 +7,8 @@ export type DeadLetterFields = Readonly<Record<string, string>>;
 
 /**
  * The error a dead-lettered job fails with. BullMQ fails it at once, whatever attempts are left, and
- * stores the message as the job's `failedReason`: the core's `DEAD_LETTER_FIELDS` as one JSON object, the
- * same names the other adapters write as headers. {@link readDeadLetter} reads them back.
+ * stores the message as the job's `failedReason`. The message is the core's `DEAD_LETTER_FIELDS` as one
+ * JSON object, the names the other adapters write as headers. {@link readDeadLetter} reads them back.
  */
 export function deadLetterError(decision: DeadLetterDecision, subject: MessageSubject): UnrecoverableError {
   const f = DEAD_LETTER_FIELDS;
@@ -24,8 +24,8 @@ export function deadLetterError(decision: DeadLetterDecision, subject: MessageSu
 }
 
 /**
- * The dead-letter fields of a failed job (its `failedReason`), or `undefined` when it did not fail as a
- * dead letter of this adapter.
+ * The dead-letter fields in a failed job's `failedReason`, or `undefined` when it did not fail as a dead
+ * letter of this adapter.
  * @example
  * ```ts
  * const fields = readDeadLetter(job.failedReason);

@@ -4,18 +4,18 @@ import type {
   LeaveReason,
 } from '@idempotent-consumer/core/kit';
 
-/** How long a job the processor could not take on waits in delayed, in milliseconds: no hot loop. */
+/** How long a job the processor could not take on waits in delayed, in milliseconds, so it never spins. */
 export const BACK_IN_QUEUE_MS = 1000;
 
 /**
- * What the processor does with one job, in BullMQ's terms (docs/design.md#outcome-to-broker-action, BullMQ
- * column):
- * - `complete`: it returns the result (a duplicate's stored one), and BullMQ completes the job;
- * - `retry`: it rethrows the handler's error with attempts left, and BullMQ retries with its `backoff`;
- * - `fail`: it rethrows the handler's error on the job's last attempt, and BullMQ fails the job; the
- *   record is released, so a retry of the job runs the handler again;
- * - `dead-letter`: it throws an `UnrecoverableError` with the dead-letter fields, and BullMQ fails the job;
- * - `delay`: it moves the job to delayed for `delayMs` and throws a `DelayedError`; no attempt is spent.
+ * What the processor does with one job, in BullMQ's terms, as the BullMQ column of
+ * docs/design.md#outcome-to-broker-action says.
+ * - `complete` returns the result, a duplicate's stored one, and BullMQ completes the job.
+ * - `retry` rethrows the handler's error with attempts left, and BullMQ retries with its `backoff`.
+ * - `fail` rethrows the handler's error on the job's last attempt, and BullMQ fails the job. The record
+ *   is released, so a retry of the job runs the handler again.
+ * - `dead-letter` throws an `UnrecoverableError` with the dead-letter fields, and BullMQ fails the job.
+ * - `delay` moves the job to delayed for `delayMs` and throws a `DelayedError`. No attempt is spent.
  */
 export type Decision =
   | { readonly action: 'complete'; readonly reason: 'completed' | 'duplicate' | 'unprotected' | 'lease-lost' }
@@ -24,13 +24,13 @@ export type Decision =
   | DeadLetterDecision
   | {
       readonly action: 'delay';
-      /** `conflict`: another worker holds the key; otherwise why the job was not run to its end. */
+      /** `conflict` when another worker holds the key, else why the job was not run to its end. */
       readonly reason: 'conflict' | LeaveReason;
       /** How long the job waits in delayed, in milliseconds. */
       readonly delayMs: number;
     };
 
-/** A handler error the processor rethrows: BullMQ retries the job (`retry`) or fails it (`fail`). */
+/** A handler error the processor rethrows. BullMQ then retries the job, or fails it on its last attempt. */
 export interface Rethrown<A extends 'retry' | 'fail'> {
   readonly action: A;
   readonly reason: 'handler-error' | 'lease-lost';
@@ -40,7 +40,7 @@ export interface Rethrown<A extends 'retry' | 'fail'> {
   readonly error: unknown;
 }
 
-/** What BullMQ will do after a failed run of `job`: retry it while `attemptsMade + 1 < attempts`. */
+/** Whether BullMQ retries `job` after a failed run, which it does while `attemptsMade + 1 < attempts`. */
 export function hasAttemptsLeft(job: {
   readonly attemptsMade: number;
   readonly opts: { readonly attempts?: number };
@@ -50,7 +50,7 @@ export function hasAttemptsLeft(job: {
 
 /**
  * The BullMQ action of the core's decision. A FAILED record dead-lettered before is dead-lettered again
- * (`failed-record`): the job must fail, not complete. Pure.
+ * as `failed-record`, since the job must fail, not complete. Pure.
  * @param attemptsLeft - whether BullMQ retries the job after a throw ({@link hasAttemptsLeft}).
  * @param subjectAttempt - the record's attempt, for a FAILED record dead-lettered before.
  */

@@ -17,22 +17,22 @@ export interface BullMqSource {
 }
 
 /**
- * The subject of every per-job event, the same fields under the same name in every adapter: `scope`,
- * `key`, `outcome`, `attempt`, and the job's `source` ({@link BullMqSource}).
+ * The subject of every per-job event, with the same fields under the same name as in every adapter, the
+ * record's `scope` and `key`, the claim's `outcome` and `attempt`, and the job's `source`.
  */
 export type MessageSubject = MessageSubjectOf<BullMqSource>;
 
 /**
- * Events of an {@link IdempotentProcessor}, by name, with their payloads: the same names for the same
- * happenings as in the other adapters. A listener that throws is isolated: it never changes what BullMQ
+ * Events of an {@link IdempotentProcessor}, by name, with their payloads, and the same names for the same
+ * happenings as in the other adapters. A listener that throws is isolated and never changes what BullMQ
  * sees. Outcomes themselves are events of the `Idempotency` runner.
  */
 export interface BullMqIdempotencyEvents {
-  /** The processor ended a job with this decision: returned, threw, or moved it to delayed. Once per run. */
+  /** The processor ended a run of a job with this decision, once per run. */
   settled: [MessageSubject & { decision: Decision }];
   /**
-   * The job runs again later: moved to delayed for `delayMs` (a CONFLICT), or its handler's error was
-   * rethrown with attempts left, and BullMQ's `backoff` decides when (`delayMs` `undefined`).
+   * The job runs again later. A CONFLICT moves it to delayed for `delayMs`. A handler error rethrown with
+   * attempts left leaves the delay to BullMQ's `backoff`, and `delayMs` is `undefined`.
    */
   retryScheduled: [
     MessageSubject & {
@@ -45,23 +45,23 @@ export interface BullMqIdempotencyEvents {
   deadLettered: [MessageSubject & { reason: DeadLetterReason; error: string }];
   /** The key extractor found no key; `action` is what `missingKey` did with the job. */
   missingKey: [MessageSubject & { action: 'dead-letter' | 'process' }];
-  /** The key extractor or the fingerprint threw, or the store refused the key: an `invalid-key` dead letter. */
+  /** The key extractor or the fingerprint threw, or the store refused the key. The job fails as `invalid-key`. */
   invalidKey: [MessageSubject & { error: IdempotencyError }];
-  /** The claim lost its lease (docs/design.md#leases): see `handlerCompleted` for what the handler did. */
+  /** The claim lost its lease, as docs/design.md#leases says. `handlerCompleted` tells what the handler did. */
   leaseLost: [MessageSubject & LeaseLostFields];
-  /** The store did not answer: attached workers pause, and jobs go back to delayed, until a probe answers. */
+  /** The store did not answer. Attached workers pause and jobs go back to delayed until a probe answers. */
   storeUnavailable: [{ queue: string | undefined; error: unknown }];
   /** The store answered a probe again and the workers paused for it resumed after `downMs`. */
   storeRecovered: [{ downMs: number }];
-  /** A store call the processor absorbed failed (a give-back, a late completion, a dead-letter mark). */
+  /** A store call the processor absorbed failed, such as a give-back, a late completion or a dead-letter mark. */
   storeError: [
     { queue: string | undefined; operation: string; error: unknown; source: BullMqSource | undefined },
   ];
-  /** A BullMQ call failed: `moveToDelayed` (the job's lock was lost), `pause`, `resume`. */
+  /** A BullMQ call failed, `moveToDelayed` when the job's lock was lost, or `pause` or `resume`. */
   brokerError: [
     { queue: string | undefined; operation: string; error: unknown; source: BullMqSource | undefined },
   ];
 }
 
-/** The processor's typed emitter: a listener that throws is isolated, and there is no `error` event. */
+/** The processor's typed emitter. A listener that throws is isolated, and there is no `error` event. */
 export class BullMqEventEmitter extends TypedEventEmitter<BullMqIdempotencyEvents> {}

@@ -2,9 +2,9 @@ import type { HandlerContext } from '@idempotent-consumer/core';
 import type { Job } from 'bullmq';
 
 /**
- * What a handler receives for one job: the core's `HandlerContext` (`scope`, `key`, `fencingToken`,
- * `attempt`, `outcome`, `signal`) plus the job and its lock token. A job without a key run under
- * `missingKey: 'process'` has `outcome: 'UNPROTECTED'`, `key: undefined` and `fencingToken: 0`.
+ * What a handler receives for one job, the core's `HandlerContext` with `scope`, `key`, `fencingToken`,
+ * `attempt`, `outcome` and `signal`, plus the job and its lock token. A job without a key run under
+ * `missingKey: 'process'` has `outcome` `UNPROTECTED`, no `key` and a `fencingToken` of 0.
  * @typeParam D - the job's data.
  */
 export interface BullMqHandlerContext<D = unknown> extends Omit<HandlerContext, 'key'> {

@@ -1,6 +1,7 @@
 /**
- * `@idempotent-consumer/bullmq`: effectively-once BullMQ workers, a processor that claims each job's key
- * in the idempotency store of `@idempotent-consumer/core` (docs/design.md#outcome-to-broker-action, BullMQ column).
+ * `@idempotent-consumer/bullmq` makes BullMQ workers effectively-once, with a processor that claims each
+ * job's key in the idempotency store of `@idempotent-consumer/core`. The BullMQ column of
+ * docs/design.md#outcome-to-broker-action says what it does with each outcome.
  * @packageDocumentation
  */
 export { type DeadLetterFields, readDeadLetter } from './dead-letter';

@@ -27,7 +27,7 @@ export interface ActiveJob {
   readonly token: string | undefined;
 }
 
-/** What the processor does for BullMQ: return a value (the job completes), or throw an error. */
+/** What the processor does for BullMQ, return a value so that the job completes, or throw an error. */
 export type ProcessorEnd = { readonly value: unknown } | { readonly error: Error };
 
 /** What a {@link BullMqPort} is built from. */
@@ -38,15 +38,15 @@ export interface BullMqPortParts<T> {
   readonly events: BullMqEventEmitter;
   readonly gate: StoreGate;
   readonly log: AdapterLog;
-  /** Aborts when the processor closes: conflict waits end, and jobs not started go back to the queue. */
+  /** Aborts when the processor closes. Conflict waits end, and jobs not started go back to the queue. */
   readonly stopping: AbortSignal;
 }
 
 /**
- * BullMQ as the pipeline's port: reads a job's key (the `jobId`) and data, and turns each decision into
- * what a processor can do: return, rethrow, throw an `UnrecoverableError`, or move the job to delayed and
- * throw a `DelayedError`. BullMQ's own lock renewal keeps the job while the pipeline waits, so there is no
- * timer to extend. A completion is written before the processor returns.
+ * BullMQ as the pipeline's port. It reads a job's key, the `jobId`, and its data, and turns each decision
+ * into what a processor can do. It returns, rethrows, throws an `UnrecoverableError`, or moves the job to
+ * delayed and throws a `DelayedError`. BullMQ's own lock renewal keeps the job while the pipeline waits,
+ * so there is no timer to extend. A completion is written before the processor returns.
  */
 export class BullMqPort<T> implements MessagePort<ActiveJob, ProcessorEnd> {
   readonly completionBeforeAck = true;
@@ -70,7 +70,7 @@ export class BullMqPort<T> implements MessagePort<ActiveJob, ProcessorEnd> {
         missingKey: options.missingKey,
         overrides: options.overrides,
         policy: {
-          // Retries after a handler error are BullMQ's (`attempts`, `backoff`): this backoff is unused.
+          // BullMQ's `attempts` and `backoff` retry a handler error, so this backoff is unused.
           retryBackoff: {},
           maxConflictDelayMs: options.maxConflictDelayMs,
           maxAttempts: options.overrides.maxAttempts ?? idempotency.options.maxAttempts,
@@ -88,14 +88,14 @@ export class BullMqPort<T> implements MessagePort<ActiveJob, ProcessorEnd> {
   /** Processes one job to what the processor does with it. Never rejects. */
   async process(job: Job, token: string | undefined): Promise<ProcessorEnd> {
     const active: ActiveJob = { job, token };
-    // The store does not answer: the job goes back to delayed without a claim until a probe answers.
+    // While the store does not answer, a job goes back to delayed without a claim.
     if (this.#parts.gate.closed && this.#parts.idempotency.options.storeFailureMode === 'closed') {
       return this.#notRun(active, 'store-unavailable');
     }
     try {
       return await this.#pipeline.process(active, this.#pipeline.prepare(active));
     } catch (error) {
-      // Never a handler error (the runner catches those): the job goes back, not failed.
+      // The runner catches handler errors, so this is a bug. The job goes back, it does not fail.
       this.#parts.events.emit('storeError', this.storeError('process', error, active) as never);
       return this.#notRun(active, 'error');
     }
@@ -171,7 +171,7 @@ export class BullMqPort<T> implements MessagePort<ActiveJob, ProcessorEnd> {
         result = { error: asError(decision.error) };
         break;
       case 'dead-letter':
-        // The failed job is the dead letter; marked first, a run after a crash fails it again.
+        // The failed job is the dead letter. Marked first, a run after a crash fails it again.
         await end.markDeadLettered();
         events.emit('deadLettered', { ...subject, reason: decision.reason, error: decision.error });
         result = { error: deadLetterError(decision, subject) };
@@ -203,9 +203,9 @@ export class BullMqPort<T> implements MessagePort<ActiveJob, ProcessorEnd> {
   }
 
   /**
-   * Moves the job to delayed and ends the run with a `DelayedError`, which BullMQ takes as "moved
-   * already". When the move fails (the lock was lost, BullMQ's Redis does not answer), the job is left
-   * active: BullMQ's stalled check puts it back once its lock lapses.
+   * Moves the job to delayed and ends the run with a `DelayedError`, which BullMQ takes as moved already.
+   * When the move fails because the lock was lost or BullMQ's Redis does not answer, the job is left
+   * active, and BullMQ's stalled check puts it back once its lock lapses.
    */
   async #delay(active: ActiveJob, decision: Extract<Decision, { action: 'delay' }>): Promise<ProcessorEnd> {
     const { job, token } = active;
@@ -229,7 +229,7 @@ export function sourceOf(job: Job): BullMqSource {
   return { queue: job.queueName, jobId: job.id ?? '', attemptsMade: job.attemptsMade };
 }
 
-/** A thrown value as an `Error`, for BullMQ reads its `message`. */
+/** A thrown value as an `Error`, since BullMQ reads its `message`. */
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }

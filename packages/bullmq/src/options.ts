@@ -18,9 +18,9 @@ import type { Job } from 'bullmq';
 export type IdempotencyKeyExtractor = (job: Job) => string | undefined;
 
 /**
- * The default key: the job id a producer set with `jobId`. A job added without one has BullMQ's counter
- * as its id (decimal digits, which BullMQ refuses as a custom id), and a queue obliterated and made again
- * counts from 1 once more: such an id is no key.
+ * The default key is the job id a producer set with `jobId`. A job added without one has BullMQ's counter
+ * as its id, decimal digits that BullMQ refuses as a custom id, and a queue obliterated and made again
+ * counts from 1 once more. Such an id is no key.
  */
 export const defaultIdempotencyKey: IdempotencyKeyExtractor = (job) => {
   const id = job.id;
@@ -29,8 +29,8 @@ export const defaultIdempotencyKey: IdempotencyKeyExtractor = (job) => {
 
 /**
  * Options of {@link idempotentProcessor}. Every field has a default; see each `@defaultValue`. The runner
- * overrides (`leaseMs`, `maxAttempts`, `handlerTimeoutMs`) are the kit's `RunOverrides`, as in the other
- * adapters. Behaviour: docs/design.md#outcome-to-broker-action, BullMQ column.
+ * overrides `leaseMs`, `maxAttempts` and `handlerTimeoutMs` are the kit's `RunOverrides`, as in the other
+ * adapters. The behaviour is the BullMQ column of docs/design.md#outcome-to-broker-action.
  */
 export interface BullMqIdempotencyOptions extends RunOverrides {
   /** Namespace of the idempotency keys (docs/design.md#vocabulary). @defaultValue the job's queue name */
@@ -41,35 +41,36 @@ export interface BullMqIdempotencyOptions extends RunOverrides {
    */
   readonly idempotencyKey?: IdempotencyKeyExtractor;
   /**
-   * A job without a key: `dead-letter` fails it (reason `missing-key`) without running the handler;
-   * `process` runs the handler without a claim (outcome `UNPROTECTED`), bounded by `maxAttempts` runs.
+   * For a job without a key, `dead-letter` fails it as `missing-key` without running the handler, and
+   * `process` runs the handler without a claim, as `UNPROTECTED`, at most `maxAttempts` runs.
    * Either way a `missingKey` event is emitted. @defaultValue `'dead-letter'`
    */
   readonly missingKey?: 'dead-letter' | 'process';
   /**
-   * What is fingerprinted with the key, so that the same key with other data is a `PAYLOAD_MISMATCH`:
-   * `true` the job's `data` (canonical JSON), `false` nothing, or a function of the job. @defaultValue true
+   * What is fingerprinted with the key, so that the same key with other data is a `PAYLOAD_MISMATCH`.
+   * `true` takes the job's `data` as canonical JSON, `false` nothing, a function what it returns.
+   * @defaultValue true
    */
   readonly fingerprint?: boolean | ((job: Job) => Payload | undefined);
   /**
    * How long a job whose key another worker holds waits for the holder's outcome, in milliseconds, before
-   * it is moved to delayed (`Idempotency.waitForOutcome`): the holder's completion answers DUPLICATE
-   * within milliseconds. The job keeps its concurrency slot meanwhile. 0: no wait. @defaultValue 5000
+   * it is moved to delayed, with `Idempotency.waitForOutcome`. The holder's completion answers DUPLICATE
+   * within milliseconds. The job keeps its concurrency slot meanwhile. 0 means no wait. @defaultValue 5000
    */
   readonly conflictWaitMs?: number;
   /**
-   * The longest delay of a job still in CONFLICT after `conflictWaitMs`, in milliseconds: it is delayed
+   * The longest delay of a job still in CONFLICT after `conflictWaitMs`, in milliseconds. It is delayed
    * for `min(holder's remaining lease, maxConflictDelayMs)`. @defaultValue 5000
    */
   readonly maxConflictDelayMs?: number;
   /**
-   * Delay between store probes while the store does not answer (attached workers paused), by probe
+   * Delay between store probes while the store does not answer and attached workers are paused, by probe
    * number. @defaultValue `{ baseMs: 250, factor: 2, maxMs: 5000, jitter: 'full' }`
    */
   readonly storeProbeBackoff?: BackoffOptions;
   /**
-   * OpenTelemetry: a span per job and the `idempotent-consumer` metrics (core README, "Telemetry"),
-   * through the optional peer dependency `@opentelemetry/api`. `false`: none.
+   * OpenTelemetry, a span per job and the `idempotent-consumer` metrics of the core README's "Telemetry",
+   * through the optional peer dependency `@opentelemetry/api`. `false` turns it off.
    * @defaultValue the global tracer and meter providers of `@opentelemetry/api`
    */
   readonly telemetry?: TelemetryOptions | false;

@@ -38,11 +38,11 @@ export interface IdempotentProcessor<T, D = unknown> {
   /** The processor's events (`settled`, `retryScheduled`, `deadLettered`, …); see {@link BullMqIdempotencyEvents}. */
   readonly events: BullMqEventEmitter;
   /**
-   * Ties the processor to a worker that runs it: the worker is paused (`worker.pause(true)`) while the
+   * Ties the processor to a worker that runs it. The worker is paused with `worker.pause(true)` while the
    * store does not answer and resumed once a probe answers, and the processor closes once every worker
    * attached to it is closing. Call it right after `new Worker(...)`. @returns `worker`
    * @throws {@link @idempotent-consumer/core!InvalidOptionError} when the lease is shorter than the
-   *   worker's `lockDuration`: a stalled job would come back to a lapsed claim while its first run goes on.
+   *   worker's `lockDuration`, since a stalled job would then meet a lapsed claim while its first run goes on.
    */
   attach<W extends WorkerLike>(worker: W): W;
   /**
@@ -59,17 +59,17 @@ export interface IdempotentProcessor<T, D = unknown> {
 }
 
 /**
- * Wraps a handler into a BullMQ processor that runs it effectively once per idempotency key
- * (docs/design.md#outcome-to-broker-action, BullMQ column). The key is the `jobId` the producer set.
- * - ACQUIRED / ACQUIRED_STALE (a stalled job run again): runs the handler, writes COMPLETED, then returns
- *   its result; DUPLICATE: returns the stored result without running.
- * - CONFLICT: waits up to `conflictWaitMs` for the holder; still held, the job is moved to delayed for
- *   `min(remaining lease, maxConflictDelayMs)` (`DelayedError`, no attempt spent).
- * - handler error: the record is released and the error rethrown: BullMQ's `attempts` and `backoff` retry.
- * - FAILED record, PAYLOAD_MISMATCH, `maxAttempts` reached, `NonRetryableError`, missing or invalid key:
- *   the job fails with an `UnrecoverableError` whose `failedReason` holds the dead-letter fields.
- * - store unavailable: nothing completes; attached workers pause until a probe answers, and the job goes
- *   back to delayed unclaimed.
+ * Wraps a handler into a BullMQ processor that runs it effectively once per idempotency key, as the
+ * BullMQ column of docs/design.md#outcome-to-broker-action says. The key is the `jobId` the producer set.
+ * - ACQUIRED or ACQUIRED_STALE, a stalled job run again, runs the handler, writes COMPLETED, then returns
+ *   its result. A DUPLICATE returns the stored result without running.
+ * - A CONFLICT waits up to `conflictWaitMs` for the holder. Still held, the job is moved to delayed for
+ *   `min(remaining lease, maxConflictDelayMs)` with a `DelayedError`, and no attempt is spent.
+ * - A handler error releases the record and is rethrown, for BullMQ's `attempts` and `backoff`.
+ * - A FAILED record, PAYLOAD_MISMATCH, `maxAttempts` reached, a `NonRetryableError` or a missing or invalid
+ *   key fails the job with an `UnrecoverableError` whose `failedReason` holds the dead-letter fields.
+ * - While the store does not answer nothing completes. Attached workers pause until a probe answers, and
+ *   the job goes back to delayed unclaimed.
  * @example
  * ```ts
  * const processor = idempotentProcessor({ idempotency }, {}, async ({ job }) => charge(job.data));
@@ -90,7 +90,7 @@ export function idempotentProcessor<T, D = unknown>(
   const where =
     resolved.scope === undefined ? 'the BullMQ processor' : `the BullMQ processor of ${resolved.scope}`;
   const log = AdapterLog.for(idempotency, dependencies.logger, where, { scope: resolved.scope });
-  // A processor has no start: the runner's warnings reach its logger from now until close().
+  // A processor has no start, so the runner's warnings reach its logger from now until close().
   log.open();
   const unwatchRedis = watchRedisErrors(idempotency.store, log);
   const stopping = sharedAbortController();
@@ -106,7 +106,7 @@ export function idempotentProcessor<T, D = unknown>(
         const queue = (about as ActiveJob | undefined)?.job?.queueName;
         events.emit('storeUnavailable', { queue, error });
         for (const worker of attached) {
-          if (worker.isPaused()) continue; // paused by its owner: left to them
+          if (worker.isPaused()) continue; // its owner paused it, and resumes it
           pausedByUs.add(worker);
           call(() => worker.pause(true)).catch((e: unknown) => brokerError('pause', e));
         }
@@ -166,7 +166,7 @@ export function idempotentProcessor<T, D = unknown>(
   return Object.assign(processor, { events, attach, close, checkStore });
 }
 
-/** Calls `f`, its throw or rejection as a rejection: BullMQ 5's `resume` returns nothing, 6's a promise. */
+/** Calls `f` and rejects when it throws or rejects. BullMQ 5's `resume` returns nothing, 6's a promise. */
 async function call(f: () => unknown): Promise<unknown> {
   return f();
 }

@@ -8,10 +8,10 @@ import {
 import type { Job } from 'bullmq';
 
 /**
- * The processor's OpenTelemetry instrumentation (core README, "Telemetry"): `messaging.system` `bullmq`
- * (the semantic conventions name no value for it), the queue as destination, the job id as
- * `messaging.message.id`. The trace context is read from the job's `opts.telemetry.metadata` when it holds
- * a JSON carrier (`traceparent`, `tracestate`), as BullMQ's telemetry writes it; else the active context.
+ * The processor's OpenTelemetry instrumentation, as the core README's "Telemetry" describes. Its
+ * `messaging.system` is `bullmq`, a value the semantic conventions do not list, the queue is the
+ * destination and the job id the `messaging.message.id`. The parent is the trace context in the job's
+ * `opts.telemetry.metadata` when that holds a JSON `traceparent` carrier, else the active context.
  */
 export function bullMqTelemetry(
   options: TelemetryOptions | false | undefined,
