@@ -86,6 +86,7 @@ export class BullFixture {
   /** A queue of the fixture's prefix; its name is unique unless given. */
   queue(name = uniqueName('work')): Queue {
     const queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+    queue.on('error', () => {}); // a Redis the test stops: BullMQ would print each reconnect's error
     this.#queues.push(queue);
     return queue;
   }

@@ -91,3 +91,69 @@ describeWithServices(
     });
   },
 );
+
+describeWithServices(
+  ['redis'],
+  'bullmq processor: one Redis for BullMQ and the records, killed and started again mid-run',
+  () => {
+    let server: RedisServer;
+    let fx: BullFixture;
+    let storeRedis: Redis;
+    beforeAll(async () => {
+      server = await RedisServer.start({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+      fx = new BullFixture(server.url);
+      storeRedis = new Redis(server.url, {
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: false,
+        retryStrategy: () => 100,
+      });
+    });
+    afterAll(async () => {
+      await fx.close();
+      storeRedis.disconnect();
+      await server.dispose();
+    });
+
+    it('completes nothing while it is down, and runs every job once after it answers', async () => {
+      const queue = fx.queue();
+      const store = new RedisIdempotencyStore(
+        { redis: storeRedis },
+        { keyPrefix: fx.keyPrefix, commandTimeoutMs: 300 },
+      );
+      const idempotency = new Idempotency({ store, logger: false }, { leaseMs: 2000, writeAttempts: 2 });
+      const { worker } = fx.worker(
+        queue,
+        idempotency,
+        { storeProbeBackoff: { baseMs: 100, maxMs: 100, jitter: 'none' } },
+        async ({ key }) => {
+          await new Promise((r) => setTimeout(r, 50));
+          await fx.effect(key!);
+          return key;
+        },
+        { concurrency: 4 },
+      );
+      const completedAt: number[] = [];
+      worker.on('completed', () => completedAt.push(Date.now()));
+      const ids = Array.from({ length: TOTAL }, (_, i) => `job-${i}`);
+      await queue.addBulk(ids.map((id) => ({ name: 'charge', data: { id }, opts: { jobId: id } })));
+      await waitFor('10 jobs completed', () => completedAt.length >= 10, 20_000, 10);
+
+      await server.stop();
+      const downAt = Date.now();
+      await new Promise((r) => setTimeout(r, 1500));
+      const upAt = Date.now();
+      expect(completedAt.filter((t) => t > downAt && t < upAt)).toEqual([]);
+      await server.restart();
+      await waitFor(
+        `all ${TOTAL} completed`,
+        async () => (await queue.getJobCounts('completed')).completed === TOTAL,
+        40_000,
+        200,
+      );
+      expect((await queue.getJobCounts('failed')).failed).toBe(0);
+      const effects = await fx.effects();
+      expect(Object.keys(effects).sort()).toEqual([...ids].sort());
+      expect(Object.values(effects).every((n) => n === 1)).toBe(true);
+    });
+  },
+);
