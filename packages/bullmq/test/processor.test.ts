@@ -283,6 +283,22 @@ describe('idempotentProcessor', () => {
     expect(t.runs).toEqual(['pay-1#1 ACQUIRED']);
   });
 
+  it("failing open (the runner's storeFailureMode 'open'), a job whose claim is not answered runs UNPROTECTED and completes", async () => {
+    const store = new MemoryIdempotencyStore();
+    const idempotency = new Idempotency({ store, logger: false }, { storeFailureMode: 'open' });
+    jest.spyOn(store, 'claim').mockRejectedValue(new StoreUnavailableError('down'));
+    const outcomes: string[] = [];
+    const processor = idempotentProcessor({ idempotency, logger: false }, {}, ({ outcome, key }) => {
+      outcomes.push(`${key} ${outcome}`);
+      return 'charged';
+    });
+    const job = fakeJob('pay-1');
+    expect(await processor(job)).toBe('charged');
+    expect(outcomes).toEqual(['pay-1 UNPROTECTED']);
+    expect(job.moveToDelayed).not.toHaveBeenCalled();
+    processor.close();
+  });
+
   it('a worker its owner paused is left paused', async () => {
     const t = setup();
     const worker = t.processor.attach(new FakeWorker({ lockDuration: 1000 }));
