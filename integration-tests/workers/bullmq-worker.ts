@@ -11,9 +11,10 @@
  */
 import { idempotentProcessor } from '@idempotent-consumer/bullmq';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { connectionOf } from '@idempotent-consumer/demo/dist/brokers/bullmq';
 import { Worker } from 'bullmq';
 import Redis from 'ioredis';
-import { connectionOf, FAST_WORKER } from '../src/bullmq/fixture';
+import { FAST_WORKER } from '../src/bullmq/fixture';
 import { requiredEnv as env } from './env';
 
 const say = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { idempotentProcessor } from '@idempotent-consumer/bullmq';
 import type { Idempotency } from '@idempotent-consumer/core';
+import { connectionOf } from '@idempotent-consumer/demo/dist/brokers/bullmq';
 import { type Processor, Queue, Worker } from 'bullmq';
 import type { BareScripts } from '../bare-scripts';
 import { BUSY } from '../contender';
@@ -23,13 +24,7 @@ export async function benchBullmq(
   messages: number,
   meter: CpuMeter,
 ): Promise<AdapterRow> {
-  const u = new URL(redisUrl);
-  const connection = {
-    host: u.hostname,
-    port: Number(u.port || 6379),
-    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-    maxRetriesPerRequest: null,
-  };
+  const connection = connectionOf(redisUrl);
   const prefix = `bench-bull-${process.pid}-${randomUUID().slice(0, 8)}`;
   const queues = ['bare', 'scripts', 'sdk'].map((name) => new Queue(name, { connection, prefix }));
   try {

@@ -6,6 +6,7 @@ import {
   idempotentProcessor,
 } from '@idempotent-consumer/bullmq';
 import { Idempotency, type IdempotencyOptions, RedisIdempotencyStore } from '@idempotent-consumer/core';
+import { connectionOf } from '@idempotent-consumer/demo/dist/brokers/bullmq';
 import { type ConnectionOptions, type Job, Queue, Worker, type WorkerOptions } from 'bullmq';
 import Redis from 'ioredis';
 
@@ -15,18 +16,6 @@ let counter = 0;
 export function uniqueName(label: string): string {
   counter += 1;
   return `ic-bull-${label}-${process.pid}-${Date.now().toString(36)}-${counter}`;
-}
-
-/** BullMQ's connection options for a `redis://` URL. */
-export function connectionOf(url: string): ConnectionOptions {
-  const u = new URL(url);
-  return {
-    host: u.hostname,
-    port: Number(u.port || 6379),
-    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-    ...(u.pathname.length > 1 ? { db: Number(u.pathname.slice(1)) } : {}),
-    maxRetriesPerRequest: null,
-  };
 }
 
 /** Short BullMQ timings: a killed worker's job is found stalled within about 2 s. */
