@@ -209,13 +209,14 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     return { done, result: undefined };
   }
 
-  #delivery(incoming: Incoming): Delivery {
+  #delivery(incoming: Incoming): Delivery & { span: MessageSpan } {
+    incoming.span ??= this.context.telemetry.start(incoming.message, this.context.options.scope);
     const subject = { scope: this.context.options.scope, key: incoming.key, outcome: undefined, attempt: 0 };
     return {
       message: incoming.message,
       channel: incoming.channel,
       subject: this.subject(incoming, subject),
-      span: (incoming.span ??= this.context.telemetry.start(incoming.message, this.context.options.scope)),
+      span: incoming.span,
     };
   }
 
