@@ -11,14 +11,27 @@
 // Run after `npm run build` (it resolves @idempotent-consumer/* through node_modules to packages/*/dist).
 // It also fails on references to design or services notes kept outside the repository.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ts = createRequire(import.meta.url)('typescript');
-const outDir = join(root, 'node_modules', '.cache', 'readme-check');
+const CACHE = join('node_modules', '.cache', 'readme-check');
+const outDir = join(root, CACHE);
+
+/**
+ * Where a README's blocks are written: under its workspace (`packages/<name>`, `demo`, …) when it has its
+ * own node_modules, so its imports resolve as that package's do (npm nests a dependency there when a
+ * root copy would break a peer range), else under the root's.
+ */
+function outDirOf(rel) {
+  const parts = rel.split('/');
+  const workspace = parts[0] === 'packages' ? parts.slice(0, 2).join('/') : parts.length > 1 ? parts[0] : '';
+  if (workspace && existsSync(join(root, workspace, 'node_modules'))) return join(root, workspace, CACHE);
+  return outDir;
+}
 
 const MARKER = /^<!--\s*readme-check:\s*(\w+)\s*(.*?)\s*-->\s*$/;
 /** A TypeScript fence, also indented (in a list) or with words after the language. */
@@ -89,6 +102,8 @@ function splitHoisted(lines) {
 
 /** Writes one unit as .mts and .cts; returns the line maps (generated line → markdown line). */
 function writeUnit(unit, index) {
+  const dir = outDirOf(unit.file);
+  mkdirSync(dir, { recursive: true });
   const base = `${relative(root, unit.file).replace(/[^a-zA-Z0-9]+/g, '_')}_${unit.start}_${index}`;
   const esm = ['export {};', ...unit.lines.map((l) => l.text)];
   const esmMap = [0, ...unit.lines.map((l) => l.line)];
@@ -104,8 +119,8 @@ function writeUnit(unit, index) {
   ];
   const cjsMap = [...hoisted.map((l) => l.line), 0, 0, ...rest.map((l) => l.line), 0, 0];
   const files = [
-    { path: join(outDir, `${base}.mts`), text: esm, map: esmMap, unit, format: 'ESM' },
-    { path: join(outDir, `${base}.cts`), text: cjs, map: cjsMap, unit, format: 'CJS' },
+    { path: join(dir, `${base}.mts`), text: esm, map: esmMap, unit, format: 'ESM' },
+    { path: join(dir, `${base}.cts`), text: cjs, map: cjsMap, unit, format: 'CJS' },
   ];
   for (const f of files) writeFileSync(f.path, `${f.text.join('\n')}\n`);
   return files;
@@ -146,12 +161,13 @@ function main() {
     );
     process.exit(1);
   }
-  rmSync(outDir, { recursive: true, force: true });
+  const files = markdownFiles();
+  for (const dir of new Set([outDir, ...files.map(outDirOf)])) rmSync(dir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   const generated = [];
   const allSkipped = [];
   let blocks = 0;
-  for (const rel of markdownFiles()) {
+  for (const rel of files) {
     const file = join(root, rel);
     const { units, skipped } = extractUnits(rel, readFileSync(file, 'utf8'));
     allSkipped.push(...skipped);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { fingerprint, Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { encodeResult } from '@idempotent-consumer/core/kit';
+import { encodeResult } from '@idempotent-consumer/core/tools';
 import type Redis from 'ioredis';
 import { loadScript } from './bare-scripts';
 

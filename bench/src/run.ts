@@ -9,9 +9,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
+import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/tools';
 import Redis from 'ioredis';
 import type { AdapterRow } from './adapters/adapter-row';
+import { benchBullmq } from './adapters/bullmq';
 import { benchKafka } from './adapters/kafka';
 import { benchRabbitmq } from './adapters/rabbitmq';
 import { benchSqs } from './adapters/sqs';
@@ -273,6 +274,7 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
     ['RabbitMQ', o.adapterMessages.rabbitmq, (n) => benchRabbitmq(idempotency, scripts, n, meter)],
     ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, scripts, n, meter)],
     ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, scripts, n, meter)],
+    ['BullMQ', o.adapterMessages.bullmq, (n) => benchBullmq(idempotency, scripts, n, meter)],
   ];
   for (const [name, messages, bench] of benches) {
     try {

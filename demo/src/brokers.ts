@@ -1,7 +1,7 @@
 import type { DemoBroker, DemoConsumerModule } from './broker';
 
 /** The brokers the demo runs on. */
-export const BROKERS = ['rabbitmq', 'kafka', 'sqs'] as const;
+export const BROKERS = ['rabbitmq', 'kafka', 'sqs', 'bullmq'] as const;
 /** One of {@link BROKERS}. */
 export type BrokerName = (typeof BROKERS)[number];
 
@@ -14,6 +14,8 @@ export async function loadBroker(name: BrokerName): Promise<DemoBroker> {
       return (await import('./brokers/kafka.js')).kafkaBroker();
     case 'sqs':
       return (await import('./brokers/sqs.js')).sqsBroker();
+    case 'bullmq':
+      return (await import('./brokers/bullmq.js')).bullmqBroker();
   }
 }
 
@@ -26,6 +28,8 @@ export async function loadConsumerModule(name: string): Promise<DemoConsumerModu
       return import('./brokers/kafka.js');
     case 'sqs':
       return import('./brokers/sqs.js');
+    case 'bullmq':
+      return import('./brokers/bullmq.js');
     default:
       throw new Error(`Unknown broker ${name}`);
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { MultiBar, Presets } from 'cli-progress';
 /**
  * The payments demo (README: `npm run demo`). Publishes a few thousand payment messages with duplicates,
@@ -43,7 +43,7 @@ const program = new Command()
     100_000,
   )
   .addOption(
-    new Option('--redis-url <url>', 'Redis for the idempotency records and the ledger')
+    new Option('--redis-url <url>', 'Redis for the idempotency records, the ledger and BullMQ')
       .env('REDIS_URL')
       .default('redis://127.0.0.1:6379'),
   )
@@ -100,6 +100,7 @@ async function main(): Promise<number> {
   const opts = program.parse().opts<CliOptions>();
   // The broker modules and the consumer processes (which inherit the environment) read these.
   process.env.AMQP_URL = opts.amqpUrl;
+  process.env.REDIS_URL = opts.redisUrl; // BullMQ's queues live there too (--broker bullmq)
   if (opts.kafkaBrokers) process.env.KAFKA_BROKERS = opts.kafkaBrokers;
   if (opts.sqsEndpoint) process.env.SQS_ENDPOINT = opts.sqsEndpoint;
   const redis = new Redis(opts.redisUrl, {

@@ -1,8 +1,9 @@
 /**
  * Type-level checks of issue #8's event contract (run by the integration-tests typecheck, `tsc --noEmit`):
- * the same event carries the same shape in the RabbitMQ, Kafka and SQS adapters. A change that makes one
+ * the same event carries the same shape in the RabbitMQ, Kafka, SQS and BullMQ adapters. A change that makes one
  * adapter's payload differ fails the typecheck here.
  */
+import type * as bullmq from '@idempotent-consumer/bullmq';
 import type { DeadLetterDecision, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type * as kafka from '@idempotent-consumer/kafka';
 import type * as rabbitmq from '@idempotent-consumer/rabbitmq';
@@ -14,15 +15,17 @@ type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 
 type Assert<T extends true> = T;
 
 type First<E, K extends keyof E> = E[K] extends [infer P, ...unknown[]] ? P : never;
-type Rmq = rabbitmq.IdempotentConsumerEvents;
+type Rmq = rabbitmq.RabbitMqIdempotencyEvents;
 type Kafka = kafka.KafkaIdempotencyEvents;
-type Sqs = sqs.SqsEvents;
+type Sqs = sqs.SqsIdempotencyEvents;
+type Bull = bullmq.BullMqIdempotencyEvents;
 
 /** Every adapter exports its event subject as `MessageSubject`, the kit's subject with its own source. */
 export type SubjectNames = [
   Assert<Same<rabbitmq.MessageSubject, MessageSubjectOf<rabbitmq.RabbitMqSource>>>,
   Assert<Same<kafka.MessageSubject, MessageSubjectOf<kafka.KafkaSource>>>,
   Assert<sqs.MessageSubject extends MessageSubjectOf<sqs.SqsMessageSource> ? true : false>,
+  Assert<Same<bullmq.MessageSubject, MessageSubjectOf<bullmq.BullMqSource>>>,
 ];
 
 /** `settled` is the subject and the decision, nothing else, in every adapter. */
@@ -32,6 +35,8 @@ export type SettledShape = [
   Assert<Same<keyof First<Sqs, 'settled'>, keyof sqs.MessageSubject | 'decision'>>,
   Assert<Same<First<Rmq, 'settled'>['decision'], rabbitmq.Decision>>,
   Assert<Same<First<Sqs, 'settled'>['decision'], sqs.Decision>>,
+  Assert<Same<keyof First<Bull, 'settled'>, keyof bullmq.MessageSubject | 'decision'>>,
+  Assert<Same<First<Bull, 'settled'>['decision'], bullmq.Decision>>,
 ];
 
 /** A retry after a handler error has the same `reason` everywhere. */
@@ -40,6 +45,8 @@ export type RetryReasons = [
   Assert<'handler-error' extends First<Kafka, 'retryScheduled'>['reason'] ? true : false>,
   Assert<'handler-error' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
   Assert<'conflict' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'handler-error' extends First<Bull, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'conflict' extends First<Bull, 'retryScheduled'>['reason'] ? true : false>,
 ];
 
 /** `storeError` and `brokerError` name the message they were about as `source`, the adapter's own type. */
@@ -50,6 +57,8 @@ export type ErrorSources = [
   Assert<Same<First<Kafka, 'brokerError'>['source'], kafka.KafkaSource | undefined>>,
   Assert<Same<First<Sqs, 'storeError'>['source'], sqs.SqsMessageSource | undefined>>,
   Assert<Same<First<Sqs, 'brokerError'>['source'], sqs.SqsMessageSource | undefined>>,
+  Assert<Same<First<Bull, 'storeError'>['source'], bullmq.BullMqSource | undefined>>,
+  Assert<Same<First<Bull, 'brokerError'>['source'], bullmq.BullMqSource | undefined>>,
 ];
 
 /** `storeUnavailable` carries the store's `error`, `storeRecovered` how long it was down, in every adapter. */
@@ -60,6 +69,8 @@ export type StoreEvents = [
   Assert<'downMs' extends keyof First<Rmq, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Kafka, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Sqs, 'storeRecovered'> ? true : false>,
+  Assert<'error' extends keyof First<Bull, 'storeUnavailable'> ? true : false>,
+  Assert<'downMs' extends keyof First<Bull, 'storeRecovered'> ? true : false>,
 ];
 
 /**
@@ -74,6 +85,8 @@ export type DeadLetters = [
   Assert<Same<First<Rmq, 'deadLettered'>['error'], string>>,
   Assert<Same<First<Kafka, 'deadLettered'>['error'], string>>,
   Assert<Same<First<Sqs, 'deadLettered'>['error'], string>>,
+  Assert<Same<Extract<bullmq.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
+  Assert<Same<First<Bull, 'deadLettered'>['error'], string>>,
 ];
 
 /** A retry reports what the handler threw, the same type everywhere (the thrown value, not its text). */
@@ -83,4 +96,6 @@ export type RetryErrors = [
   Assert<Same<First<Sqs, 'retryScheduled'>['error'], unknown>>,
   Assert<Same<Extract<rabbitmq.Decision, { action: 'retry' }>['error'], unknown>>,
   Assert<Same<Extract<kafka.Decision, { action: 'retry' }>['error'], unknown>>,
+  Assert<Same<First<Bull, 'retryScheduled'>['error'], unknown>>,
+  Assert<Same<Extract<bullmq.Decision, { action: 'retry' }>['error'], unknown>>,
 ];

@@ -1,6 +1,6 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import { checkStoreAnswers } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
+import { checkStoreAnswers } from '../../../packages/core/src/kit/store-check';
 import { withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
 import { RedisServer, usePrivateRedis } from '../../support/redis-server';

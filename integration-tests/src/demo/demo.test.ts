@@ -61,6 +61,12 @@ describeWithServices(['redis', 'sqs'], 'demo on SQS', ({ redis, sqs }) => {
   });
 });
 
+describeWithServices(['redis'], 'demo on BullMQ', ({ redis }) => {
+  it('charges every payment once with a consumer killed mid-handler', async () => {
+    expectEffectivelyOnce(await runDemo('bullmq', { REDIS_URL: redis }));
+  });
+});
+
 describe('demo preflight', () => {
   /** The demo's stderr and exit status when it stops before running (a service not reachable). */
   async function stopped(args: string[]): Promise<{ code: number; stderr: string }> {

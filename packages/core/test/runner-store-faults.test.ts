@@ -7,7 +7,8 @@ import {
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
-import { giveBackUnrun, StoreGate } from '../src/kit';
+import { StoreGate } from '../src/kit';
+import { giveBackUnrun } from '../src/kit/give-back';
 import { FaultyStore, type Operation, recordEvents } from './support/faulty-store';
 
 const request = { scope: 'faults', key: 'k' };

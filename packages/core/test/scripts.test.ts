@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../src';
 import * as generated from '../src/generated/scripts';
-import { SCRIPT_NUMBER_OF_KEYS } from '../src/kit';
+import { SCRIPT_NUMBER_OF_KEYS } from '../src/tools';
 
 const LUA_DIR = join(__dirname, '..', '..', '..', 'lua');
 const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
@@ -178,7 +178,7 @@ describe('Lua scripts: one key each, documented headers', () => {
       const lua = source(file);
       expect(includesOf(lua)).toEqual(expect.arrayContaining(['fence', 'fenced-write']));
       // Through the one frame of a fenced write (includes/fenced-write.lua), itself or one built on it.
-      expect(body(lua)).toMatch(/^return (fencedWrite|renewLease|settle)\('[\w-]+', /m);
+      expect(body(lua)).toMatch(/^return (fencedWrite|renewLease|endClaim)\('[\w-]+', /m);
       expect(body(lua)).not.toMatch(/[=~]= *fencingToken|fencingToken *[=~]=/);
       expect(body(lua)).not.toMatch(/HMGET', key, 's', 't'/);
     },
@@ -205,12 +205,12 @@ describe('Lua scripts: one key each, documented headers', () => {
     }
     expect(includeFiles.sort()).toEqual([
       'clock.lua',
+      'end-claim.lua',
       'fence.lua',
       'fenced-write.lua',
       'fingerprint.lua',
       'lease.lua',
       'notify.lua',
-      'settle.lua',
     ]);
   });
 });

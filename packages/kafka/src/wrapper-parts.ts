@@ -1,11 +1,5 @@
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  StoreGate,
-  sharedAbortController,
-  watchRedisErrors,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
@@ -76,8 +70,8 @@ export function buildWrapperParts<T>(
   );
   // A wrapper has no start: the runner's warnings reach its logger from now until close().
   log.open();
-  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
-  const stopping = sharedAbortController();
+  const unwatchRedis = StoreGate.watchRedisErrors(dependencies.idempotency.store, log);
+  const stopping = new StopSignal();
   const gate = new StoreGate(
     dependencies.idempotency.store,
     { storeProbeBackoff: resolved.storeProbeBackoff, log },
@@ -100,7 +94,7 @@ export function buildWrapperParts<T>(
     const topic = topicOf(subject.scope);
     if (topic !== undefined) events.emit('storeUnavailable', { topic, partition: undefined, error });
   });
-  const checkStore = () => checkStoreAnswers(idempotency.store, log.where);
+  const checkStore = () => StoreGate.check(idempotency.store, log.where);
   let firstUse: Promise<void> | undefined;
   return {
     resolved,

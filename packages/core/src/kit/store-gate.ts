@@ -2,12 +2,14 @@ import { performance } from 'node:perf_hooks';
 import { type BackoffOptions, computeBackoffMs } from '../backoff';
 import { isIdempotencyError } from '../errors';
 import type { EventSubject, IdempotencyEvents } from '../runner/events';
+import type { Idempotency } from '../runner/idempotency';
 import type { IdempotencyStore } from '../store/idempotency-store';
 import type { AdapterLog } from './adapter-log';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
 import { checkBackoffOptions } from './option-checks';
 import { sleep } from './sleep';
+import { checkStoreAnswers, checkStoreAtStart, watchRedisErrors } from './store-check';
 
 /**
  * The default `storeProbeBackoff`: the first ping 125-250 ms after the store stopped answering, then
@@ -226,6 +228,35 @@ export class StoreGate {
     if (!outage) return;
     outage.stop.abort();
     for (const wake of [...outage.waiters]) wake(false);
+  }
+
+  /**
+   * Sends one ping to `store`, bounded by its command timeout.
+   * @param where - the consumer, for the error's message.
+   * @throws {@link StoreUnavailableError} naming the consumer and where Redis is (host and port).
+   */
+  static check(store: Pick<IdempotencyStore, 'ping'>, where: string, signal?: AbortSignal): Promise<void> {
+    return checkStoreAnswers(store, where, signal);
+  }
+
+  /**
+   * The check of a consumer's start: a store that does not answer throws, or is only logged when the
+   * runner fails open. A Redis client still connecting is waited for up to 5 s, or until `signal` aborts.
+   */
+  static checkAtStart(
+    runner: Pick<Idempotency, 'store' | 'options'>,
+    log: AdapterLog,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    return checkStoreAtStart(runner, log, signal);
+  }
+
+  /**
+   * Logs the first error of each outage of the store's Redis client at `debug`, once for every consumer
+   * of that client, unless the application listens to its errors itself. @returns a function that stops it.
+   */
+  static watchRedisErrors(store: object, log: AdapterLog): () => void {
+    return watchRedisErrors(store, log);
   }
 
   #wait(signal: AbortSignal | undefined, maxMs: number | undefined): Promise<boolean> {

@@ -312,18 +312,20 @@ export class MessagePipeline<M, T, R = void> {
       const held = 'reply' in ended ? ended.reply : writtenClaimOf(ended.error);
       await this.giveBack(job.message, { kind: 'keyed', request: job.request }, held);
     };
+    let ended: Awaited<typeof settled>;
     try {
       if (port.keepAlive && !(await port.keepAlive(job.message, settled, this.conflictWaitMs))) {
         await giveBackHeld();
         return { end: this.#end(job, 'stopping') };
       }
+      // A stop ends the wait until it settled, with or without a keepAlive.
+      ended = await settled;
     } catch (failure) {
       await giveBackHeld();
       throw failure;
     } finally {
       stopping.removeEventListener('abort', onStop);
     }
-    const ended = await settled;
     if ('reply' in ended) return { reply: ended.reply };
     if (!isUnanswered(ended.error)) throw ended.error;
     // The store stopped answering: nothing runs while the holder may. A claim the wait wrote is given back.
@@ -599,10 +601,10 @@ export class MessagePipeline<M, T, R = void> {
     );
   }
 
-  /** `Idempotency.settle` of a claim whose handler must not run. */
+  /** `Idempotency.resultOf` of a claim whose handler must not run. */
   #settle(message: M, reply: ClaimReply): Claimed<T> {
     try {
-      return this.#parts.idempotency.settle<T>(reply);
+      return this.#parts.idempotency.resultOf<T>(reply);
     } catch (error) {
       return this.#unreadable(message, error);
     }

@@ -123,7 +123,7 @@ export interface ExecuteOptions extends RunOptions {
  * had. Unless the wait had written a claim of its own (the holder let go, and the claim's `WAIT` or
  * `start` went unanswered) that {@link Idempotency.waitForOutcome} could not give back either: `run`
  * then rejects with the `StoreUnavailableError` naming it (`writtenClaim`), for the caller to give back
- * (`Idempotency.release`, the kit's `giveBackUnrun`); resolving CONFLICT dropped it, and it held the key
+ * (`Idempotency.giveBack`, the kit's `giveBackUnrun`); resolving CONFLICT dropped it, and it held the key
  * until its lease lapsed.
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
@@ -213,10 +213,10 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   ran short before its handler (whatever `storeFailureMode`; the claim is given back the same way), or,
    *   whatever `storeFailureMode`, the
    *   `conflictWaitMs` wait after it had written a claim of its own whose give-back went unanswered too
-   *   (`writtenClaim` set: give it back with {@link Idempotency.release} or the kit's `giveBackUnrun`). A
+   *   (`writtenClaim` set: give it back with {@link Idempotency.giveBack} or the kit's `giveBackUnrun`). A
    *   wait that wrote no claim, or gave it back, resolves the CONFLICT it had. No handler ran in any case.
    * @throws {@link UnreadableResultError} for a DUPLICATE whose stored result cannot be decoded (see
-   *   {@link Idempotency.settle}).
+   *   {@link Idempotency.resultOf}).
    * @throws `UnexpectedReplyError`, `InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`: see the
    *   class description.
    */
@@ -253,7 +253,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       // run owns the claim: one whose start the store did not answer is given back before run rejects.
       return this.#execute(request, reply, handler, options, requestedAt, undefined, true);
     }
-    return this.settle<T>(reply);
+    return this.resultOf<T>(reply);
   }
 
   /**
@@ -263,7 +263,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * {@link Idempotency.execute}), or CONFLICT when the bound passes. For adapters that claimed with
    * {@link Idempotency.claimMany}; {@link Idempotency.run} calls it by itself. With `reserve: true` (a
    * batch, like `claimMany`'s default) a claim the wait ends with is a reservation: its attempt counts when
-   * `execute` starts it, and giving it back with {@link Idempotency.release} costs none.
+   * `execute` starts it, and giving it back with {@link Idempotency.giveBack} costs none.
    * @throws {@link StoreUnavailableError} when the store does not answer; a claim the store had written
    *   (`writtenClaim`) was given back unrun first (see {@link Idempotency.claim}), and the error still
    *   names it only when that give-back went unanswered too ({@link Idempotency.run} then rejects with it).
@@ -330,12 +330,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Claims many keys in one round trip (`IdempotencyStore.claimMany`), for batch consumers. Replies come
-   * in request order; each then goes to {@link Idempotency.execute} or {@link Idempotency.settle}.
+   * in request order; each then goes to {@link Idempotency.execute} or {@link Idempotency.resultOf}.
    *
    * By default the claims are reservations (`reserve: true`): no attempt counts until
    * {@link Idempotency.execute} starts a handler (one `start` call per message, which also renews the
    * lease). A batch that is interrupted (rebalance, shutdown) gives its unrun reservations back with
-   * {@link Idempotency.release}, and a crash before a handler starts leaves a reservation whose expired
+   * {@link Idempotency.giveBack}, and a crash before a handler starts leaves a reservation whose expired
    * lease the next claim acquires as `ACQUIRED`: neither spends an attempt, so `maxAttempts` counts only
    * handlers that ran (a message that crashes its consumer mid-handler still ends FAILED).
    * @throws {@link StoreUnavailableError} when the store does not answer.
@@ -367,7 +367,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   carries the DUPLICATE's facts (`duplicate`); a consumer settles it as a DUPLICATE all the same (the
    *   kit's `unreadableDuplicateOf`).
    */
-  settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
+  resultOf<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
     // Literals, not a shared `base` spread: the duplicate path runs per message too.
     const { fencingToken, attempt } = reply;
     switch (reply.outcome) {
@@ -414,11 +414,21 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   store did not answer that either); only its `fencingToken` and `outcome` are read.
    * @throws {@link StoreUnavailableError} when the store does not answer (after a `storeError` event).
    */
-  async release(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
+  async giveBack(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
     const id: RecordId = { scope: request.scope, key: request.key };
     const options = unrunReleaseOptions(claim, this.options.retentionMs);
     const reply = await this.#store('release', id, () => this.store.release(id, claim.fencingToken, options));
     return reply.ok;
+  }
+
+  /** @deprecated Renamed {@link Idempotency.resultOf}; this name goes in the next minor version. */
+  settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
+    return this.resultOf<T>(reply);
+  }
+
+  /** @deprecated Renamed {@link Idempotency.giveBack}; this name goes in the next minor version. */
+  release(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
+    return this.giveBack(request, claim);
   }
 
   /**
@@ -475,7 +485,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
    * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held, and Redis
    * may still apply the `start`). Its `writtenClaim` names the claim: give it back with
-   * {@link Idempotency.release} or the kit's `giveBackUnrun` (no attempt spent), or start it again.
+   * {@link Idempotency.giveBack} or the kit's `giveBackUnrun` (no attempt spent), or start it again.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
    * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now, whose
    * `leaseMs` is not a finite number >= 0, or whose `fencingToken` is not the claim's).
@@ -838,7 +848,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
-   * Gives back unrun ({@link Idempotency.release}: no attempt spent, a stale claim keeps the record stale)
+   * Gives back unrun ({@link Idempotency.giveBack}: no attempt spent, a stale claim keeps the record stale)
    * a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
    * one try, and returns the error to reject with: a copy without `writtenClaim` once the store answered
    * the give-back (also when another claim had taken the key: not ours to give back any more), else
@@ -851,7 +861,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const written = error instanceof StoreUnavailableError ? error.writtenClaim : undefined;
     if (written === undefined) return error;
     try {
-      await this.release(request, written);
+      await this.giveBack(request, written);
     } catch (releaseError) {
       // Replicas that did not acknowledge the release: it was applied on the primary all the same.
       if (!(releaseError instanceof ReplicationTimeoutError)) return error;
@@ -862,7 +872,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
-   * handler ran unprotected. Not a give-back (unlike {@link Idempotency.release}, without `neverStarted`):
+   * handler ran unprotected. Not a give-back (unlike {@link Idempotency.giveBack}, without `neverStarted`):
    * the handler ran, so its attempt stays spent and the next claim is ACQUIRED_STALE. One try, not the
    * `writeAttempts` of a write after a claimed run (the store has just failed, and a fail-open run is there
    * to answer without waiting for it). Never rejects: a release
