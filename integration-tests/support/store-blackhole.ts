@@ -56,7 +56,7 @@ export function useBlackholedRedis(): BlackholedRedis {
  */
 export async function trafficThroughOutage(
   outage: StoreBlackhole,
-  send: (key: string) => Promise<unknown> | void,
+  send: (key: string) => unknown,
   gapMs: number,
 ): Promise<string[]> {
   const keys: string[] = [];

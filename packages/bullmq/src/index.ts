@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 export { type DeadLetterFields, readDeadLetter } from './dead-letter';
-export type { Decision, Rethrown } from './decide';
+export type { Decision, LeaveReason, Rethrown } from './decide';
 export type { BullMqIdempotencyDependencies } from './dependencies';
 export type { BullMqEventEmitter, BullMqIdempotencyEvents, BullMqSource, MessageSubject } from './events';
 export type { BullMqHandler, BullMqHandlerContext } from './handler';

@@ -1,5 +1,5 @@
 import { type HandlerContext, ResultTooLargeError, type RunResult } from '@idempotent-consumer/core';
-import type { FinishedResponse } from './admission';
+import type { FinishedResponse } from './finished-response';
 import type { ResolvedHttpOptions } from './options';
 import { type HttpAnswer, problemAnswer } from './problem';
 import { ServerErrorResponse } from './server-error-response';

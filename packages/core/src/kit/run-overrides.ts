@@ -1,11 +1,9 @@
 import { checkLeaseMs, checkNonNegativeInteger, checkPositiveInteger } from './option-checks';
 
 /**
- * The runner options a consumer may set for its own messages, overriding the runner's
- * (`Idempotency` options) for every run it makes: the same four in every adapter, with the same names,
- * units and ranges. An adapter's options type extends it and passes the fields it got to
- * `Idempotency.run` / `claim` / `claimMany` / `execute` (their `RunOptions` extends it too); see
- * {@link pickRunOverrides}.
+ * The runner options a consumer may set for its own messages, overriding the runner's for every run it
+ * makes. They are the same four in every adapter, with the same names, units and ranges. An adapter's
+ * options type extends it, and the runner's `RunOptions` does too.
  */
 export interface RunOverrides {
   /**

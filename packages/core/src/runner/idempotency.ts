@@ -548,39 +548,56 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       this.store,
       id,
       fencingToken,
-      {
-        leaseMs,
-        retentionMs: this.options.retentionMs,
-        heartbeatIntervalMs,
-        leaseEndsAt,
-      },
+      { leaseMs, retentionMs: this.options.retentionMs, heartbeatIntervalMs, leaseEndsAt },
       this.#keeperCallbacks,
       options,
     );
+    const claimed: HeldClaim = { id, outcome, fencingToken, attempt, keeper };
+    const ran = await this.#callHandler(claimed, handler, options);
+    if (ran.thrown === undefined && options.onHandlerReturned) {
+      try {
+        options.onHandlerReturned();
+      } catch {
+        // A caller's bug must not change the outcome.
+      }
+    }
+    if (ran.thrown === undefined) {
+      const completed = await this.#complete(claimed, ran.value as T, ran.durationMs);
+      if (!('thrown' in completed)) return completed;
+      return this.#endThrown(claimed, completed.thrown, options);
+    }
+    return this.#endThrown(claimed, ran.thrown, options);
+  }
+
+  /**
+   * Runs the handler while the keeper extends the lease, bounded by `handlerTimeoutMs`. Never rejects: a
+   * throw, or the timeout, comes back as `thrown`.
+   */
+  async #callHandler<T>(
+    claimed: HeldClaim,
+    handler: Handler<T>,
+    options: RunOptions,
+  ): Promise<HandlerRun<T>> {
+    const { id, keeper } = claimed;
     const started = performance.now();
     keeper.start();
-    let value: T | undefined;
-    // `byRunner`: an error this runner made (result too large, handler timeout); never `instanceof` on a
-    // thrown value: a revoked Proxy throws on it.
-    let thrown: { error: unknown; byRunner?: 'result-too-large' | 'timeout' } | undefined;
     const handlerTimeoutMs = options.handlerTimeoutMs ?? this.options.handlerTimeoutMs;
-    // Not a bare setTimeout: Node fires a delay above 2^31 - 1 ms after 1 ms, which aborted the handler at
-    // once and released its key abandoned while it ran (a redelivery then ran it a second time).
+    // A LongTimeout, not setTimeout: Node fires a delay above 2^31 - 1 ms after 1 ms.
     let timer: LongTimeout | undefined;
     let timedOut: HandlerTimeoutError | undefined;
     try {
-      // The keeper creates its AbortController only for handlers that read the signal.
+      // The keeper makes its AbortController only for a handler that reads the signal.
       const context: HandlerContext = new LazySignalContext(
         id.scope,
         id.key,
-        fencingToken,
-        attempt,
-        outcome,
+        claimed.fencingToken,
+        claimed.attempt,
+        claimed.outcome,
         keeper,
       );
-      // Without a timeout the handler is awaited directly (a synchronous throw lands in the catch below);
-      // the async wrapper that Promise.race needs costs a promise and a closure per message.
-      value = await (handlerTimeoutMs > 0
+      // Without a timeout the handler is awaited directly: the wrapper Promise.race needs costs a promise
+      // and a closure per message.
+      const value = await (handlerTimeoutMs > 0
         ? Promise.race([
             (async () => handler(context))(),
             new Promise<never>((_, reject) => {
@@ -594,98 +611,86 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
             }),
           ])
         : handler(context));
+      return { value, thrown: undefined, durationMs: await this.#stopKeeper(keeper, started, timer) };
     } catch (error) {
-      thrown = { error, byRunner: timedOut !== undefined && error === timedOut ? 'timeout' : undefined };
-    } finally {
-      timer?.clear();
-      const extending = keeper.stop();
-      if (extending) await extending;
-    }
-    const durationMs = performance.now() - started;
-    if (!thrown && options.onHandlerReturned) {
-      try {
-        options.onHandlerReturned();
-      } catch {
-        // A caller's bug must not change the outcome.
-      }
-    }
-    // The fields every result shares, built only on the paths that need them (not per completed run).
-    const base = () => ({ outcome, fencingToken, attempt }) as const;
-    // The write after the handler was refused: another worker's claim took the record over. The result
-    // says where the claim was lost first: while the handler ran (the keeper lost it), else at this write.
-    const lostOnWrite = (
-      handlerCompleted: boolean,
-      result: T | undefined,
-      error: unknown,
-    ): LeaseLostResult<T> => {
-      this.#emit('leaseLost', { ...subject, fencingToken, during: 'write' });
-      const during = keeper.lostDuring ?? 'write';
+      // Never `instanceof` on a thrown value: a revoked Proxy throws on it.
+      const byRunner = timedOut !== undefined && error === timedOut ? 'timeout' : undefined;
       return {
-        ...base(),
-        status: 'lease-lost',
-        during,
-        handlerStarted: true,
-        handlerCompleted,
-        result,
-        error,
+        value: undefined,
+        thrown: { error, byRunner },
+        durationMs: await this.#stopKeeper(keeper, started, timer),
       };
-    };
-
-    if (!thrown) {
-      let encoded: ReturnType<typeof encodeResult>;
-      try {
-        encoded = encodeResult(value, this.options);
-      } catch (error) {
-        encoded = { kind: 'too-large', bytes: Number.NaN };
-        thrown = {
-          error: new ResultTooLargeError('The handler result cannot be serialized as JSON', { cause: error }),
-          byRunner: 'result-too-large',
-        };
-      }
-      if (encoded.kind === 'too-large' && !thrown) {
-        if (this.options.onResultTooLarge === 'omit') {
-          this.#emit('resultOmitted', {
-            ...subject,
-            bytes: encoded.bytes,
-            maxResultBytes: this.options.maxResultBytes,
-          });
-        } else {
-          thrown = {
-            byRunner: 'result-too-large',
-            error: new ResultTooLargeError(
-              `The handler result is ${encoded.bytes} bytes encoded; maxResultBytes is ${this.options.maxResultBytes}`,
-            ),
-          };
-        }
-      }
-      if (!thrown) {
-        const result = encoded.kind === 'stored' ? encoded.value : undefined;
-        const write = await this.#write('complete', subject, fencingToken, () =>
-          this.store.complete(id, fencingToken, { retentionMs: this.options.retentionMs, result }),
-        );
-        if (write === 'lost') return lostOnWrite(true, value, undefined);
-        const recorded = write === 'ok';
-        if (this.listenerCount('completed') > 0) {
-          this.#emit('completed', { ...subject, attempt, fencingToken, durationMs, recorded });
-        }
-        const resultOmitted = encoded.kind === 'too-large';
-        const completed: CompletedResult<T> = {
-          outcome,
-          fencingToken,
-          attempt,
-          status: 'completed',
-          result: value as T,
-          recorded,
-          resultOmitted,
-          durationMs,
-        };
-        // A late write of it (completeClaim) that the store refuses says where the claim was lost first.
-        const lostDuring = recorded ? undefined : keeper.lostDuring;
-        return lostDuring === undefined ? completed : { ...completed, leaseLostDuring: lostDuring };
-      }
     }
+  }
 
-    const error = thrown.error;
+  /** Stops the handler's timer and its lease keeper; the handler's run time, in milliseconds. */
+  async #stopKeeper(
+    keeper: LeaseKeeper<RunOptions>,
+    started: number,
+    timer: LongTimeout | undefined,
+  ): Promise<number> {
+    timer?.clear();
+    const extending = keeper.stop();
+    if (extending) await extending;
+    return performance.now() - started;
+  }
+
+  /**
+   * Writes COMPLETED with the handler's result. A result too large (under `onResultTooLarge: 'fail'`) or
+   * not serializable comes back as `thrown`, to fail the record.
+   */
+  async #complete<T>(
+    claimed: HeldClaim,
+    value: T,
+    durationMs: number,
+  ): Promise<ExecutionResult<T> | { readonly thrown: Thrown }> {
+    const { id, fencingToken, outcome, attempt } = claimed;
+    let encoded: ReturnType<typeof encodeResult>;
+    try {
+      encoded = encodeResult(value, this.options);
+    } catch (error) {
+      const cause = new ResultTooLargeError('The handler result cannot be serialized as JSON', {
+        cause: error,
+      });
+      return { thrown: { error: cause, byRunner: 'result-too-large' } };
+    }
+    if (encoded.kind === 'too-large') {
+      const { maxResultBytes } = this.options;
+      if (this.options.onResultTooLarge !== 'omit') {
+        const text = `The handler result is ${encoded.bytes} bytes encoded; maxResultBytes is ${maxResultBytes}`;
+        return { thrown: { error: new ResultTooLargeError(text), byRunner: 'result-too-large' } };
+      }
+      this.#emit('resultOmitted', { ...id, bytes: encoded.bytes, maxResultBytes });
+    }
+    const result = encoded.kind === 'stored' ? encoded.value : undefined;
+    const write = await this.#write('complete', id, fencingToken, () =>
+      this.store.complete(id, fencingToken, { retentionMs: this.options.retentionMs, result }),
+    );
+    if (write === 'lost') return this.#lostOnWrite(claimed, true, value, undefined);
+    const recorded = write === 'ok';
+    if (this.listenerCount('completed') > 0) {
+      this.#emit('completed', { ...id, attempt, fencingToken, durationMs, recorded });
+    }
+    const resultOmitted = encoded.kind === 'too-large';
+    const completed: CompletedResult<T> = {
+      outcome,
+      fencingToken,
+      attempt,
+      status: 'completed',
+      result: value,
+      recorded,
+      resultOmitted,
+      durationMs,
+    };
+    // A late write of it (completeClaim) that the store refuses says where the claim was lost first.
+    const lostDuring = recorded ? undefined : claimed.keeper.lostDuring;
+    return lostDuring === undefined ? completed : { ...completed, leaseLostDuring: lostDuring };
+  }
+
+  /** Releases the record after a retryable error with attempts left, else fails it. */
+  async #endThrown<T>(claimed: HeldClaim, thrown: Thrown, options: RunOptions): Promise<ExecutionResult<T>> {
+    const { id, fencingToken, outcome, attempt } = claimed;
+    const { error } = thrown;
     const reason =
       thrown.byRunner === 'result-too-large'
         ? 'result-too-large'
@@ -694,30 +699,50 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
           : attempt >= (options.maxAttempts ?? this.options.maxAttempts)
             ? 'attempts-exhausted'
             : undefined;
-    if (reason === undefined) {
-      // A handler past handlerTimeoutMs may still be running: the release says so, and the next claim
-      // is ACQUIRED_STALE (its handler sees that the earlier attempt may be partial or still running).
-      const abandoned = thrown.byRunner === 'timeout';
-      const write = await this.#write('release', subject, fencingToken, () =>
-        this.store.release(id, fencingToken, { retentionMs: this.options.retentionMs, abandoned }),
-      );
-      if (write === 'lost') return lostOnWrite(false, undefined, error);
-      this.#emit('released', { ...subject, attempt, fencingToken, error, recorded: write === 'ok' });
-      return { ...base(), status: 'released', error, recorded: write === 'ok' };
-    }
-    // A timeout at the last attempt: that handler too may still run. The FAILED record says so, so the claim
-    // after an operator's release (RedisIdempotencyAdmin.release) is ACQUIRED_STALE, not ACQUIRED.
+    // A handler past handlerTimeoutMs may still run: the record says so, and the claim after this one, or
+    // after an operator's release of the FAILED record, is ACQUIRED_STALE.
     const abandoned = thrown.byRunner === 'timeout';
-    const write = await this.#write('fail', subject, fencingToken, () =>
-      this.store.fail(id, fencingToken, {
-        retentionMs: this.options.retentionMs,
-        error: describeError(error),
-        abandoned,
-      }),
+    const retentionMs = this.options.retentionMs;
+    if (reason === undefined) {
+      const write = await this.#write('release', id, fencingToken, () =>
+        this.store.release(id, fencingToken, { retentionMs, abandoned }),
+      );
+      if (write === 'lost') return this.#lostOnWrite(claimed, false, undefined, error);
+      this.#emit('released', { ...id, attempt, fencingToken, error, recorded: write === 'ok' });
+      return { outcome, fencingToken, attempt, status: 'released', error, recorded: write === 'ok' };
+    }
+    const write = await this.#write('fail', id, fencingToken, () =>
+      this.store.fail(id, fencingToken, { retentionMs, error: describeError(error), abandoned }),
     );
-    if (write === 'lost') return lostOnWrite(reason === 'result-too-large', undefined, error);
-    this.#emit('failed', { ...subject, attempt, fencingToken, error, reason, recorded: write === 'ok' });
-    return { ...base(), status: 'failed', error, reason, recorded: write === 'ok' };
+    if (write === 'lost') return this.#lostOnWrite(claimed, reason === 'result-too-large', undefined, error);
+    this.#emit('failed', { ...id, attempt, fencingToken, error, reason, recorded: write === 'ok' });
+    return { outcome, fencingToken, attempt, status: 'failed', error, reason, recorded: write === 'ok' };
+  }
+
+  /**
+   * The write after the handler was refused: another claim took the record over. The result says where
+   * the claim was lost first: while the handler ran, as the keeper saw, else at this write.
+   */
+  #lostOnWrite<T>(
+    claimed: HeldClaim,
+    handlerCompleted: boolean,
+    result: T | undefined,
+    error: unknown,
+  ): LeaseLostResult<T> {
+    const { id, fencingToken, outcome, attempt } = claimed;
+    this.#emit('leaseLost', { ...id, fencingToken, during: 'write' });
+    const during = claimed.keeper.lostDuring ?? 'write';
+    return {
+      outcome,
+      fencingToken,
+      attempt,
+      status: 'lease-lost',
+      during,
+      handlerStarted: true,
+      handlerCompleted,
+      result,
+      error,
+    };
   }
 
   /**
@@ -999,6 +1024,26 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     emitIsolated(this, name, payload);
   }
 }
+
+/** A claim whose handler this runner runs, with its lease keeper. */
+interface HeldClaim {
+  readonly id: RecordId;
+  readonly outcome: AcquiredReply['outcome'];
+  readonly fencingToken: number;
+  readonly attempt: number;
+  readonly keeper: LeaseKeeper<RunOptions>;
+}
+
+/** What a handler threw; `byRunner` when this runner made the error (result too large, handler timeout). */
+interface Thrown {
+  readonly error: unknown;
+  readonly byRunner?: 'result-too-large' | 'timeout' | undefined;
+}
+
+/** How a handler's run ended: its value, or what it threw, and how long it ran in milliseconds. */
+type HandlerRun<T> =
+  | { readonly value: T; readonly thrown: undefined; readonly durationMs: number }
+  | { readonly value: undefined; readonly thrown: Thrown; readonly durationMs: number };
 
 /** The options of a call given none (one object, not one per call: a per-message allocation). */
 const NO_OPTIONS: RunOptions = Object.freeze({});
