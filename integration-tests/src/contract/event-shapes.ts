@@ -1,10 +1,11 @@
 /**
  * Type-level checks of issue #8's event contract (run by the integration-tests typecheck, `tsc --noEmit`):
- * the same event carries the same shape in the RabbitMQ, Kafka and SQS adapters. A change that makes one
+ * the same event carries the same shape in the RabbitMQ, Kafka, SQS and NATS adapters. A change that makes one
  * adapter's payload differ fails the typecheck here.
  */
 import type { DeadLetterDecision, MessageSubjectOf } from '@idempotent-consumer/core/kit';
 import type * as kafka from '@idempotent-consumer/kafka';
+import type * as nats from '@idempotent-consumer/nats';
 import type * as rabbitmq from '@idempotent-consumer/rabbitmq';
 import type * as sqs from '@idempotent-consumer/sqs';
 
@@ -17,12 +18,14 @@ type First<E, K extends keyof E> = E[K] extends [infer P, ...unknown[]] ? P : ne
 type Rmq = rabbitmq.IdempotentConsumerEvents;
 type Kafka = kafka.KafkaIdempotencyEvents;
 type Sqs = sqs.SqsEvents;
+type Nats = nats.NatsIdempotencyEvents;
 
 /** Every adapter exports its event subject as `MessageSubject`, the kit's subject with its own source. */
 export type SubjectNames = [
   Assert<Same<rabbitmq.MessageSubject, MessageSubjectOf<rabbitmq.RabbitMqSource>>>,
   Assert<Same<kafka.MessageSubject, MessageSubjectOf<kafka.KafkaSource>>>,
   Assert<sqs.MessageSubject extends MessageSubjectOf<sqs.SqsMessageSource> ? true : false>,
+  Assert<Same<nats.MessageSubject, MessageSubjectOf<nats.NatsSource>>>,
 ];
 
 /** `settled` is the subject and the decision, nothing else, in every adapter. */
@@ -32,6 +35,8 @@ export type SettledShape = [
   Assert<Same<keyof First<Sqs, 'settled'>, keyof sqs.MessageSubject | 'decision'>>,
   Assert<Same<First<Rmq, 'settled'>['decision'], rabbitmq.Decision>>,
   Assert<Same<First<Sqs, 'settled'>['decision'], sqs.Decision>>,
+  Assert<Same<keyof First<Nats, 'settled'>, keyof nats.MessageSubject | 'decision'>>,
+  Assert<Same<First<Nats, 'settled'>['decision'], nats.Decision>>,
 ];
 
 /** A retry after a handler error has the same `reason` everywhere. */
@@ -40,6 +45,8 @@ export type RetryReasons = [
   Assert<'handler-error' extends First<Kafka, 'retryScheduled'>['reason'] ? true : false>,
   Assert<'handler-error' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
   Assert<'conflict' extends First<Sqs, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'handler-error' extends First<Nats, 'retryScheduled'>['reason'] ? true : false>,
+  Assert<'conflict' extends First<Nats, 'retryScheduled'>['reason'] ? true : false>,
 ];
 
 /** `storeError` and `brokerError` name the message they were about as `source`, the adapter's own type. */
@@ -50,6 +57,8 @@ export type ErrorSources = [
   Assert<Same<First<Kafka, 'brokerError'>['source'], kafka.KafkaSource | undefined>>,
   Assert<Same<First<Sqs, 'storeError'>['source'], sqs.SqsMessageSource | undefined>>,
   Assert<Same<First<Sqs, 'brokerError'>['source'], sqs.SqsMessageSource | undefined>>,
+  Assert<Same<First<Nats, 'storeError'>['source'], nats.NatsSource | undefined>>,
+  Assert<Same<First<Nats, 'brokerError'>['source'], nats.NatsSource | undefined>>,
 ];
 
 /** `storeUnavailable` carries the store's `error`, `storeRecovered` how long it was down, in every adapter. */
@@ -57,9 +66,11 @@ export type StoreEvents = [
   Assert<'error' extends keyof First<Rmq, 'storeUnavailable'> ? true : false>,
   Assert<'error' extends keyof First<Kafka, 'storeUnavailable'> ? true : false>,
   Assert<'error' extends keyof First<Sqs, 'storeUnavailable'> ? true : false>,
+  Assert<'error' extends keyof First<Nats, 'storeUnavailable'> ? true : false>,
   Assert<'downMs' extends keyof First<Rmq, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Kafka, 'storeRecovered'> ? true : false>,
   Assert<'downMs' extends keyof First<Sqs, 'storeRecovered'> ? true : false>,
+  Assert<'downMs' extends keyof First<Nats, 'storeRecovered'> ? true : false>,
 ];
 
 /**
@@ -71,9 +82,11 @@ export type DeadLetters = [
   Assert<Same<Extract<rabbitmq.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
   Assert<Same<Extract<kafka.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
   Assert<Same<Extract<sqs.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
+  Assert<Same<Extract<nats.Decision, { action: 'dead-letter' }>, DeadLetterDecision>>,
   Assert<Same<First<Rmq, 'deadLettered'>['error'], string>>,
   Assert<Same<First<Kafka, 'deadLettered'>['error'], string>>,
   Assert<Same<First<Sqs, 'deadLettered'>['error'], string>>,
+  Assert<Same<First<Nats, 'deadLettered'>['error'], string>>,
 ];
 
 /** A retry reports what the handler threw, the same type everywhere (the thrown value, not its text). */
@@ -81,6 +94,7 @@ export type RetryErrors = [
   Assert<Same<First<Rmq, 'retryScheduled'>['error'], unknown>>,
   Assert<Same<First<Kafka, 'retryScheduled'>['error'], unknown>>,
   Assert<Same<First<Sqs, 'retryScheduled'>['error'], unknown>>,
+  Assert<Same<First<Nats, 'retryScheduled'>['error'], unknown>>,
   Assert<Same<Extract<rabbitmq.Decision, { action: 'retry' }>['error'], unknown>>,
   Assert<Same<Extract<kafka.Decision, { action: 'retry' }>['error'], unknown>>,
 ];

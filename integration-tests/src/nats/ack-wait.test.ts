@@ -27,11 +27,15 @@ describeWithServices(['nats', 'redis'], 'nats adapter: ack_wait kept by working(
       await holding;
       await fx.effect(key!);
     };
-    const first = await fx.consumer(idempotency(), { conflictWaitMs: 20_000 }, handler);
+    // Two consumers of the durable: either may get the duplicate, and it waits for the holder.
     const conflicts: string[] = [];
-    const waiting = idempotency();
-    waiting.on('outcome', (e) => conflicts.push(e.outcome));
-    const second = await fx.consumer(waiting, { conflictWaitMs: 20_000 }, handler);
+    const runner = () => {
+      const made = idempotency();
+      made.on('outcome', (e) => conflicts.push(e.outcome));
+      return made;
+    };
+    const first = await fx.consumer(runner(), { conflictWaitMs: 20_000 }, handler);
+    const second = await fx.consumer(runner(), { conflictWaitMs: 20_000 }, handler);
     await fx.publish('pay-1');
     await waitFor('the holder to run', () => runs.length === 1);
     await new Promise((resolve) => setTimeout(resolve, 150)); // past the 100 ms duplicate window

@@ -66,7 +66,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   readonly #tasks = new Set<Promise<void>>();
   #state: State = 'idle';
   #port: NatsMessagePort<T> | undefined;
-  #messages: ConsumerMessages | undefined;
+  #batch: ConsumerMessages | undefined;
   #starting: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #stopped: Promise<{ abandoned: number }> | undefined;
@@ -96,7 +96,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
       {
         onStoreUnavailable: ({ error }) => {
           this.emit('storeUnavailable', { stream, consumer, error });
-          this.#messages?.stop(); // its buffered messages are nak'ed by the loop
+          this.#batch?.stop(); // what it pulled already is nak'ed by the loop
         },
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { stream, consumer, downMs }),
       },
@@ -188,7 +188,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     }
     this.#state = 'stopping';
     this.#stopping.abort();
-    this.#messages?.stop();
+    this.#batch?.stop();
     this.#gate.dispose();
     this.#wake?.();
     await this.#starting?.catch(() => {});
@@ -253,37 +253,34 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     return { consumer: await jetstream.consumers.get(stream, name), limits };
   }
 
-  /** Pulls while running: pauses while the store gate is closed, naks what it cannot run. */
+  /**
+   * Pulls while running, one `fetch()` of the free capacity at a time once half of it is free: a fetch
+   * stopped early leaves no pull request behind, as a `consume()` refill queued before its stop would.
+   * Pauses while the store gate is closed, and naks what it pulled but cannot run.
+   */
   async #run(consumer: Consumer): Promise<void> {
     const signal = this.#stopping.signal;
     const { concurrency, retryBackoff, stream, consumer: name } = this.#options;
     for (let failures = 0; !signal.aborted; ) {
       if (!(await this.#gate.waitUntilOpen(signal))) break;
+      await this.#room(Math.floor(concurrency / 2));
+      if (signal.aborted) break;
       try {
-        const messages = await consumer.consume({ max_messages: concurrency });
-        this.#messages = messages;
-        if (signal.aborted || this.#gate.closed) messages.stop();
-        for await (const message of messages) {
-          failures = 0;
-          await this.#capacity();
+        const batch = await consumer.fetch({ max_messages: concurrency - this.#tasks.size, expires: 5000 });
+        this.#batch = batch;
+        if (signal.aborted || this.#gate.closed) batch.stop();
+        for await (const message of batch) {
           if (signal.aborted) this.#port!.notRun(message, 'stopping');
           else if (this.#gate.closed) this.#port!.notRun(message, 'store-unavailable');
           else this.#dispatch(message);
         }
+        failures = 0;
       } catch (error) {
-        if (!signal.aborted)
-          this.emit('brokerError', {
-            stream,
-            consumer: name,
-            operation: 'consume',
-            error,
-            source: undefined,
-          });
-      }
-      this.#messages = undefined;
-      // Ended by itself (the connection closed, the consumer was deleted): pull again after a backoff.
-      if (!signal.aborted && !this.#gate.closed)
+        if (signal.aborted) break;
+        this.emit('brokerError', { stream, consumer: name, operation: 'fetch', error, source: undefined });
         await sleep(computeBackoffMs(++failures, retryBackoff), signal);
+      }
+      this.#batch = undefined;
     }
   }
 
@@ -295,9 +292,9 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     this.#tasks.add(task);
   }
 
-  /** Resolves once a message may start: fewer than `concurrency` in flight, or stopping. */
-  async #capacity(): Promise<void> {
-    while (this.#tasks.size >= this.#options.concurrency && !this.#stopping.signal.aborted) {
+  /** Resolves once at most `inFlight` messages are in flight, or the consumer stops. */
+  async #room(inFlight: number): Promise<void> {
+    while (this.#tasks.size > inFlight && !this.#stopping.signal.aborted) {
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
       });
