@@ -85,7 +85,7 @@ describeWithServices(['nats', 'redis'], 'nats adapter: a consumer process killed
     await worker.exited;
     const completedByWorker = new Set(lines(worker, 'completed').map((line) => line.split(' ')[1]));
     const ranAgain: string[] = [];
-    const { events } = await fx.consumer(fx.idempotency({ leaseMs: LEASE_MS }), {}, async ({ key }) => {
+    await fx.consumer(fx.idempotency({ leaseMs: LEASE_MS }), {}, async ({ key }) => {
       ranAgain.push(key!);
       await fx.effect(key!);
     });
