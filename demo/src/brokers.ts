@@ -1,7 +1,7 @@
 import type { DemoBroker, DemoConsumerModule } from './broker';
 
 /** The brokers the demo runs on. */
-export const BROKERS = ['rabbitmq', 'kafka', 'sqs'] as const;
+export const BROKERS = ['rabbitmq', 'kafka', 'sqs', 'nats'] as const;
 /** One of {@link BROKERS}. */
 export type BrokerName = (typeof BROKERS)[number];
 
@@ -14,6 +14,8 @@ export async function loadBroker(name: BrokerName): Promise<DemoBroker> {
       return (await import('./brokers/kafka.js')).kafkaBroker();
     case 'sqs':
       return (await import('./brokers/sqs.js')).sqsBroker();
+    case 'nats':
+      return (await import('./brokers/nats.js')).natsBroker();
   }
 }
 
@@ -26,6 +28,8 @@ export async function loadConsumerModule(name: string): Promise<DemoConsumerModu
       return import('./brokers/kafka.js');
     case 'sqs':
       return import('./brokers/sqs.js');
+    case 'nats':
+      return import('./brokers/nats.js');
     default:
       throw new Error(`Unknown broker ${name}`);
   }
