@@ -13,6 +13,7 @@ import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
 import type { AdapterRow } from './adapters/adapter-row';
 import { benchKafka } from './adapters/kafka';
+import { benchNats } from './adapters/nats';
 import { benchRabbitmq } from './adapters/rabbitmq';
 import { benchSqs } from './adapters/sqs';
 import { bareScripts } from './bare-scripts';
@@ -273,6 +274,7 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
     ['RabbitMQ', o.adapterMessages.rabbitmq, (n) => benchRabbitmq(idempotency, scripts, n, meter)],
     ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, scripts, n, meter)],
     ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, scripts, n, meter)],
+    ['NATS', o.adapterMessages.nats, (n) => benchNats(idempotency, scripts, n, meter)],
   ];
   for (const [name, messages, bench] of benches) {
     try {

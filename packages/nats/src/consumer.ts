@@ -254,7 +254,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   }
 
   /**
-   * Pulls while running, one `fetch()` of the free capacity at a time once half of it is free: a fetch
+   * Pulls while running, one `fetch()` of the free capacity at a time once a quarter is free: a fetch
    * stopped early leaves no pull request behind, as a `consume()` refill queued before its stop would.
    * Pauses while the store gate is closed, and naks what it pulled but cannot run.
    */
@@ -263,7 +263,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     const { concurrency, retryBackoff, stream, consumer: name } = this.#options;
     for (let failures = 0; !signal.aborted; ) {
       if (!(await this.#gate.waitUntilOpen(signal))) break;
-      await this.#room(Math.floor(concurrency / 2));
+      await this.#room(Math.floor((concurrency * 3) / 4));
       if (signal.aborted) break;
       try {
         const batch = await consumer.fetch({ max_messages: concurrency - this.#tasks.size, expires: 5000 });
