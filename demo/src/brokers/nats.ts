@@ -69,7 +69,9 @@ export function natsBroker(): DemoBroker {
       for (const m of messages) {
         const n = seen.get(m.idempotencyKey) ?? 0;
         seen.set(m.idempotencyKey, n + 1);
-        (rounds[n] ??= []).push(m);
+        const round = rounds[n] ?? [];
+        round.push(m);
+        rounds[n] = round;
       }
       for (const [n, round] of rounds.entries()) {
         if (n > 0) await new Promise((resolve) => setTimeout(resolve, 150));

@@ -17,19 +17,6 @@ export interface NatsSource {
 /** The subject of every per-message event: the kit's fields with a {@link NatsSource}. */
 export type MessageSubject = MessageSubjectOf<NatsSource>;
 
-/** Where the consumer reads from: the payload of its lifecycle and store events. */
-interface Where {
-  readonly stream: string;
-  readonly consumer: string;
-}
-
-/** An error about a message, or about none (`source` undefined). */
-type ErrorEvent = Where & {
-  readonly operation: string;
-  readonly error: unknown;
-  readonly source: NatsSource | undefined;
-};
-
 /**
  * The events of a {@link NatsIdempotentConsumer}, by name, with their payloads: the names and subjects of
  * the other adapters. A listener that throws changes nothing; there is no `error` event.
@@ -60,15 +47,31 @@ export interface NatsIdempotencyEvents {
   /** The claim was lost (the kit's `leaseLostDuring`); nothing is acked for a handler that did not complete. */
   leaseLost: [MessageSubject & LeaseLostFields];
   /** The store did not answer: pulling stops until a ping answers. */
-  storeUnavailable: [Where & { readonly error: unknown }];
+  storeUnavailable: [{ readonly stream: string; readonly consumer: string; readonly error: unknown }];
   /** The store answers again and pulling resumes after `downMs`. */
-  storeRecovered: [Where & { readonly downMs: number }];
+  storeRecovered: [{ readonly stream: string; readonly consumer: string; readonly downMs: number }];
   /** A store call the consumer absorbed failed (a give-back, a dead-letter mark, a late completion). */
-  storeError: [ErrorEvent];
-  /** A JetStream call failed: `consume`, `ack`, `nak`, `working`, `term`, `dead-letter`. */
-  brokerError: [ErrorEvent];
+  storeError: [
+    {
+      readonly stream: string;
+      readonly consumer: string;
+      readonly operation: string;
+      readonly error: unknown;
+      readonly source: NatsSource | undefined;
+    },
+  ];
+  /** A JetStream call failed (`fetch`, `ack`, `nak`, `working`, `term`, `dead-letter`), or this adapter (`process`). */
+  brokerError: [
+    {
+      readonly stream: string;
+      readonly consumer: string;
+      readonly operation: string;
+      readonly error: unknown;
+      readonly source: NatsSource | undefined;
+    },
+  ];
   /** `start()` checked the topology and pulls. */
-  started: [Where];
+  started: [{ readonly stream: string; readonly consumer: string }];
   /** `stop()` ended; `abandoned` messages were still in flight at `stopTimeoutMs`. */
-  stopped: [Where & { readonly abandoned: number }];
+  stopped: [{ readonly stream: string; readonly consumer: string; readonly abandoned: number }];
 }
