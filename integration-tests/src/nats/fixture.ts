@@ -165,10 +165,18 @@ export class NatsFixture {
     return { consumer, events };
   }
 
-  /** Publishes `body` with `Nats-Msg-Id: key` (none when `undefined`) and waits for the stream's ack. */
-  async publish(key: string | undefined, body: unknown = { amount: 100 }): Promise<void> {
+  /**
+   * Publishes `body` with `Nats-Msg-Id: key` (none when `undefined`) and the `extra` headers, and waits for
+   * the stream's ack.
+   */
+  async publish(
+    key: string | undefined,
+    body: unknown = { amount: 100 },
+    extra: Record<string, string> = {},
+  ): Promise<void> {
     const h = headers();
     if (key !== undefined) h.set('Nats-Msg-Id', key);
+    for (const [name, value] of Object.entries(extra)) h.set(name, value);
     await this.js.publish(this.subject, JSON.stringify(body), { headers: h });
   }
 
