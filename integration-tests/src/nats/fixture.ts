@@ -12,7 +12,6 @@ import {
 } from '@idempotent-consumer/nats';
 import {
   AckPolicy,
-  type ConsumerConfig,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -108,10 +107,10 @@ export class NatsFixture {
   readonly durable = 'charger';
 
   /**
-   * Connects and creates the streams and the consumer (`ack_wait` 2 s unless `consumer` says otherwise);
-   * the work stream forgets a `Nats-Msg-Id` after `duplicateWindowMs`.
+   * Connects and creates the streams and the consumer (`ack_wait` 2 s; a test changes it with
+   * `jsm.consumers.update`); the work stream forgets a `Nats-Msg-Id` after 100 ms.
    */
-  async open(consumer: Partial<ConsumerConfig> = {}, duplicateWindowMs = 100): Promise<this> {
+  async open(): Promise<this> {
     this.stream = uniqueName('work');
     this.prefix = uniqueName('idem');
     this.effectsKey = uniqueName('effects');
@@ -120,14 +119,12 @@ export class NatsFixture {
     this.js = jetstream(this.nc);
     this.jsm = await jetstreamManager(this.nc);
     this.redis = new Redis(this.redisUrl);
-    const window = duplicateWindowMs * 1e6;
-    await this.jsm.streams.add({ name: this.stream, subjects: [this.subject], duplicate_window: window });
+    await this.jsm.streams.add({ name: this.stream, subjects: [this.subject], duplicate_window: 100e6 });
     await this.jsm.streams.add({ name: `${this.stream}_dead`, subjects: [this.deadLetterSubject] });
     await this.jsm.consumers.add(this.stream, {
       durable_name: this.durable,
       ack_policy: AckPolicy.Explicit,
       ack_wait: 2e9,
-      ...consumer,
     });
     return this;
   }
