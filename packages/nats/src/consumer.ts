@@ -97,6 +97,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
         onStoreUnavailable: ({ error }) => {
           this.emit('storeUnavailable', { stream, consumer, error });
           this.#batch?.stop(); // what it pulled already is nak'ed by the loop
+          this.#wake?.();
         },
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { stream, consumer, downMs }),
       },
@@ -254,22 +255,21 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   }
 
   /**
-   * Pulls while running, one `fetch()` of the free capacity at a time once a quarter is free: a fetch
-   * stopped early leaves no pull request behind, as a `consume()` refill queued before its stop would.
-   * Pauses while the store gate is closed, and naks what it pulled but cannot run.
+   * Pulls while running, one `fetch()` of `concurrency` messages at a time, each started once fewer than
+   * `concurrency` run: a fetch stopped early leaves no pull request behind, as a `consume()` refill queued
+   * before its stop would. Pauses while the store gate is closed, and naks what it pulled but cannot run.
    */
   async #run(consumer: Consumer): Promise<void> {
     const signal = this.#stopping.signal;
     const { concurrency, retryBackoff, stream, consumer: name } = this.#options;
     for (let failures = 0; !signal.aborted; ) {
       if (!(await this.#gate.waitUntilOpen(signal))) break;
-      await this.#room(Math.floor((concurrency * 3) / 4));
-      if (signal.aborted) break;
       try {
-        const batch = await consumer.fetch({ max_messages: concurrency - this.#tasks.size, expires: 5000 });
+        const batch = await consumer.fetch({ max_messages: concurrency, expires: 5000 });
         this.#batch = batch;
         if (signal.aborted || this.#gate.closed) batch.stop();
         for await (const message of batch) {
+          await this.#room(concurrency - 1);
           if (signal.aborted) this.#port!.notRun(message, 'stopping');
           else if (this.#gate.closed) this.#port!.notRun(message, 'store-unavailable');
           else this.#dispatch(message);
@@ -292,9 +292,9 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     this.#tasks.add(task);
   }
 
-  /** Resolves once at most `inFlight` messages are in flight, or the consumer stops. */
+  /** Resolves once at most `inFlight` messages are in flight, or the consumer stops or pauses. */
   async #room(inFlight: number): Promise<void> {
-    while (this.#tasks.size > inFlight && !this.#stopping.signal.aborted) {
+    while (this.#tasks.size > inFlight && !this.#stopping.signal.aborted && !this.#gate.closed) {
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
       });
