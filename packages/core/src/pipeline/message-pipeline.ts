@@ -181,7 +181,10 @@ export class MessagePipeline<M, T, R = void> {
   #remember(message: M, end: Ending<T>, done: boolean): void {
     const id = end.subject.outcome === 'UNPROTECTED' ? this.#parts.port.deliveryId(message) : undefined;
     if (id === undefined) return;
-    if (done) return this.#unprotected.forget(id);
+    if (done) {
+      this.#unprotected.forget(id);
+      return;
+    }
     if (end.run) this.#unprotected.ran(id);
     const { decision } = end;
     if (decision.action === 'ack' || decision.action === 'dead-letter') this.#unprotected.hold(id, decision);
