@@ -3,7 +3,7 @@
  * key to a stream of the run; each consumer process pulls from one durable consumer with
  * `@idempotent-consumer/nats` (`sdk`) or with a plain fetch loop that acks after the charge (`naive`).
  * JetStream drops a repeated `Nats-Msg-Id` only within the stream's duplicate window (2 minutes by
- * default). The run's stream keeps it for 100 ms, its least, and each repeat of a payment is published
+ * default). The run's stream keeps it for 100 ms, its least, and a repeat of a payment is published
  * after that: a producer's retry or an outbox replay that comes later than the window, in one run.
  */
 import { redactUrl } from '@idempotent-consumer/core/kit';
@@ -32,6 +32,8 @@ export function natsBroker(): DemoBroker {
   let nc: NatsConnection | undefined;
   let jsm: JetStreamManager | undefined;
   let names: { stream: string; subject: string } | undefined;
+  /** When each payment of the run was stored, across the orchestrator's publish calls. */
+  const storedAt = new Map<string, number>();
 
   return {
     name: 'nats',
@@ -49,6 +51,7 @@ export function natsBroker(): DemoBroker {
       const stream = `demo_${runId}`.replace(/[^A-Za-z0-9_-]/g, '_');
       const subject = `demo.${stream}.payments`;
       names = { stream, subject };
+      storedAt.clear();
       await jsm.streams.add({ name: stream, subjects: [subject], duplicate_window: 100e6 });
       await jsm.streams.add({ name: `${stream}_dead`, subjects: [`${subject}.dead`] });
       // ack_wait is the demo's default lease; an sdk consumer with another lease sets it to its own.
@@ -63,28 +66,30 @@ export function natsBroker(): DemoBroker {
       if (!nc || !names) throw new Error('setup() first');
       const js = jetstream(nc);
       const subject = names.subject;
-      // Round n holds the n-th publish of each payment, in the stream's order: repeats 150 ms apart.
-      const rounds: PaymentMessage[][] = [];
-      const seen = new Map<string, number>();
+      // In the stream's order, 100 at a time. A repeat waits until 300 ms after its payment was stored:
+      // the server forgets ids on a timer, and at 150 ms it still dropped 3 of 500 repeats.
+      let chunk: PaymentMessage[] = [];
+      const flush = async () => {
+        await Promise.all(
+          chunk.map(async (m) => {
+            const h = headers();
+            h.set('Nats-Msg-Id', m.idempotencyKey);
+            await js.publish(subject, JSON.stringify(m), { headers: h });
+            storedAt.set(m.idempotencyKey, performance.now());
+          }),
+        );
+        chunk = [];
+      };
       for (const m of messages) {
-        const n = seen.get(m.idempotencyKey) ?? 0;
-        seen.set(m.idempotencyKey, n + 1);
-        const round = rounds[n] ?? [];
-        round.push(m);
-        rounds[n] = round;
-      }
-      for (const [n, round] of rounds.entries()) {
-        if (n > 0) await new Promise((resolve) => setTimeout(resolve, 150));
-        for (let i = 0; i < round.length; i += 100) {
-          await Promise.all(
-            round.slice(i, i + 100).map((m) => {
-              const h = headers();
-              h.set('Nats-Msg-Id', m.idempotencyKey);
-              return js.publish(subject, JSON.stringify(m), { headers: h });
-            }),
-          );
+        if (chunk.length === 100 || chunk.some((c) => c.idempotencyKey === m.idempotencyKey)) await flush();
+        const waitMs = (storedAt.get(m.idempotencyKey) ?? Number.NEGATIVE_INFINITY) + 300 - performance.now();
+        if (waitMs > 0) {
+          await flush();
+          await new Promise((resolve) => setTimeout(resolve, waitMs));
         }
+        chunk.push(m);
       }
+      await flush();
     },
     async teardown() {
       const run = names;
