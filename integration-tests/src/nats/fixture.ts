@@ -164,7 +164,8 @@ export class NatsFixture {
 
   /**
    * Publishes `body` with `Nats-Msg-Id: key` (none when `undefined`) and the `extra` headers, and waits for
-   * the stream's ack.
+   * the stream's ack; a repeat of a key is published again until the stream no longer drops it as a
+   * duplicate (it forgets an id on a timer, some time after its 100 ms window).
    */
   async publish(
     key: string | undefined,
@@ -174,7 +175,9 @@ export class NatsFixture {
     const h = headers();
     if (key !== undefined) h.set('Nats-Msg-Id', key);
     for (const [name, value] of Object.entries(extra)) h.set(name, value);
-    await this.js.publish(this.subject, JSON.stringify(body), { headers: h });
+    while ((await this.js.publish(this.subject, JSON.stringify(body), { headers: h })).duplicate) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   /** Waits until `count` dead letters are in the dead-letter stream, then returns them all. */

@@ -16,7 +16,6 @@ describeWithServices(['nats', 'redis'], 'nats adapter: outcomes on a real JetStr
     });
     await fx.publish('pay-1');
     await waitFor('the first to be acked', () => acks(events).length === 1);
-    await new Promise((resolve) => setTimeout(resolve, 150)); // past the stream's 100 ms duplicate window
     await fx.publish('pay-1');
     await waitFor('the duplicate to be acked', () => acks(events).length === 2);
     expect(runs).toEqual(['pay-1 ACQUIRED']);
@@ -74,7 +73,6 @@ describeWithServices(['nats', 'redis'], 'nats adapter: outcomes on a real JetStr
     await fx.publish('neg', { amount: -1 });
     await fx.publish('pay-2', { amount: 1 });
     await waitFor('both settled', () => events.settled.length === 2);
-    await new Promise((resolve) => setTimeout(resolve, 150));
     await fx.publish('pay-2', { amount: 2 });
     const letters = await fx.deadLetters(2);
     expect(letters.map((m) => m.headers!.get(DEAD_LETTER_HEADERS.reason)).sort()).toEqual([
