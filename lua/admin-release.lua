@@ -57,6 +57,6 @@ rcall('HSET', key, 's', 'R', 'a', 0, 'u', now)
 if (state == 'P' and rec[3] ~= '1') or (state == 'F' and (rec[4] == '1' or rec[5] == '1')) then
   rcall('HSET', key, 'b', '1')
 end
-rcall('HDEL', key, 'e', 'x', 'v', 'l', 'd')
+rcall('HDEL', key, 'e', 'x', 'v', 'l', 'd', 'n')
 rcall('PEXPIRE', key, retentionMs)
 return {'OK', state, token, now}

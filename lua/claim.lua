@@ -14,6 +14,10 @@
   ARGV[6]  fingerprint64   the same fingerprint in base64 without padding (43 characters), as the record
                            stores it (p); absent or '': converted here from ARGV[3] (includes/fingerprint.lua,
                            about 10 µs of server time, so the store passes it)
+  ARGV[7]  nonce           names this claim call: 1 to 64 bytes without ':', or '' (or absent) for none. A
+                           claim that takes the key keeps it in n, so that a caller whose reply never came can
+                           give the claim back unrun (give-back.lua); about 6% of a new key's claim in server
+                           instructions (bench/dist/script-instructions.js)
 
   Record fields: s state (P in progress, C completed, R released, F failed), t fencing token, a attempt
   (handlers started), p fingerprint (base64 of the SHA-256, absent when none was given; records before 0.2
@@ -24,6 +28,10 @@
   v reserved ('1': claimed, handler not started yet),
   l lapsed ('1': FAILED only because the last attempt's lease lapsed; its holder may still complete),
   d dead-lettered ('1': an adapter reported the FAILED record dead-lettered),
+  n nonce of the claim that wrote the lease, '<nonce>:<token>', prefixed with '*' when that claim was
+    ACQUIRED_STALE; only while IN_PROGRESS (complete, release, fail and a claim that turns the record
+    FAILED remove it). A claim without a nonce leaves an older n, which names another token: it matches
+    nothing (give-back.lua),
   b abandoned ('1': released by a holder that gave up on a handler that may still run (handlerTimeoutMs),
     a reservation that took over from a handler whose lease lapsed, or a claim given back unrun after it
     was ACQUIRED_STALE (release.lua abandoned); the next claim is ACQUIRED_STALE; cleared when a handler
@@ -60,9 +68,10 @@ local retentionMs = tonumber(ARGV[2])
 local fingerprint = ARGV[3]
 local maxAttempts = tonumber(ARGV[4])
 local reserve = ARGV[5] == '1'
+local nonce = ARGV[7] or ''
 if not leaseMs or leaseMs <= 0 or leaseMs % 1 ~= 0 or not retentionMs or retentionMs <= 0 or retentionMs % 1 ~= 0
   or not maxAttempts or maxAttempts < 0 or maxAttempts % 1 ~= 0
-  or not fingerprint or string.find(fingerprint, '[^%x]') then
+  or not fingerprint or string.find(fingerprint, '[^%x]') or #nonce > 64 or string.find(nonce, ':', 1, true) then
   return redis.error_reply('ERR idempotency claim: bad arguments')
 end
 
@@ -144,7 +153,7 @@ if state and maxAttempts > 0 and attempt >= maxAttempts then
   rcall('HSET', key, 's', 'F', 'x', err, 'u', now)
   -- b stays: the FAILED record still says that its last handler may be partial or still running, so an
   -- operator's release (admin-release.lua) makes the next claim ACQUIRED_STALE.
-  rcall('HDEL', key, 'e', 'v')
+  rcall('HDEL', key, 'e', 'v', 'n')
   rcall('PEXPIRE', key, retentionMs)
   return {'FAILED', token, attempt, err, 0}
 end
@@ -187,6 +196,12 @@ end
 if fingerprint ~= '' and (not storedFingerprint or storedFingerprint == '') then
   fields[#fields + 1] = 'p'
   fields[#fields + 1] = compact
+end
+if nonce ~= '' then
+  -- The token as the record holds it: its own digits, so give-back.lua can compare them with t.
+  local held = nonce .. ':' .. (tokenArg == nowUsText and nowUsText or int(token))
+  fields[#fields + 1] = 'n'
+  fields[#fields + 1] = outcome == 'ACQUIRED_STALE' and '*' .. held or held
 end
 rcall('HSET', key, unpack(fields))
 rcall('PEXPIRE', key, leaseMs + retentionMs)

@@ -23,7 +23,7 @@
 --- @include "includes/fence"
 --- @include "includes/notify"
 --- @include "includes/fenced-write"
---- @include "includes/settle"
+--- @include "includes/end-claim"
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
@@ -36,4 +36,4 @@ if abandoned then
   fields[3] = 'b'
   fields[4] = '1'
 end
-return settle('fail', key, fencingToken, retentionMs, badArguments, 'F', fields)
+return endClaim('fail', key, fencingToken, retentionMs, badArguments, 'F', fields)

@@ -25,7 +25,7 @@
 --- @include "includes/fence"
 --- @include "includes/notify"
 --- @include "includes/fenced-write"
---- @include "includes/settle"
+--- @include "includes/end-claim"
 local key = KEYS[1]
 local fencingToken = tonumber(ARGV[1])
 local retentionMs = tonumber(ARGV[2])
@@ -34,7 +34,7 @@ local neverStarted = ARGV[4] == '1'
 
 local badArguments = (ARGV[3] and ARGV[3] ~= '0' and not abandoned)
   or (ARGV[4] and ARGV[4] ~= '0' and not neverStarted)
-return settle('release', key, fencingToken, retentionMs, badArguments, 'R', function(rec)
+return endClaim('release', key, fencingToken, retentionMs, badArguments, 'R', function(rec)
   local fields = abandoned and {'b', '1'} or {}
   -- rec: s, t, l, a, v, b as the fence read them (includes/fence.lua). A counted claim (no v) whose handler
   -- never ran gives its attempt back.

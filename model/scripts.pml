@@ -252,7 +252,7 @@ inline complete(tok, result) {
   fi
 }
 
-/* release.lua (through includes/settle.lua). */
+/* release.lua (through includes/end-claim.lua). */
 inline release(tok, abandoned, neverStarted) {
   fence(WRITE_FENCE(tok), true, false, false);
   if
@@ -275,7 +275,7 @@ inline release(tok, abandoned, neverStarted) {
   fi
 }
 
-/* fail.lua (through includes/settle.lua); why is a ghost: the holder's reason (record.pml). */
+/* fail.lua (through includes/end-claim.lua); why is a ghost: the holder's reason (record.pml). */
 inline fail(tok, abandoned, why) {
   fence(WRITE_FENCE(tok), true, false, false);
   if

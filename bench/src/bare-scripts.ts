@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { WriteCoalescer } from '@idempotent-consumer/core/kit';
+import { WriteCoalescer } from '@idempotent-consumer/core/tools';
 import type Redis from 'ioredis';
 import { BUSY, type Contender, LEASE_MS, RETENTION_MS } from './contender';
 import { luaSource } from './lua-source';

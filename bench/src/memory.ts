@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { fingerprint, Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { encodeResult } from '@idempotent-consumer/core/kit';
+import { encodeResult } from '@idempotent-consumer/core/tools';
 import type Redis from 'ioredis';
 import { loadScript } from './bare-scripts';
 
@@ -116,7 +116,10 @@ export async function measureMemory(redis: Redis, records: number): Promise<Memo
     for (let i = 0; i < names.length; i += 1000) {
       const batch = names.slice(i, i + 1000);
       const claims = redis.pipeline();
-      for (const name of batch) claims.evalsha(claim.sha1, 1, name, 30_000, RETENTION_MS, fp, 0, '0');
+      // With a nonce, as the store claims (lua/claim.lua ARGV[7]): the completion drops it.
+      for (const [j, name] of batch.entries()) {
+        claims.evalsha(claim.sha1, 1, name, 30_000, RETENTION_MS, fp, 0, '0', '', `bench-${i + j}`);
+      }
       const tokens = (await claims.exec())!.map(([error, reply]) => {
         if (error || (reply as unknown[])[0] !== 'ACQUIRED') throw error ?? new Error(String(reply));
         return (reply as unknown[])[1] as number;

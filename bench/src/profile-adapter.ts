@@ -5,7 +5,7 @@
  * (bench/README.md, "What limits each adapter row").
  */
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
+import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/tools';
 import { benchKafka } from './adapters/kafka';
 import { benchNats } from './adapters/nats';
 import { benchRabbitmq } from './adapters/rabbitmq';

@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { Idempotency, RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/kit';
+import { DEFAULT_MAX_COMMANDS_PER_WRITE } from '@idempotent-consumer/core/tools';
 import Redis from 'ioredis';
 import type { AdapterRow } from './adapters/adapter-row';
 import { benchKafka } from './adapters/kafka';

@@ -86,7 +86,16 @@ async function main(): Promise<void> {
       const [claim, complete, start] = [await sha1('claim'), await sha1('complete'), await sha1('start')];
       const keys = Array.from({ length: CALLS }, (_, i) => `${n}:new:${i}`);
       const reserved = Array.from({ length: CALLS }, (_, i) => `${n}:reserved:${i}`);
-      const claimArgs = (reserve: string) => () => [LEASE_MS, RETENTION_MS, '', 0, reserve, ''];
+      // As the store sends them, a nonce per claim included (lua/claim.lua ARGV[7]; older scripts ignore it).
+      const claimArgs = (reserve: string) => (i: number) => [
+        LEASE_MS,
+        RETENTION_MS,
+        '',
+        0,
+        reserve,
+        '',
+        `bench${n}nonce${i.toString(36)}`,
+      ];
       const per = (instructions: number) => Math.round(instructions / CALLS).toLocaleString('en-US');
       // The token of a claim's reply (its second element), by call.
       const tokenOf = (replies: unknown[][], i: number) => replies[i]![1] as number;

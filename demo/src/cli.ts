@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { MultiBar, Presets } from 'cli-progress';
 /**
  * The payments demo (README: `npm run demo`). Publishes a few thousand payment messages with duplicates,

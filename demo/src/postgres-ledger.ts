@@ -1,4 +1,4 @@
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { pgClient, pgTransaction, type SqlClient, TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { Pool } from 'pg';
 import type { PaymentMessage } from './broker';

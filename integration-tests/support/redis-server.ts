@@ -129,6 +129,9 @@ export function usePrivateRedis(): PrivateRedis {
     handle.server = await RedisServer.start();
     handle.redis = new Redis(handle.server.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
     handle.admin = new Redis(handle.server.url, { retryStrategy: () => 50 });
+    // Connected before the first test: on a loaded machine a first command could outlast a test's short
+    // commandTimeoutMs while the client still connects.
+    await Promise.all([handle.redis.ping(), handle.admin.ping()]);
   });
   afterAll(async () => {
     handle.redis?.disconnect();

@@ -6,7 +6,7 @@
  * default). The run's stream keeps it for 100 ms, its least, and a repeat of a payment is published
  * after that: a producer's retry or an outbox replay that comes later than the window, in one run.
  */
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { NatsIdempotentConsumer } from '@idempotent-consumer/nats';
 import {
   AckPolicy,

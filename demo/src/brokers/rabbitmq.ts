@@ -4,8 +4,8 @@
  * with plain amqplib, acking after the charge (`naive`).
  */
 
-import { redactUrl } from '@idempotent-consumer/core/kit';
-import { createIdempotentConsumer, type IdempotentConsumerOptions } from '@idempotent-consumer/rabbitmq';
+import { redactUrl } from '@idempotent-consumer/core/tools';
+import { createIdempotentConsumer, type RabbitMqIdempotencyOptions } from '@idempotent-consumer/rabbitmq';
 import { consumerTopology } from '@idempotent-consumer/rabbitmq/topology';
 import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } from 'amqplib';
 import type { DemoBroker, DemoConsumerContext, DemoMode, PaymentMessage } from '../broker';
@@ -17,7 +17,7 @@ const amqpUrl = () => process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672
  * The consumer settings of the demo: delay tiers fine enough for a lease of a few seconds, so that a
  * CONFLICT (the SIGKILLed consumer's lease still running) comes back shortly after the lease ends.
  */
-function consumerOptions(queue: string): IdempotentConsumerOptions {
+function consumerOptions(queue: string): RabbitMqIdempotencyOptions {
   return {
     queue,
     prefetch: 8,

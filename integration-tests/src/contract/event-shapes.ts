@@ -15,9 +15,9 @@ type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 
 type Assert<T extends true> = T;
 
 type First<E, K extends keyof E> = E[K] extends [infer P, ...unknown[]] ? P : never;
-type Rmq = rabbitmq.IdempotentConsumerEvents;
+type Rmq = rabbitmq.RabbitMqIdempotencyEvents;
 type Kafka = kafka.KafkaIdempotencyEvents;
-type Sqs = sqs.SqsEvents;
+type Sqs = sqs.SqsIdempotencyEvents;
 type Nats = nats.NatsIdempotencyEvents;
 
 /** Every adapter exports its event subject as `MessageSubject`, the kit's subject with its own source. */

@@ -193,8 +193,10 @@ describeWithPrograms(
      * (`CLIENT KILL`) once `written` (a record key) is IN_PROGRESS on the primary, with a fencing token above
      * `tokenAbove` (another holder's), and the replica is frozen: the `WAIT` pending then fails at once
      * (maxRetriesPerRequest 0: not resent), as an unanswered one does, and the connection reconnects, unless
-     * `reconnect` is false: then every later command on it (the give-back of the claim) fails too. Resolves
-     * with what `call` rejected with, or `{ resolved }` with what it resolved to.
+     * `reconnect` is false: then every later command on it (the give-back of the claim) fails too. A store
+     * sends nothing while its client is not connected: a release it could not send then (the give-back of
+     * the claim) it owes, and sends once the connection is back; the connection is kept until it did.
+     * Resolves with what `call` rejected with, or `{ resolved }` with what it resolved to.
      */
     async function cutWhileWaiting(
       written: (store: RedisIdempotencyStore) => string,
@@ -230,7 +232,9 @@ describeWithPrograms(
         } finally {
           replica.resume();
         }
-        return await settled;
+        const outcome = await settled;
+        if (reconnect) await waitFor('the releases the store owes', () => store.pendingReleases === 0);
+        return outcome;
       } finally {
         own.disconnect();
       }

@@ -56,6 +56,20 @@ describeWithRedisCluster(
       await expect(store.ping()).resolves.toBeUndefined();
     });
 
+    it('a claim its master applies after commandTimeoutMs (CLIENT PAUSE WRITE) is given back once it answers, on the same node', async () => {
+      const store = new RedisIdempotencyStore(
+        { redis },
+        { keyPrefix: `${prefix}-late`, commandTimeoutMs: 200 },
+      );
+      const id = { scope: 'unanswered', key: 'k' };
+      const masters = redis.nodes('master');
+      await Promise.all(masters.map((m) => m.client('PAUSE', 800, 'WRITE')));
+      await expect(store.claim(id, options)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      await waitFor('the give-back', () => store.pendingReleases === 0, 10_000);
+      expect(await store.get(id)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+      expect(await store.claim(id, options)).toMatchObject({ outcome: 'ACQUIRED', attempt: 1 });
+    });
+
     it('claimMany across slots: 300 keys land on all three masters, replies in request order', async () => {
       const store = target.store;
       const ids = Array.from({ length: 300 }, (_, i) => ({ scope: 'slots', key: `k${i}` }));

@@ -54,6 +54,8 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
         u: expect.stringMatching(/^\d{13}$/),
         c: expect.stringMatching(/^\d{13}$/),
         p: Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''), // the fingerprint
+        // The claim's nonce and its token: what a give-back of it, had its reply been lost, must match.
+        n: expect.stringMatching(new RegExp(`^[\\w-]+:${claim.fencingToken}$`)),
       });
       const now = await serverTimeMs(redis);
       expect(Math.abs(Number(fields.u) - now)).toBeLessThan(1000);
@@ -330,7 +332,7 @@ describeWithServices(['redis'], 'store contract: RedisIdempotencyStore on Redis'
       expect(r.outcome).toBe('ACQUIRED');
       const names = Object.keys(redis).filter((n) => n.startsWith('idem_') && !n.endsWith('Buffer'));
       expect(names.sort()).toEqual(
-        ['claim', 'complete', 'extend', 'fail', 'markDeadLettered', 'release', 'start'].map((n) =>
+        ['claim', 'complete', 'extend', 'fail', 'giveBack', 'markDeadLettered', 'release', 'start'].map((n) =>
           expect.stringMatching(new RegExp(`^idem_${n}_[0-9a-f]{8}$`)),
         ),
       );

@@ -1,6 +1,6 @@
 import { Idempotency, RedisIdempotencyStore, StoreUnavailableError } from '@idempotent-consumer/core';
-import { checkStoreAnswers } from '@idempotent-consumer/core/kit';
 import Redis from 'ioredis';
+import { checkStoreAnswers } from '../../../packages/core/src/kit/store-check';
 import { withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
 import { RedisServer, usePrivateRedis } from '../../support/redis-server';
@@ -47,6 +47,8 @@ describeWithServices(['redis'], 'store outage on a private redis-server', () => 
     } finally {
       await redisHandle.server.restart();
     }
+    // The store sends nothing until its client has reconnected.
+    await waitFor('the client to reconnect', () => redisHandle.redis.status === 'ready');
     await expect(make().idempotency.run({ scope: 'o', key: 'up-again' }, () => 1)).resolves.toMatchObject({
       outcome: 'ACQUIRED',
       status: 'completed',

@@ -1,8 +1,10 @@
 import { Idempotency, type IdempotencyOptions, RedisIdempotencyStore } from '@idempotent-consumer/core';
 import Redis from 'ioredis';
+import { waitFor } from '../../support/net';
+import { RedisProxy } from '../../support/redis-proxy';
 import { RedisServer } from '../../support/redis-server';
 import { describeWithServices } from '../../support/service';
-import { freshKey, post } from './client';
+import { freshKey, post, type Reply } from './client';
 import { FRAMEWORKS } from './servers';
 
 // Outages on a private redis-server this suite starts, so stopping it disturbs no other suite.
@@ -41,6 +43,8 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key with Redis stopped', () =>
         });
         expect(server.calls.get('orders')).toBeUndefined();
         await redisServer.restart();
+        // The store sends nothing until its client has reconnected (a request before then is a 503 too).
+        await waitFor('the store client to reconnect', () => redis.status === 'ready');
         const up = await post(server.url, '/orders', { key, body: { a: 1 } });
         expect(up.status).toBe(201);
         expect(server.calls.get('orders')).toBe(1);
@@ -84,3 +88,85 @@ describeWithServices(['redis'], 'HTTP Idempotency-Key with Redis stopped', () =>
     });
   });
 });
+
+// The package README's own setup (`new Redis(url)`: ioredis's defaults, its offline queue on) through a
+// proxy that refuses or drops. Before, the claims of refused requests waited in ioredis's offline queue (or
+// were resent after the reconnect, or delivered late by the network) and were written after the 503: their
+// keys were held IN_PROGRESS for a lease nobody ran, the retry got 409, then ran ACQUIRED_STALE attempt 2.
+describeWithServices(
+  ['redis'],
+  'HTTP: a request refused while Redis was down runs at once when retried',
+  () => {
+    let redisServer: RedisServer;
+    let proxy: RedisProxy;
+    beforeAll(async () => {
+      redisServer = await RedisServer.start();
+      proxy = await RedisProxy.start(redisServer.port);
+    });
+    afterAll(async () => {
+      await proxy?.close();
+      await redisServer?.dispose();
+    });
+    afterEach(() => proxy.forward());
+
+    const OUTAGE_MS = 2_000;
+    const cases = FRAMEWORKS.flatMap(([name, start]) =>
+      (['refused', 'dropped'] as const).map((kind) => [name, kind, start] as const),
+    );
+
+    it.each(cases)(
+      '%s, packets %s for 2 s: every refused request, retried 1 s after Redis answers, runs at once (ACQUIRED, attempt 1)',
+      async (_name, kind, start) => {
+        const redis = new Redis(proxy.url);
+        redis.on('error', () => {});
+        const store = new RedisIdempotencyStore(
+          { redis },
+          { keyPrefix: 'http-retry', commandTimeoutMs: 500 },
+        );
+        const server = await start(new Idempotency({ store, logger: false }));
+        const sent: { key: string; reply: Promise<Reply> }[] = [];
+        const send = () => {
+          const key = freshKey();
+          sent.push({ key, reply: post(server.url, '/orders', { key, body: { key } }) });
+        };
+        try {
+          await waitFor('the store client', () => redis.status === 'ready');
+          const traffic = setInterval(send, 20);
+          await new Promise((r) => setTimeout(r, 200));
+          // One claim surely on its way when the outage begins (a reset then leaves it for ioredis to resend).
+          proxy.drop();
+          send();
+          await waitFor('a claim on its way', () => proxy.heldBytes > 0);
+          if (kind === 'refused') proxy.refuse();
+          await new Promise((r) => setTimeout(r, OUTAGE_MS));
+          proxy.forward();
+          clearInterval(traffic);
+          // Redis answers: the client reconnected (after a reset) and a request's claim was answered.
+          await waitFor('the store client to reconnect', () => redis.status === 'ready', 10_000);
+          const probe = await post(server.url, '/orders', { key: freshKey(), body: {} });
+          expect(probe.status).toBe(201);
+          const answeredAt = Date.now();
+          const replies = await Promise.all(sent.map(async (s) => ({ key: s.key, reply: await s.reply })));
+          const refused = replies.filter((r) => r.reply.status === 503);
+          expect(refused.length).toBeGreaterThan(0);
+          for (const r of refused) expect(r.reply.headers.get('retry-after')).toBe('1');
+          await new Promise((r) => setTimeout(r, Math.max(0, answeredAt + 1_000 - Date.now())));
+          const retries = await Promise.all(
+            refused.map((r) => post(server.url, '/orders', { key: r.key, body: { key: r.key } })),
+          );
+          expect(
+            retries.map((r) => [
+              r.status,
+              (r.json as { outcome?: string; attempt?: number })?.outcome,
+              (r.json as { attempt?: number })?.attempt,
+            ]),
+          ).toEqual(refused.map(() => [201, 'ACQUIRED', 1]));
+        } finally {
+          await server.close();
+          redis.disconnect();
+        }
+      },
+      30_000,
+    );
+  },
+);

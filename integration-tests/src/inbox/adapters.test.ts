@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TransactionalInbox } from '@idempotent-consumer/inbox-sql';
 import { idempotentEachMessage, type KafkaHandlerContext } from '@idempotent-consumer/kafka';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { uniqueName } from '../../support/kafka-fixture';
 import { freePort, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
@@ -87,7 +87,7 @@ describeWithServices(['redis', 'sqs', 'mysql'], 'inbox with the SQS poller', ({ 
   it('the same payment sent three times is written once', async () => {
     const q = await fx.queue('inbox');
     const inbox = db().inbox();
-    const processed: SqsEvents['settled'][0][] = [];
+    const processed: SqsIdempotencyEvents['settled'][0][] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency: fx.idempotency({ leaseMs: 5000 }), sqs: fx.sqs },
       { queueUrl: q.url, waitTimeSeconds: 1 },

@@ -1,5 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { defaultIsRetryable, InvalidKeyError } from '@idempotent-consumer/core';
-import { mysqlClient, type RunInTransaction, TransactionalInbox } from '@idempotent-consumer/inbox-sql';
+import {
+  mysqlClient,
+  type RunInTransaction,
+  type SqlClient,
+  TransactionalInbox,
+} from '@idempotent-consumer/inbox-sql';
 import { describeInbox } from './fixture';
 
 jest.setTimeout(60_000);
@@ -93,6 +99,48 @@ describeInbox('distinct keys stay distinct', (fx, dialect) => {
 });
 
 describeInbox('keys the database cannot store as they are', (fx) => {
+  it('scope and key longer together than the primary key holds: InvalidKeyError before any statement (PostgreSQL: error 54000 retried in vain)', async () => {
+    const { dialect, db } = fx();
+    const statements: string[] = [];
+    const client: SqlClient = {
+      query: (sql, params) => {
+        statements.push(sql);
+        return db.client.query(sql, params);
+      },
+    };
+    const transaction: RunInTransaction = (body) => {
+      statements.push('BEGIN');
+      return db.transaction(body);
+    };
+    const inbox = db.inbox({ client, transaction });
+    // Random bytes as hex: nothing the database can compress to fit.
+    const random = (bytes: number) =>
+      randomBytes(Math.ceil(bytes / 2))
+        .toString('hex')
+        .slice(0, bytes);
+    const scope = random(40);
+    let effects = 0;
+    const run = (key: string, fencingToken: number) =>
+      inbox.run({ scope, key, fencingToken }, async () => ++effects);
+    const error = await run(random(3000), 1).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(InvalidKeyError);
+    expect(defaultIsRetryable(error)).toBe(false);
+    expect(statements).toEqual([]);
+    expect(effects).toBe(0);
+    if (dialect === 'postgres') {
+      // The longest that fits: 2685 bytes together; one more is refused before the database sees it.
+      await expect(run(random(2685 - 40), 2)).resolves.toEqual({ status: 'committed', result: 1 });
+      statements.length = 0;
+      await expect(run(random(2686 - 40), 3)).rejects.toThrow(
+        /are 2686 bytes long together; the inbox table's primary key holds at most 2685 bytes$/,
+      );
+      expect(statements).toEqual([]);
+    }
+  });
+
   it('a key or scope with a NUL character: InvalidKeyError (not retryable) on PostgreSQL, a key of its own on MySQL', async () => {
     const { dialect, db, scope } = fx();
     const inbox = db.inbox();

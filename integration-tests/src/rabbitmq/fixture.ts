@@ -7,10 +7,10 @@ import {
 import {
   createIdempotentConsumer,
   type IdempotentConsumer,
-  type IdempotentConsumerDependencies,
-  type IdempotentConsumerEvents,
-  type IdempotentConsumerOptions,
   type RabbitMqHandler,
+  type RabbitMqIdempotencyDependencies,
+  type RabbitMqIdempotencyEvents,
+  type RabbitMqIdempotencyOptions,
 } from '@idempotent-consumer/rabbitmq';
 import { type Channel, type ChannelModel, connect, type GetMessage, type Options } from 'amqplib';
 import Redis from 'ioredis';
@@ -25,7 +25,7 @@ export function uniqueName(label: string): string {
 }
 
 /** Fast settings for tests: short delay tiers, short backoff, short lease. */
-export const FAST: Partial<IdempotentConsumerOptions> = {
+export const FAST: Partial<RabbitMqIdempotencyOptions> = {
   delayTiersMs: [100, 300, 1000],
   retryBackoff: { baseMs: 100, factor: 2, maxMs: 300, jitter: 'none' },
   storeProbeBackoff: { baseMs: 100, factor: 2, maxMs: 400, jitter: 'none' },
@@ -33,9 +33,9 @@ export const FAST: Partial<IdempotentConsumerOptions> = {
 };
 
 /** Every event a consumer emitted, by name, in order. */
-export type EventLog = { [K in keyof IdempotentConsumerEvents]: IdempotentConsumerEvents[K][0][] };
+export type EventLog = { [K in keyof RabbitMqIdempotencyEvents]: RabbitMqIdempotencyEvents[K][0][] };
 
-const EVENT_NAMES: (keyof IdempotentConsumerEvents)[] = [
+const EVENT_NAMES: (keyof RabbitMqIdempotencyEvents)[] = [
   'delivery',
   'settled',
   'retryScheduled',
@@ -139,9 +139,9 @@ export class RabbitFixture {
    */
   async consumer<T>(
     idempotency: Idempotency,
-    options: Partial<IdempotentConsumerOptions>,
+    options: Partial<RabbitMqIdempotencyOptions>,
     handler: RabbitMqHandler<T>,
-    dependencies: Omit<IdempotentConsumerDependencies, 'idempotency'> = { connection: this.connection },
+    dependencies: Omit<RabbitMqIdempotencyDependencies, 'idempotency'> = { connection: this.connection },
   ): Promise<{ consumer: IdempotentConsumer<T>; events: EventLog }> {
     const consumer = createIdempotentConsumer<T>(
       { idempotency, ...dependencies },

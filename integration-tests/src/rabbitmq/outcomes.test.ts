@@ -1,5 +1,5 @@
 import { NonRetryableError } from '@idempotent-consumer/core';
-import { decodeResult } from '@idempotent-consumer/core/kit';
+import { decodeResult } from '@idempotent-consumer/core/tools';
 import {
   DEAD_LETTER_HEADERS,
   type RabbitMqHandlerContext,

@@ -1,5 +1,5 @@
 import type { Idempotency } from '@idempotent-consumer/core';
-import type { IdempotentConsumerDependencies, RabbitMqHandler } from '@idempotent-consumer/rabbitmq';
+import type { RabbitMqHandler, RabbitMqIdempotencyDependencies } from '@idempotent-consumer/rabbitmq';
 import { type ChannelModel, connect } from 'amqplib';
 import { AmqpProxy } from '../../support/amqp-proxy';
 import { settlesWithin, waitFor } from '../../support/net';
@@ -60,7 +60,7 @@ describeWithServices(['rabbitmq', 'redis'], 'rabbitmq adapter: stop() within sto
    */
   async function abandonsHeldDelivery(
     key: string,
-    dependencies?: Omit<IdempotentConsumerDependencies, 'idempotency'>,
+    dependencies?: Omit<RabbitMqIdempotencyDependencies, 'idempotency'>,
     beforeStop: () => void = () => {},
   ): Promise<number> {
     const idempotency = fx.idempotency();

@@ -1,5 +1,5 @@
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -16,8 +16,8 @@ describeWithServices(
       const q = await fx.queue('conflict-wait');
       const counter = fx.counter('conflict-wait');
       const idempotency = fx.idempotency({ leaseMs: 30_000 });
-      const settled: SqsEvents['settled'][0][] = [];
-      const left: SqsEvents['settled'][0][] = [];
+      const settled: SqsIdempotencyEvents['settled'][0][] = [];
+      const left: SqsIdempotencyEvents['settled'][0][] = [];
       const poller = new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
         { queueUrl: q.url, concurrency: 100, waitTimeSeconds: 1 },

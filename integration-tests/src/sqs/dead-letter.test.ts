@@ -4,8 +4,8 @@ import {
   createSqsConsumerWiring,
   DeadLetterRefusedError,
   IdempotentSqsPoller,
-  type SqsEvents,
   type SqsHandlerContext,
+  type SqsIdempotencyEvents,
   type SqsIdempotencyOptions,
 } from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
@@ -16,7 +16,7 @@ import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
 
-type DeadLettered = SqsEvents['deadLettered'][0];
+type DeadLettered = SqsIdempotencyEvents['deadLettered'][0];
 
 /** A key extractor that reads the key from a JSON body, so a malformed body makes it throw. */
 function jsonKey(calls: string[]) {
@@ -63,7 +63,10 @@ describeWithServices(['redis', 'sqs'], 'sqs dead-letter paths on the SQS emulato
     options: SqsIdempotencyOptions,
     handler: (context: SqsHandlerContext) => Promise<unknown>,
     onDeadLettered: (e: DeadLettered) => void,
-    extra: { logger?: IdempotencyLogger; onInvalidKey?: (e: SqsEvents['invalidKey'][0]) => void } = {},
+    extra: {
+      logger?: IdempotencyLogger;
+      onInvalidKey?: (e: SqsIdempotencyEvents['invalidKey'][0]) => void;
+    } = {},
   ): Promise<void> {
     const deps = { idempotency: fx.idempotency({ leaseMs: 3000 }), sqs: fx.sqs, logger: extra.logger };
     if (form === 'poller') {

@@ -6,7 +6,11 @@ import {
   StoreUnavailableError,
   UnreadableResultError,
 } from '@idempotent-consumer/core';
-import { createSqsConsumerWiring, IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import {
+  createSqsConsumerWiring,
+  IdempotentSqsPoller,
+  type SqsIdempotencyEvents,
+} from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
 import { recordingLogger, withClosedRedis } from '../../support/closed-redis';
 import { waitFor } from '../../support/net';
@@ -141,7 +145,7 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
         throw new NonRetryableError('bad');
       },
     );
-    poller.on('settled', (e: SqsEvents['settled'][0]) =>
+    poller.on('settled', (e: SqsIdempotencyEvents['settled'][0]) =>
       settled.push(`${e.decision.action}:${e.decision.reason}`),
     );
     stops.push(() => poller.stop());
@@ -182,8 +186,8 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
       const handler = () => {
         runs += 1;
       };
-      const settled: SqsEvents['settled'][0][] = [];
-      const storeErrors: SqsEvents['storeError'][0][] = [];
+      const settled: SqsIdempotencyEvents['settled'][0][] = [];
+      const storeErrors: SqsIdempotencyEvents['storeError'][0][] = [];
       const events =
         form === 'poller'
           ? (() => {
@@ -212,8 +216,8 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
               return { wiring, c };
             })();
       const emitter = 'poller' in events ? events.poller : events.wiring.events;
-      emitter.on('settled', (e: SqsEvents['settled'][0]) => settled.push(e));
-      emitter.on('storeError', (e: SqsEvents['storeError'][0]) => storeErrors.push(e));
+      emitter.on('settled', (e: SqsIdempotencyEvents['settled'][0]) => settled.push(e));
+      emitter.on('storeError', (e: SqsIdempotencyEvents['storeError'][0]) => storeErrors.push(e));
       if ('poller' in events) await events.poller.start();
       else events.c.start();
       await sendMessage(fx.sqs, q.url, 'charge', { key: 'newer' });
@@ -247,7 +251,7 @@ describeWithServices(['redis', 'sqs'], 'sqs failure paths on the SQS emulator', 
         throw new NonRetryableError('declined');
       },
     );
-    poller.on('settled', (e: SqsEvents['settled'][0]) =>
+    poller.on('settled', (e: SqsIdempotencyEvents['settled'][0]) =>
       settled.push(`${e.decision.action}:${e.decision.reason}`),
     );
     stops.push(() => poller.stop());

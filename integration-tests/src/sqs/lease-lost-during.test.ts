@@ -1,5 +1,5 @@
 import type { RedisIdempotencyStore } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -23,8 +23,8 @@ describeWithServices(['redis', 'sqs'], 'sqs: where a lease was lost', ({ redis, 
     const idempotency = fx.idempotency({ leaseMs: where === 'write' ? 60_000 : 300 });
     const store = idempotency.store as RedisIdempotencyStore;
     let runs = 0;
-    const lost: SqsEvents['leaseLost'][0][] = [];
-    const settled: SqsEvents['settled'][0][] = [];
+    const lost: SqsIdempotencyEvents['leaseLost'][0][] = [];
+    const settled: SqsIdempotencyEvents['settled'][0][] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: fx.sqs, logger: false },
       { queueUrl: q.url, waitTimeSeconds: 1 },

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -50,7 +50,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller killed mid-handler', ({ redis
       { leaseMs },
     );
     const seen: { outcome: string; attempt: number; fencingToken: number }[] = [];
-    const processed: SqsEvents['settled'][0][] = [];
+    const processed: SqsIdempotencyEvents['settled'][0][] = [];
     const second = new IdempotentSqsPoller(
       { idempotency, sqs: fx.sqs },
       { queueUrl: q.url, waitTimeSeconds: 1 },

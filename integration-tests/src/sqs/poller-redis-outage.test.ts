@@ -5,7 +5,7 @@ import {
   RedisIdempotencyStore,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import Redis from 'ioredis';
 import { settlesWithin, waitFor } from '../../support/net';
 import { RedisServer } from '../../support/redis-server';
@@ -53,7 +53,7 @@ describeWithServices(
         },
         { leaseMs: 2000, writeAttempts: 2 },
       );
-      const processed: SqsEvents['settled'][0][] = [];
+      const processed: SqsIdempotencyEvents['settled'][0][] = [];
       const downErrors: unknown[] = [];
       const events: string[] = [];
       const poller = new IdempotentSqsPoller(
@@ -180,7 +180,7 @@ describeWithServices(
         { leaseMs: LEASE_MS },
       );
       const ran: string[] = [];
-      const settled: SqsEvents['settled'][0][] = [];
+      const settled: SqsIdempotencyEvents['settled'][0][] = [];
       const events: string[] = [];
       const received: string[][] = [];
       const poller = new IdempotentSqsPoller(

@@ -1,11 +1,11 @@
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
 import { receiveAll, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 
 /** A promise and the function that resolves it. */
 function latch(): { promise: Promise<void>; open: () => void } {

@@ -5,7 +5,7 @@ import {
   SendMessageCommand,
 } from '@aws-sdk/client-sqs';
 import { NonRetryableError } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { type BlackHole, blackHole, settlesWithin, waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -16,7 +16,7 @@ const WORKER = join(__dirname, '../../workers/sqs-stop-worker.ts');
 
 jest.setTimeout(60_000);
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 
 describeWithServices(
   ['redis', 'sqs'],

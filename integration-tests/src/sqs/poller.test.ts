@@ -1,6 +1,10 @@
 import { ChangeMessageVisibilityCommand, type Message } from '@aws-sdk/client-sqs';
 import { NonRetryableError } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents, type SqsHandlerContext } from '@idempotent-consumer/sqs';
+import {
+  IdempotentSqsPoller,
+  type SqsHandlerContext,
+  type SqsIdempotencyEvents,
+} from '@idempotent-consumer/sqs';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
 import { SqsFixture } from '../../support/sqs-fixture';
@@ -8,7 +12,7 @@ import { queueDepth, receiveAll, sendMessage } from '../../support/sqs-helpers';
 
 jest.setTimeout(60_000);
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 const queueNameFromUrl = (url: string) => url.slice(url.lastIndexOf('/') + 1);
 
 describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real Redis', ({ redis, sqs }) => {
@@ -104,7 +108,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const q = await fx.queue('exhaust');
     const idempotency = fx.idempotency({ leaseMs: 2000, maxAttempts: 3 });
     let runs = 0;
-    const dead: SqsEvents['deadLettered'][0][] = [];
+    const dead: SqsIdempotencyEvents['deadLettered'][0][] = [];
     const poller = track(
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },
@@ -153,7 +157,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller on the SQS emulator and real 
     const q = await fx.queue('nonretry');
     const idempotency = fx.idempotency({ leaseMs: 2000 });
     const runs: string[] = [];
-    const dead: SqsEvents['deadLettered'][0][] = [];
+    const dead: SqsIdempotencyEvents['deadLettered'][0][] = [];
     const poller = track(
       new IdempotentSqsPoller(
         { idempotency, sqs: fx.sqs },

@@ -9,8 +9,8 @@ import { Idempotency, NonRetryableError, RedisIdempotencyStore } from '@idempote
 import {
   createSqsConsumerWiring,
   type SqsConsumerWiring,
-  type SqsEvents,
   type SqsHandlerContext,
+  type SqsIdempotencyEvents,
 } from '@idempotent-consumer/sqs';
 import { Consumer } from 'sqs-consumer';
 import { withClosedRedis } from '../../support/closed-redis';
@@ -23,7 +23,7 @@ import { blackHoling, queueDepth, receiveAll, sendMessage, sqsClient } from '../
 // these tests drive the wrappers through a real Consumer.
 jest.setTimeout(60_000);
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 
 /** Collects every `settled` event of a wiring. */
 function settledOf(wiring: SqsConsumerWiring): Settled[] {
@@ -360,7 +360,7 @@ describeWithServices(['redis', 'sqs'], 'sqs-consumer wrappers with a real Consum
       },
     );
     const processed = settledOf(wiring);
-    const retries: SqsEvents['retryScheduled'][0][] = [];
+    const retries: SqsIdempotencyEvents['retryScheduled'][0][] = [];
     wiring.events.on('retryScheduled', (e) => retries.push(e));
     await sendMessage(fx.sqs, q.url, 'flaky', { key: 'f' });
     const started = Date.now();

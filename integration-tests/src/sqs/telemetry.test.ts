@@ -1,5 +1,5 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { SpanKind } from '@opentelemetry/api';
 import { waitFor } from '../../support/net';
 import { describeWithServices } from '../../support/service';
@@ -41,7 +41,7 @@ describeWithServices(['redis', 'sqs'], 'sqs poller: OpenTelemetry', ({ redis, sq
     const queueName = q.url.slice(q.url.lastIndexOf('/') + 1);
     const idempotency = fx.idempotency({ leaseMs: 3000 });
     const handlerTraces: (string | undefined)[] = [];
-    const settled: SqsEvents['settled'][0][] = [];
+    const settled: SqsIdempotencyEvents['settled'][0][] = [];
     poller = new IdempotentSqsPoller(
       { idempotency, sqs: fx.sqs },
       {

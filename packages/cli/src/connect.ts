@@ -1,4 +1,4 @@
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { Cluster, Redis } from 'ioredis';
 
 /** How to reach Redis. A URL, and whether it is a Cluster, where `undefined` asks the server. */

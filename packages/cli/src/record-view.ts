@@ -1,5 +1,5 @@
 import type { IdempotencyRecord, RecordId, RecordState } from '@idempotent-consumer/core';
-import { decodeResult } from '@idempotent-consumer/core/kit';
+import { decodeResult } from '@idempotent-consumer/core/tools';
 
 /** One record as the CLI shows it, with the same fields in tables and in `--json`. */
 export interface RecordView {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
-import { redactUrl } from '@idempotent-consumer/core/kit';
+import { redactUrl } from '@idempotent-consumer/core/tools';
 import { runCli } from '../src';
 import { viewFields } from '../src/commands/inspect';
 import { cut, flagsOf, recordView } from '../src/record-view';

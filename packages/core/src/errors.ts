@@ -106,7 +106,7 @@ export class InvalidPayloadError extends IdempotencyError {
 /**
  * A claim a failed store call had written, see {@link StoreUnavailableError.writtenClaim}, with what giving
  * it back needs. Only a `StoreUnavailableError` makes one, since its constructor sets `kind`. So
- * `Idempotency.release` and the kit's `giveBackUnrun` cannot be handed something else by mistake, such as a
+ * `Idempotency.giveBack` and the kit's `giveBackUnrun` cannot be handed something else by mistake, such as a
  * run's result or a record read back, which also carries a fencing token and whose handler may have run.
  */
 export interface WrittenClaim {
@@ -146,11 +146,12 @@ export class StoreUnavailableError extends IdempotencyError {
    * reject, spending no attempt, and clear this field once the give-back was answered. `run` then resolves
    * the CONFLICT it waited on. If the give-back went unanswered too, the field is still set on the error they
    * reject with. No handler ran on that claim, and it can be given back later with
-   * `Idempotency.release(id, writtenClaim)` or the kit's `giveBackUnrun`, each time the store gate opens.
+   * `Idempotency.giveBack(id, writtenClaim)` or the kit's `giveBackUnrun`, each time the store gate opens.
    *
    * The `storeError` of a fail-open `UNPROTECTED` result and of the `failOpen` event never names one, since
    * its handler ran. `claimMany` never sets it, because a failed batch gives back every claim it wrote.
-   * `undefined` when the call wrote no claim, cannot know, or gave it back.
+   * `Idempotency.execute` sets it when the `start` or the extension before the handler went unanswered, and
+   * `run` gives that claim back first. `undefined` when the call wrote no claim, cannot know, or gave it back.
    */
   readonly writtenClaim: WrittenClaim | undefined;
 
@@ -197,7 +198,7 @@ export interface UnreadableDuplicate {
 /**
  * The key's record is COMPLETED, so the claim answered DUPLICATE and the handler did not run, but this
  * version cannot decode its stored result. The encoding prefix may be unknown, written by a newer SDK and met
- * by an older one during a rolling upgrade, or the bytes may be corrupt. Thrown by `Idempotency.settle`, and
+ * by an older one during a rolling upgrade, or the bytes may be corrupt. Thrown by `Idempotency.resultOf`, and
  * so by `run` and a `makeIdempotent` function, which cannot replay a result they cannot read. Not retryable,
  * since the record reads the same way until this version can decode it or it expires. It is a subclass of
  * {@link UnexpectedReplyError}, so `instanceof` holds, with its own `code`.

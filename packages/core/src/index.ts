@@ -14,6 +14,7 @@ export {
   parseRecordKey,
   type RecordId,
 } from './keys';
+export type { RunOverrides } from './kit/run-overrides';
 export type {
   MeterProviderLike,
   TelemetryOptions,

@@ -1,11 +1,6 @@
 import { Idempotency, type IdempotencyOptions, MemoryIdempotencyStore, NonRetryableError } from '../src';
-import {
-  DEAD_LETTER_FIELDS,
-  deadLetterOf,
-  deadLetterReasonOf,
-  NO_CLAIM_OUTCOME,
-  unprotectedDeadLetter,
-} from '../src/kit';
+import { deadLetterOf, deadLetterReasonOf, unprotectedDeadLetter } from '../src/dead-letter';
+import { DEAD_LETTER_FIELDS, NO_CLAIM_OUTCOME } from '../src/kit';
 
 function setup(options: IdempotencyOptions = {}) {
   const store = new MemoryIdempotencyStore();

@@ -1,4 +1,4 @@
-import { extendHandlerContext } from '../src/kit';
+import { extendHandlerContext } from '../src/kit/handler-context';
 import type { HandlerContext } from '../src/runner/handler-context';
 
 /** A context whose signal is a plain field. */

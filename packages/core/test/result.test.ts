@@ -6,7 +6,7 @@ import {
   ResultTooLargeError,
   UnexpectedReplyError,
 } from '../src';
-import { decodeResult, encodeResult } from '../src/kit';
+import { decodeResult, encodeResult } from '../src/tools';
 import { recordEvents } from './support/faulty-store';
 
 const request = { scope: 'results', key: 'k' };

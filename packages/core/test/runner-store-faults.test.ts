@@ -7,7 +7,8 @@ import {
   StoreUnavailableError,
   UnexpectedReplyError,
 } from '../src';
-import { giveBackUnrun, StoreGate } from '../src/kit';
+import { StoreGate } from '../src/kit';
+import { giveBackUnrun } from '../src/kit/give-back';
 import { FaultyStore, type Operation, recordEvents } from './support/faulty-store';
 
 const request = { scope: 'faults', key: 'k' };
@@ -484,6 +485,46 @@ describe('Idempotency runner: store outages', () => {
     await expect(idempotency.execute(request, claim, handler)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(handler).not.toHaveBeenCalled(); // not run unprotected: the claim may still be ours
     expect(await store.inner.get(request)).toMatchObject({ state: 'IN_PROGRESS', attempt: 1 });
+  });
+
+  it("execute's unanswered start or extension names the claim (writtenClaim): the caller gives it back unrun with giveBackUnrun", async () => {
+    const { store, idempotency } = setup({ leaseMs: 100 });
+    const claim = await idempotency.claim(request);
+    if (claim.outcome !== 'ACQUIRED') throw new Error(claim.outcome);
+    await new Promise((r) => setTimeout(r, 150)); // the claim's lease runs out before execute
+    store.inject('extend', { kind: 'applyThenThrow', error: unavailable });
+    const error = await idempotency.execute(request, claim, jest.fn()).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      writtenClaim: { kind: 'written-claim', fencingToken: claim.fencingToken, outcome: 'ACQUIRED' },
+    });
+    await giveBackUnrun(idempotency, request, (error as StoreUnavailableError).writtenClaim);
+    expect(await store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+  });
+
+  it('run gives back a claim whose one extension before its handler went unanswered (it held the key for its lease, an attempt spent)', async () => {
+    const { store, idempotency } = setup({ leaseMs: 300 });
+    // The claim's reply comes late: less than a heartbeat interval of its lease is left when it arrives.
+    const claim = store.claim.bind(store);
+    store.claim = async (id, options) => {
+      const reply = await claim(id, options);
+      await new Promise((r) => setTimeout(r, 250));
+      return reply;
+    };
+    store.inject('extend', { kind: 'applyThenThrow', error: unavailable });
+    const handler = jest.fn();
+    const error = await idempotency.run(request, handler).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', writtenClaim: undefined });
+    expect(handler).not.toHaveBeenCalled();
+    expect(await store.inner.get(request)).toMatchObject({ state: 'RELEASED', attempt: 0 });
+
+    // Its give-back unanswered too: run rejects naming the claim, for the caller to give back.
+    const other = { scope: 'faults', key: 'k2' };
+    store.inject('extend', { kind: 'throw', error: unavailable });
+    store.inject('release', { kind: 'throw', error: unavailable });
+    const named = await idempotency.run(other, handler).catch((e: unknown) => e);
+    expect(named).toMatchObject({ code: 'STORE_UNAVAILABLE', writtenClaim: { kind: 'written-claim' } });
+    expect(await store.inner.get(other)).toMatchObject({ state: 'IN_PROGRESS', attempt: 1 });
   });
 
   it('claimMany fails closed as a whole: StoreUnavailableError, a storeError event', async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../src';
 import * as generated from '../src/generated/scripts';
-import { SCRIPT_NUMBER_OF_KEYS } from '../src/kit';
+import { SCRIPT_NUMBER_OF_KEYS } from '../src/tools';
 
 const LUA_DIR = join(__dirname, '..', '..', '..', 'lua');
 const luaFiles = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
@@ -116,6 +116,7 @@ describe('Lua scripts: one key each, documented headers', () => {
       'complete.lua',
       'extend.lua',
       'fail.lua',
+      'give-back.lua',
       'mark-dead-lettered.lua',
       'release.lua',
       'start.lua',
@@ -169,13 +170,15 @@ describe('Lua scripts: one key each, documented headers', () => {
   // the token an operator saw (0: any) and answer TOKEN_CHANGED, not the fence's LEASE_LOST.
   const consumerScripts = luaFiles.filter((f) => !f.startsWith('admin-'));
 
-  it.each(consumerScripts.filter((f) => f !== 'claim.lua'))(
+  // claim.lua issues the token, and give-back.lua names its claim by the nonce it was sent with (its caller
+  // never got the token).
+  it.each(consumerScripts.filter((f) => f !== 'claim.lua' && f !== 'give-back.lua'))(
     '%s checks its fencing token with the one shared fence (includes/fence.lua), never inline',
     (file) => {
       const lua = source(file);
       expect(includesOf(lua)).toEqual(expect.arrayContaining(['fence', 'fenced-write']));
       // Through the one frame of a fenced write (includes/fenced-write.lua), itself or one built on it.
-      expect(body(lua)).toMatch(/^return (fencedWrite|renewLease|settle)\('[\w-]+', /m);
+      expect(body(lua)).toMatch(/^return (fencedWrite|renewLease|endClaim)\('[\w-]+', /m);
       expect(body(lua)).not.toMatch(/[=~]= *fencingToken|fencingToken *[=~]=/);
       expect(body(lua)).not.toMatch(/HMGET', key, 's', 't'/);
     },
@@ -202,12 +205,12 @@ describe('Lua scripts: one key each, documented headers', () => {
     }
     expect(includeFiles.sort()).toEqual([
       'clock.lua',
+      'end-claim.lua',
       'fence.lua',
       'fenced-write.lua',
       'fingerprint.lua',
       'lease.lua',
       'notify.lua',
-      'settle.lua',
     ]);
   });
 });
@@ -222,10 +225,10 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
       const { client, defined, calls } = fakeClient(isCluster);
       const store = new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'p' });
       expect(SCRIPT_NUMBER_OF_KEYS).toBe(1);
-      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1, 1, 1]);
+      expect(defined.map((d) => d.numberOfKeys)).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
       for (const d of defined)
         expect(d.name).toMatch(
-          /^idem_(claim|complete|release|fail|extend|start|markDeadLettered)_[0-9a-f]{8}$/,
+          /^idem_(claim|complete|release|fail|extend|start|markDeadLettered|giveBack)_[0-9a-f]{8}$/,
         );
 
       await store.claim(id, { ...lease, fingerprint: 'f'.repeat(64), maxAttempts: 3 });
@@ -262,7 +265,11 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
         3,
         '0',
         Buffer.from('f'.repeat(64), 'hex').toString('base64').replace(/=+$/, ''),
+        expect.stringMatching(/^[\w-]{9,}$/),
       ]);
+      // Every claim names itself with a nonce of its own (lua/claim.lua ARGV[7]).
+      const nonces = calls.slice(0, 3).map((c) => c.args[7]);
+      expect(new Set(nonces).size).toBe(3);
       expect(calls[3]!.args).toEqual(['p:6:orders:o-1', 1, 5000, '1', 'j1']);
     },
   );
@@ -271,7 +278,7 @@ describe('RedisIdempotencyStore script calls (fake client)', () => {
     const { client, defined } = fakeClient(false);
     new RedisIdempotencyStore({ redis: client });
     new RedisIdempotencyStore({ redis: client }, { keyPrefix: 'other' });
-    expect(defined).toHaveLength(7);
+    expect(defined).toHaveLength(8);
   });
 
   it('maps client failures: a refused script is UNEXPECTED_STORE_REPLY, a transient one STORE_UNAVAILABLE', async () => {

@@ -7,7 +7,7 @@ import {
   UnexpectedReplyError,
   UnreadableResultError,
 } from '../src';
-import { unreadableDuplicateOf } from '../src/kit';
+import { unreadableDuplicateOf } from '../src/kit/unreadable-duplicate';
 
 const id = { scope: 'payments', key: 'p-1' };
 

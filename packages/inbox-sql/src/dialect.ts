@@ -34,12 +34,12 @@ export interface InboxStatements {
    */
   readonly deleteExpired: string;
   /**
-   * The longest scope and key the table's columns hold, in UTF-8 bytes, or `undefined` when unbounded as
-   * PostgreSQL `text` is. The inbox refuses longer ones before its first statement. In strict mode MySQL
-   * would refuse them with a driver error the runner retries. Without it, MySQL would truncate them into a
-   * row that no later statement of the run finds.
+   * The longest scope and key the table holds, in UTF-8 bytes: each in its column, and both together in the
+   * primary key. The inbox refuses longer ones before its first statement. MySQL would refuse them with a
+   * driver error the runner retries in strict mode, or truncate them into a row no later statement finds.
+   * PostgreSQL refuses a primary key row over its B-tree limit with error 54000, retried in vain.
    */
-  readonly maxBytes: { readonly scope: number; readonly key: number } | undefined;
+  readonly maxBytes: { readonly scope: number; readonly key: number; readonly together: number };
   /**
    * Whether the scope and key columns hold U+0000, NUL. True on MySQL, whose columns are `VARBINARY`. False
    * on PostgreSQL, whose `text` refuses it with error 22021, a driver error the runner would retry in vain.
@@ -97,6 +97,15 @@ export function inboxStatements(dialect: SqlDialect, table: string = DEFAULT_INB
   throw new InvalidOptionError(`dialect must be 'postgres' or 'mysql', got ${JSON.stringify(dialect)}`);
 }
 
+/**
+ * The most UTF-8 bytes scope and key may take together on PostgreSQL: a B-tree entry holds at most 2704
+ * bytes on 8 KiB pages, and the primary key's entry spends 8 on its header, 4 on each text's length and up
+ * to 3 on alignment. Values it cannot compress below that (random keys) fail with error 54000 ("index row
+ * size exceeds btree maximum"); compressible ones fit up to larger sizes, but whether one does depends on its
+ * bytes, so none longer is taken. Measured: 2687 to 2691 bytes fitted, never more.
+ */
+const POSTGRES_KEY_BYTES = 2704 - 8 - 4 - 4 - 3;
+
 function postgresStatements(table: string): InboxStatements {
   const t = quoteTable('postgres', table);
   return {
@@ -133,7 +142,7 @@ WHERE scope = $3 AND idempotency_key = $4 AND fencing_token = $5 AND committed_a
     deleteExpired: `DELETE FROM ${t} WHERE (scope, idempotency_key) IN (
   SELECT scope, idempotency_key FROM ${t} WHERE expires_at < now() ORDER BY expires_at LIMIT $1
 ) AND expires_at < now()`,
-    maxBytes: undefined,
+    maxBytes: { scope: POSTGRES_KEY_BYTES, key: POSTGRES_KEY_BYTES, together: POSTGRES_KEY_BYTES },
     allowsNul: false,
   };
 }
@@ -175,7 +184,7 @@ FROM ${t} WHERE scope = ? AND idempotency_key = ?`,
 SET committed_at = UTC_TIMESTAMP(3), result = ?, expires_at = ${expiry}
 WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND committed_at IS NULL`,
     deleteExpired: `DELETE FROM ${t} WHERE expires_at < UTC_TIMESTAMP(3) ORDER BY expires_at LIMIT ?`,
-    maxBytes: { scope: 764, key: 2048 },
+    maxBytes: { scope: 764, key: 2048, together: 764 + 2048 },
     allowsNul: true,
   };
 }

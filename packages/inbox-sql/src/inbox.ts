@@ -243,9 +243,10 @@ export class TransactionalInbox {
    *   `duplicate`.
    * @throws `LeaseLostError` when the row holds a higher token, and `MissingKeyError` when the context has no
    *   key. `InvalidOptionError` when it is not a handler context.
-   * @throws `InvalidKeyError`, not retryable, when the scope or key is longer than the table's column on
-   *   MySQL ({@link InboxStatements.maxBytes}), holds a NUL character on PostgreSQL
-   *   ({@link InboxStatements.allowsNul}), or holds a lone surrogate. Also the database's errors.
+   * @throws `InvalidKeyError`, not retryable, when the scope or key is longer than the table holds
+   *   ({@link InboxStatements.maxBytes}: a MySQL column, or both together over 2685 bytes on PostgreSQL),
+   *   holds a NUL character on PostgreSQL ({@link InboxStatements.allowsNul}), or holds a lone surrogate.
+   *   Also the database's errors.
    */
   async fence(
     context: InboxContext,
@@ -498,12 +499,15 @@ type WellFormedCheck = string & { isWellFormed(): boolean };
  * - Longer than the column. MySQL would fail the fence with a driver error, retried in vain. Without strict
  *   mode it would store the key truncated, and the run's reads and commit, which compare the whole key, would
  *   never find the row.
+ * - Scope and key together longer than the primary key holds. PostgreSQL fails the fence with 54000, its
+ *   B-tree's row size limit, a driver error retried in vain.
  */
 function checkStorable(statements: InboxStatements, context: InboxContext & { key: string }): void {
   const max = statements.maxBytes;
+  let together = 0;
   for (const [what, value, limit] of [
-    ['scope', context.scope, max?.scope],
-    ['idempotency key', context.key, max?.key],
+    ['scope', context.scope, max.scope],
+    ['idempotency key', context.key, max.key],
   ] as const) {
     if (!(value as WellFormedCheck).isWellFormed()) {
       throw new InvalidKeyError(`The ${what} is not well-formed UTF-16 (it contains a lone surrogate)`);
@@ -513,13 +517,18 @@ function checkStorable(statements: InboxStatements, context: InboxContext & { ke
         `The ${what} contains a NUL character, which the inbox table's column cannot hold`,
       );
     }
-    if (limit === undefined) continue;
     const bytes = Buffer.byteLength(value, 'utf8');
     if (bytes > limit) {
       throw new InvalidKeyError(
         `The ${what} is ${bytes} bytes long; the inbox table's column holds at most ${limit} bytes`,
       );
     }
+    together += bytes;
+  }
+  if (together > max.together) {
+    throw new InvalidKeyError(
+      `The scope and the idempotency key are ${together} bytes long together; the inbox table's primary key holds at most ${max.together} bytes`,
+    );
   }
 }
 

@@ -1,4 +1,4 @@
-import { unlessAborted } from '@idempotent-consumer/core/kit';
+import { StopSignal } from '@idempotent-consumer/core/kit';
 import { buildDeadLetter } from './dead-letter';
 import type { Decision } from './decide';
 import type { KafkaEventEmitter, MessageSubject } from './events';
@@ -55,7 +55,7 @@ export class DeadLetterSender {
         });
         if (this.stopping.aborted) return 'stopped';
         const sent = this.producer!.send({ topic: destination, messages: [built] });
-        if ((await unlessAborted(sent, this.stopping)).aborted) return 'stopped';
+        if ((await StopSignal.unless(sent, this.stopping)).aborted) return 'stopped';
       } catch (error) {
         this.events.emit('brokerError', { operation: 'produce', error, source });
         return 'failed';

@@ -1,4 +1,4 @@
-import { heartbeatIntervalFor, LeaseKeeperSet } from '@idempotent-consumer/core/kit';
+import { LeaseKeeperSet } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer } from './errors';
 import type { KafkaEventEmitter } from './events';
@@ -133,10 +133,7 @@ export function idempotentEachBatch<T>(
       const leaseMs = port.leaseMs;
       const pending = new LeaseKeeperSet<number>(
         idempotency,
-        {
-          leaseMs,
-          heartbeatIntervalMs: heartbeatIntervalFor(leaseMs, idempotency.options.heartbeatIntervalMs),
-        },
+        { leaseMs },
         {
           onStoreError: ({ operation, error }) =>
             events.emit('storeError', { operation, error, source: undefined }),
@@ -239,7 +236,7 @@ export function idempotentEachBatch<T>(
       return await fn();
     } catch (error) {
       const cause = error instanceof BrokerHeartbeatFailure ? error.cause : error;
-      if (error instanceof BrokerHeartbeatFailure) error.span.end(cause);
+      if (error instanceof BrokerHeartbeatFailure) error.span?.end(cause);
       if (!isFatalToConsumer(cause)) throw cause;
       events.emit('brokerError', { operation: 'broker', error: cause, source: undefined });
       throw new Error(`eachBatch stopped on a broker error: ${String((cause as Error)?.message ?? cause)}`, {

@@ -1,4 +1,4 @@
-import { NOOP_MESSAGE_SPAN } from '@idempotent-consumer/core/kit';
+import type { MessageSpan } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { isFatalToConsumer, partitionPausedError } from './errors';
 import type { KafkaEventEmitter } from './events';
@@ -108,11 +108,11 @@ export function idempotentEachMessage<T>(
     } catch (error) {
       // process() ends a store error (and a `scope` function that threw) as a pause itself, with the
       // message's span; what else is thrown here is a broker heartbeat failure, or a bug.
-      let span = NOOP_MESSAGE_SPAN;
+      let span: MessageSpan | undefined;
       if (error instanceof BrokerHeartbeatFailure) {
         span = error.span;
         if (!isFatalToConsumer(error.cause)) {
-          span.end(error.cause);
+          span?.end(error.cause);
           throw error.cause; // a rebalance: KafkaJS rejoins
         }
         events.emit('brokerError', {

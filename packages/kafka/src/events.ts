@@ -1,6 +1,6 @@
 import type { DeadLetterReason, IdempotencyError } from '@idempotent-consumer/core';
 import {
-  type AdapterLeaseLostDuring,
+  type LeaseLostFields,
   type MessageSubjectOf,
   TypedEventEmitter,
 } from '@idempotent-consumer/core/kit';
@@ -24,7 +24,7 @@ export type MessageSubject = MessageSubjectOf<KafkaSource>;
  * Why a claim was lost, read from the record right after: it no longer exists (`record-vanished`),
  * another claim holds it (`taken-over`), or the read failed (`unknown`).
  */
-export type LeaseLostReason = 'record-vanished' | 'taken-over' | 'unknown';
+export type LeaseLostReason = LeaseLostFields['reason'];
 
 /**
  * The events of {@link KafkaEventEmitter}, by name, with their payloads: the same names the RabbitMQ and
@@ -88,14 +88,7 @@ export interface KafkaIdempotencyEvents {
    * `leaseLostDuring`). When the handler had completed, the work is done: the offset resolves and the
    * handler is not run again here; otherwise the message is claimed again at once.
    */
-  leaseLost: [
-    MessageSubject & {
-      during: AdapterLeaseLostDuring;
-      handlerCompleted: boolean;
-      fencingToken: number;
-      reason: LeaseLostReason;
-    },
-  ];
+  leaseLost: [MessageSubject & LeaseLostFields];
 }
 
 /**

@@ -25,13 +25,16 @@ export interface MessageOrigin {
  * Reads the idempotency key of a message: `undefined` means the message has none (the `missingKey` policy
  * then applies).
  */
-export type KeyExtractor = (message: KafkaMessageLike, origin: MessageOrigin) => string | undefined;
+export type IdempotencyKeyExtractor = (
+  message: KafkaMessageLike,
+  origin: MessageOrigin,
+) => string | undefined;
 
 /**
  * The default key (docs/design.md#key-sources): the `idempotency-key` header, else
  * `<topic>/<partition>/<offset>`. The fallback catches redelivery (a replay after a crash or a rebalance)
  * but not a producer that sent the same operation twice: only a producer-set key catches that.
  */
-export const defaultKeyExtractor: KeyExtractor = (message, origin) =>
+export const defaultKeyExtractor: IdempotencyKeyExtractor = (message, origin) =>
   headerText(message.headers, IDEMPOTENCY_KEY_HEADER) ??
   `${origin.topic}/${origin.partition}/${message.offset}`;

@@ -18,6 +18,11 @@ export type {
   MessageSubject,
 } from './events';
 export type { KafkaHandler, KafkaHandlerContext } from './handler';
-export { IDEMPOTENCY_KEY_HEADER, type KeyExtractor, type MessageOrigin } from './headers';
+export { IDEMPOTENCY_KEY_HEADER, type IdempotencyKeyExtractor, type MessageOrigin } from './headers';
 export type { FingerprintSource, KafkaIdempotencyOptions } from './options';
 export type * from './types';
+
+import type { IdempotencyKeyExtractor } from './headers';
+
+/** @deprecated Renamed {@link IdempotencyKeyExtractor}; this name goes in the next minor version. */
+export type KeyExtractor = IdempotencyKeyExtractor;

@@ -8,22 +8,18 @@ import {
   type AdapterLog,
   type BatchClaim,
   type CarriedOut,
-  type HeaderCarrier,
   type MessageEnd,
   MessagePipeline,
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  NOOP_MESSAGE_SPAN,
-  type PipelineEventName,
   type Prepared,
-  type RetryReason,
   type StoreGate,
   type SubjectFields,
   type WarningWords,
 } from '@idempotent-consumer/core/kit';
 import { DeadLetterSender } from './dead-letter-sender';
-import { type Decision, type DecisionPolicy, toKafkaDecision } from './decide';
+import { type Decision, type DecisionPolicy, type RetryReason, toKafkaDecision } from './decide';
 import type {
   KafkaIdempotencyEvents as Events,
   KafkaEventEmitter,
@@ -61,7 +57,7 @@ export type ProcessEnd =
 /** A `pause` end: the decision the wrapper carries out, with the message's telemetry. */
 export type PauseEnd = Extract<Decision, { action: 'pause' }> & {
   /** The message's telemetry, still open: the wrapper records whether it paused. */
-  readonly span: MessageSpan;
+  readonly span: MessageSpan | undefined;
   /** An error of the adapter itself the span ends with (status ERROR). */
   readonly failure?: unknown;
 };
@@ -74,14 +70,14 @@ export function offsetResolved(end: Extract<ProcessEnd, { action: 'resolve' }>):
 
 /** The wrapper paused the partition (or the topic) of a `pause` end: recorded, and its span ends. */
 export function offsetPaused(end: PauseEnd): void {
-  end.span.brokerAction(end.action);
-  end.span.end(end.failure);
+  end.span?.brokerAction(end.action);
+  end.span?.end(end.failure);
 }
 
 /** A `resolve` or `pause` end the batch did not carry out: its span ends without a broker action. */
 export function offsetUnresolved(end: ProcessEnd | undefined): void {
   if (end?.action === 'resolve') end.span.end();
-  else if (end?.action === 'pause') end.span.end(end.failure);
+  else if (end?.action === 'pause') end.span?.end(end.failure);
 }
 
 /**
@@ -91,7 +87,7 @@ export function offsetUnresolved(end: ProcessEnd | undefined): void {
 export class BrokerHeartbeatFailure {
   constructor(
     readonly cause: unknown,
-    readonly span: MessageSpan = NOOP_MESSAGE_SPAN,
+    readonly span?: MessageSpan,
   ) {}
 }
 
@@ -119,7 +115,7 @@ export class KafkaPort<T> implements MessagePort<Delivery, ProcessEnd> {
   readonly #parts: KafkaPortParts<T>;
   readonly #policy: DecisionPolicy;
   readonly #deadLetters: DeadLetterSender;
-  readonly #telemetry: MessageTelemetry<TelemetryDelivery, HeaderCarrier>;
+  readonly #telemetry: MessageTelemetry<TelemetryDelivery>;
   readonly #pipeline: MessagePipeline<Delivery, T, ProcessEnd>;
   /** Deliveries with a broker heartbeat in flight: one at a time, never awaited by the lease keeper. */
   readonly #beating = new WeakSet<Delivery>();
@@ -249,8 +245,12 @@ export class KafkaPort<T> implements MessagePort<Delivery, ProcessEnd> {
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.#parts.events.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.#parts.events.emit as (name: string, payload: object) => void).call(
+      this.#parts.events,
+      name,
+      payload,
+    );
   }
 
   deliveryId(delivery: Delivery): string {

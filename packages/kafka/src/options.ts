@@ -1,15 +1,12 @@
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkFiniteNonNegative,
-  checkOneOf,
-  checkRunOverrides,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
-import { defaultKeyExtractor, type KeyExtractor } from './headers';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
+import { defaultKeyExtractor, type IdempotencyKeyExtractor } from './headers';
 import type { KafkaMessageLike } from './types';
 
 /** Reads what a message's fingerprint is computed from; `undefined`: no payload check for it. */
@@ -38,7 +35,7 @@ export interface KafkaIdempotencyOptions extends RunOverrides {
    * Reads a message's idempotency key; one that throws makes the message an invalid-key dead letter.
    * @defaultValue the `idempotency-key` header, else `<topic>/<partition>/<offset>` (`defaultKeyExtractor`)
    */
-  idempotencyKey?: KeyExtractor;
+  idempotencyKey?: IdempotencyKeyExtractor;
   /**
    * When `idempotencyKey` returns `undefined`: `dead-letter` sends the message to the dead-letter topic
    * (reason `missing-key`) without running the handler; `process` runs the handler without idempotency
@@ -120,7 +117,7 @@ export interface KafkaIdempotencyOptions extends RunOverrides {
 /** {@link KafkaIdempotencyOptions} with defaults applied. */
 export interface ResolvedKafkaOptions {
   readonly scopeOf: (topic: string) => string;
-  readonly idempotencyKey: KeyExtractor;
+  readonly idempotencyKey: IdempotencyKeyExtractor;
   readonly missingKey: 'dead-letter' | 'process';
   readonly fingerprintOf: FingerprintSource | false;
   readonly leaseMs: number | undefined;
@@ -167,7 +164,7 @@ export function resolveKafkaOptions(
   if (deadLetterTopicOf && !hasProducer) {
     throw new InvalidOptionError('Dead-lettering needs { producer }; pass one or set deadLetterTopic: false');
   }
-  const missingKey = checkOneOf(
+  const missingKey = check.oneOf(
     'missingKey',
     options.missingKey,
     ['dead-letter', 'process'] as const,
@@ -178,11 +175,11 @@ export function resolveKafkaOptions(
     throw new InvalidOptionError('fingerprint must be a boolean or a function of the message');
   }
   // The overrides' ranges are the runner's; `conflictWaitMs` is this adapter's own wait (checked below).
-  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides({
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = check.runOverrides({
     ...options,
     conflictWaitMs: undefined,
   });
-  const maxInlineDelayMs = checkFiniteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
+  const maxInlineDelayMs = check.finiteNonNegative('maxInlineDelayMs', options.maxInlineDelayMs, 5000);
   return {
     scopeOf,
     idempotencyKey: options.idempotencyKey ?? defaultKeyExtractor,
@@ -191,16 +188,12 @@ export function resolveKafkaOptions(
     leaseMs,
     maxAttempts,
     handlerTimeoutMs,
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff),
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff),
     maxInlineDelayMs,
-    conflictWaitMs: checkFiniteNonNegative('conflictWaitMs', options.conflictWaitMs, maxInlineDelayMs),
-    maxConflictDelayMs: checkFiniteNonNegative('maxConflictDelayMs', options.maxConflictDelayMs, 5000, 1),
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
-    brokerHeartbeatIntervalMs: checkFiniteNonNegative(
+    conflictWaitMs: check.conflictWaitMs(options.conflictWaitMs, Math.floor(maxInlineDelayMs)),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
+    brokerHeartbeatIntervalMs: check.finiteNonNegative(
       'brokerHeartbeatIntervalMs',
       options.brokerHeartbeatIntervalMs,
       1000,
@@ -208,6 +201,6 @@ export function resolveKafkaOptions(
     ),
     deadLetterTopicOf,
     groupId: typeof groupId === 'string' && groupId.length > 0 ? groupId : undefined,
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

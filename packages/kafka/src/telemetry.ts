@@ -1,39 +1,30 @@
-import {
-  ATTR_MESSAGING_DESTINATION_PARTITION_ID,
-  ATTR_MESSAGING_KAFKA_OFFSET,
-  type HeaderCarrier,
-  headerCarrierGetter,
-  MessageTelemetry,
-  type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+import type { TelemetryOptions } from '@idempotent-consumer/core';
+import { MessageTelemetry } from '@idempotent-consumer/core/kit';
 
-/** What the wrappers' telemetry reads of one message: where it came from, and the message. */
+/** What the Kafka telemetry reads of a message: its topic, partition and offset, and its headers. */
 export interface TelemetryDelivery {
   readonly topic: string;
   readonly partition: number;
-  readonly message: { readonly offset: string; readonly headers?: HeaderCarrier };
+  readonly message: { readonly offset: string; readonly headers?: Readonly<Record<string, unknown>> };
 }
 
 /**
- * The wrappers' OpenTelemetry instrumentation (core README, "Telemetry"): `messaging.system` `kafka`, the
- * topic as destination, `messaging.destination.partition.id`, `messaging.kafka.offset`, the consumer
- * group (`groupId`) as `messaging.consumer.group.name`; the trace context is read from the message
- * headers (`traceparent`, `tracestate`; `Buffer` values as UTF-8).
+ * The telemetry of a Kafka wrapper: `messaging.system` `kafka`, the topic as destination, the group as
+ * `messaging.consumer.group.name`, the partition and offset on each span, the trace context from the headers.
  */
 export function kafkaTelemetry(
   groupId: string | undefined,
   options: TelemetryOptions | false | undefined,
-): MessageTelemetry<TelemetryDelivery, HeaderCarrier> {
-  return new MessageTelemetry<TelemetryDelivery, HeaderCarrier>(
+): MessageTelemetry<TelemetryDelivery> {
+  return new MessageTelemetry<TelemetryDelivery>(
     {
       system: 'kafka',
       destinationOf: (delivery) => delivery.topic,
-      carrierOf: (delivery) => delivery.message.headers,
-      getter: headerCarrierGetter,
-      describe: (delivery, span) => {
-        span.setAttribute(ATTR_MESSAGING_DESTINATION_PARTITION_ID, String(delivery.partition));
+      headersOf: (delivery) => delivery.message.headers,
+      attributesOf: (delivery) => {
         const offset = Number(delivery.message.offset);
-        if (Number.isSafeInteger(offset)) span.setAttribute(ATTR_MESSAGING_KAFKA_OFFSET, offset);
+        const partition = { 'messaging.destination.partition.id': String(delivery.partition) };
+        return Number.isSafeInteger(offset) ? { ...partition, 'messaging.kafka.offset': offset } : partition;
       },
       ...(groupId ? { consumerGroup: groupId } : {}),
     },

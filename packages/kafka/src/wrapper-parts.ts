@@ -1,11 +1,5 @@
 import { InvalidOptionError } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  StoreGate,
-  sharedAbortController,
-  watchRedisErrors,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate } from '@idempotent-consumer/core/kit';
 import type { KafkaIdempotencyDependencies } from './dependencies';
 import { KafkaEventEmitter } from './events';
 import type { KafkaHandler } from './handler';
@@ -62,7 +56,9 @@ export function buildWrapperParts<T>(
     throw new InvalidOptionError(`${wrapper} needs { idempotency, consumer }`);
   }
   if (typeof handler !== 'function') throw new InvalidOptionError(`${wrapper} needs a handler`);
-  const resolved = resolveKafkaOptions(options ?? {}, dependencies.producer !== undefined);
+  const { resolved, topicOf } = withTopicOfScope(
+    resolveKafkaOptions(options ?? {}, dependencies.producer !== undefined),
+  );
   const events = new KafkaEventEmitter();
   const pauser = new PartitionPauser(dependencies.consumer, events);
   const groupId = typeof options?.groupId === 'string' ? options.groupId : undefined;
@@ -74,8 +70,8 @@ export function buildWrapperParts<T>(
   );
   // A wrapper has no start: the runner's warnings reach its logger from now until close().
   log.open();
-  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
-  const stopping = sharedAbortController();
+  const unwatchRedis = StoreGate.watchRedisErrors(dependencies.idempotency.store, log);
+  const stopping = new StopSignal();
   const gate = new StoreGate(
     dependencies.idempotency.store,
     { storeProbeBackoff: resolved.storeProbeBackoff, log },
@@ -92,7 +88,13 @@ export function buildWrapperParts<T>(
     },
   );
   const { idempotency, producer } = dependencies;
-  const checkStore = () => checkStoreAnswers(idempotency.store, log.where);
+  // A write after a handler, or a lease extension, that goes unanswered closes the gate at once: the
+  // outage is reported then, for the topic of the message whose call failed, not once the runner gave up.
+  const unfollowStore = gate.follow(idempotency, (error, subject) => {
+    const topic = topicOf(subject.scope);
+    if (topic !== undefined) events.emit('storeUnavailable', { topic, partition: undefined, error });
+  });
+  const checkStore = () => StoreGate.check(idempotency.store, log.where);
   let firstUse: Promise<void> | undefined;
   return {
     resolved,
@@ -109,6 +111,7 @@ export function buildWrapperParts<T>(
       stopping.abort();
       gate.dispose();
       pauser.close();
+      unfollowStore();
       unwatchRedis();
       log.close();
     },
@@ -123,5 +126,28 @@ export function buildWrapperParts<T>(
       stopping: stopping.signal,
     }),
     pauser,
+  };
+}
+
+/**
+ * `resolved` whose `scopeOf` remembers the topic it last made each scope for, and `topicOf`, which reads
+ * it back: the runner's events name a record's scope, the wrapper's events a topic.
+ */
+function withTopicOfScope(resolved: ResolvedKafkaOptions): {
+  resolved: ResolvedKafkaOptions;
+  topicOf: (scope: string) => string | undefined;
+} {
+  const topics = new Map<string, string>();
+  const { scopeOf } = resolved;
+  return {
+    resolved: {
+      ...resolved,
+      scopeOf: (topic) => {
+        const scope = scopeOf(topic);
+        if (topics.get(scope) !== topic) topics.set(scope, topic);
+        return scope;
+      },
+    },
+    topicOf: (scope) => topics.get(scope),
   };
 }

@@ -5,18 +5,7 @@ import {
   InvalidOptionError,
   TopologyMismatchError,
 } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  checkStoreAtStart,
-  heartbeatIntervalFor,
-  StoreGate,
-  sharedAbortController,
-  sleep,
-  TypedEventEmitter,
-  watchRedisErrors,
-  within,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { NatsIdempotencyEvents } from './events';
 import type { NatsHandler } from './handler';
@@ -61,8 +50,8 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   readonly #handler: NatsHandler<T>;
   readonly #log: AdapterLog;
   readonly #gate: StoreGate;
-  readonly #stopping = sharedAbortController();
-  readonly #abandoning = sharedAbortController();
+  readonly #stopping = new StopSignal();
+  readonly #abandoning = new StopSignal();
   readonly #tasks = new Set<Promise<void>>();
   #state: State = 'idle';
   #port: NatsMessagePort<T> | undefined;
@@ -71,6 +60,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   #loop: Promise<void> | undefined;
   #stopped: Promise<{ abandoned: number }> | undefined;
   #unwatchRedis: (() => void) | undefined;
+  #unfollowStore: (() => void) | undefined;
   #wake: (() => void) | undefined;
 
   /** @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range. */
@@ -134,9 +124,9 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     const { idempotency } = this.#deps;
     const signal = this.#stopping.signal;
     this.#log.open();
-    this.#unwatchRedis = watchRedisErrors(idempotency.store, this.#log);
+    this.#unwatchRedis = StoreGate.watchRedisErrors(idempotency.store, this.#log);
     try {
-      await checkStoreAtStart(idempotency, this.#log, signal);
+      await StoreGate.checkAtStart(idempotency, this.#log, signal);
       if (signal.aborted) return;
       const { consumer, limits } = await this.#topology();
       if (signal.aborted) return;
@@ -152,6 +142,8 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
         abandoning: this.#abandoning.signal,
       });
       this.#state = 'running';
+      // An extension or a write after a handler that the store does not answer pauses pulling at once.
+      this.#unfollowStore = this.#gate.follow(idempotency);
       this.#loop = this.#run(consumer);
       this.emit('started', { stream: this.#options.stream, consumer: this.#options.consumer });
     } catch (error) {
@@ -167,7 +159,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the consumer and where Redis is.
    */
   checkStore(): Promise<void> {
-    return checkStoreAnswers(this.#deps.idempotency.store, this.#log.where);
+    return StoreGate.check(this.#deps.idempotency.store, this.#log.where);
   }
 
   /**
@@ -198,7 +190,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
       while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     })();
     let abandoned = 0;
-    if ((await within(drained, this.#options.stopTimeoutMs)) === 'timeout') {
+    if ((await StopSignal.within(drained, this.#options.stopTimeoutMs)) === 'timeout') {
       this.#abandoning.abort();
       abandoned = this.#port?.abandon() ?? 0;
     }
@@ -211,6 +203,8 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
   }
 
   #release(): void {
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
     this.#log.close();
@@ -235,7 +229,10 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
     }
     const ackWaitMs = (config.ack_wait ?? 30e9) / 1e6;
     const leaseMs = overrides.leaseMs ?? idempotency.options.leaseMs;
-    const heartbeatMs = heartbeatIntervalFor(leaseMs, idempotency.options.heartbeatIntervalMs);
+    const heartbeatMs = Math.min(
+      idempotency.options.heartbeatIntervalMs,
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
     if (ackWaitMs <= heartbeatMs) {
       throw mismatch(`its ack_wait (${ackWaitMs} ms) must be above the lease heartbeat (${heartbeatMs} ms)`);
     }
@@ -278,7 +275,7 @@ export class NatsIdempotentConsumer<T = unknown> extends TypedEventEmitter<NatsI
       } catch (error) {
         if (signal.aborted) break;
         this.emit('brokerError', { stream, consumer: name, operation: 'fetch', error, source: undefined });
-        await sleep(computeBackoffMs(++failures, retryBackoff), signal);
+        await StopSignal.sleep(computeBackoffMs(++failures, retryBackoff), signal);
       }
       this.#batch = undefined;
     }

@@ -1,11 +1,12 @@
 import { describeError } from '@idempotent-consumer/core';
-import type {
-  AckReason,
-  DeadLetterDecision,
-  LeaveReason,
-  PipelineDecision,
-  RetryReason,
-} from '@idempotent-consumer/core/kit';
+import type { DeadLetterDecision, PipelineDecision } from '@idempotent-consumer/core/kit';
+
+/** Why a message is acked: completed, a duplicate, dead-lettered before, unprotected, or lease lost after it completed. */
+export type AckReason = Extract<PipelineDecision, { action: 'ack' }>['reason'];
+/** Why a message runs again: a handler error, a CONFLICT still held, or a claim lost. */
+export type RetryReason = Extract<PipelineDecision, { action: 'retry' }>['reason'];
+/** Why a message goes back unchanged: the store down, an error, stopping, abandoned, a dead letter that failed. */
+export type LeaveReason = Extract<PipelineDecision, { action: 'leave' }>['reason'];
 
 /** Why a message was nak'ed: a retry, or it could not run now. */
 export type NakReason = RetryReason | Exclude<LeaveReason, 'abandoned'>;

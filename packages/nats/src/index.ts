@@ -6,7 +6,7 @@
  */
 export { type NatsIdempotencyDependencies, NatsIdempotentConsumer } from './consumer';
 export { DEAD_LETTER_HEADERS } from './dead-letter';
-export type { Decision, NakReason } from './decide';
+export type { AckReason, Decision, LeaveReason, NakReason, RetryReason } from './decide';
 export type { MessageSubject, NatsIdempotencyEvents, NatsSource } from './events';
 export type { NatsHandler, NatsHandlerContext } from './handler';
 export { type IdempotencyKeyExtractor, MSG_ID_HEADER, type NatsIdempotencyOptions } from './options';

@@ -8,14 +8,12 @@ import {
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  type PipelineEventName,
   type StoreGate,
   type SubjectFields,
   type TypedEventEmitter,
   type WarningWords,
 } from '@idempotent-consumer/core/kit';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import type { MsgHdrs } from '@nats-io/nats-core';
 import { type DeadLetterTarget, publishDeadLetter } from './dead-letter';
 import { type Decision, type DecisionPolicy, type NakReason, toNatsDecision } from './decide';
 import type { MessageSubject, NatsIdempotencyEvents, NatsSource } from './events';
@@ -59,7 +57,7 @@ const NOT_RETRIES: readonly NakReason[] = ['store-unavailable', 'stopping'];
 export class NatsMessagePort<T> implements MessagePort<JsMsg> {
   readonly #parts: NatsPortParts<T>;
   readonly #policy: DecisionPolicy;
-  readonly #telemetry: MessageTelemetry<JsMsg, MsgHdrs>;
+  readonly #telemetry: MessageTelemetry<JsMsg>;
   readonly #pipeline: MessagePipeline<JsMsg, T>;
   /** The messages being processed, with their span once started. */
   readonly #current = new Map<JsMsg, MessageSpan | undefined>();
@@ -175,8 +173,8 @@ export class NatsMessagePort<T> implements MessagePort<JsMsg> {
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.#parts.events.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.#parts.events.emit as (name: string, payload: object) => void)(name, payload);
   }
 
   deliveryId(message: JsMsg): string {

@@ -1,17 +1,11 @@
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkNonEmptyString,
-  checkOneOf,
-  checkPositiveInteger,
-  checkRunOverrides,
-  checkStopTimeoutMs,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
-  pickRunOverrides,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
 import type { JsMsg } from '@nats-io/jetstream';
 
 /** The header a JetStream producer sets to deduplicate inside the stream's duplicate window. */
@@ -65,7 +59,7 @@ export interface NatsIdempotencyOptions extends RunOverrides {
    * @defaultValue `{ baseMs: 1000, maxMs: 300000, factor: 2, jitter: 'full' }`
    */
   readonly retryBackoff?: BackoffOptions;
-  /** Wait between pings while the store does not answer. @defaultValue the kit's `DEFAULT_STORE_PROBE_BACKOFF` */
+  /** Wait between pings while the store does not answer. @defaultValue `{ baseMs: 250, maxMs: 5000, factor: 2, jitter: 'full' }` */
   readonly storeProbeBackoff?: BackoffOptions;
   /** Most messages in flight; the pull batch size too. @defaultValue 16 */
   readonly concurrency?: number;
@@ -99,8 +93,8 @@ export interface ResolvedNatsOptions {
  */
 export function resolveNatsOptions(options: NatsIdempotencyOptions): ResolvedNatsOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options must be an object');
-  const stream = checkNonEmptyString('stream', options.stream);
-  const consumer = checkNonEmptyString('consumer', options.consumer);
+  const stream = check.nonEmptyString('stream', options.stream);
+  const consumer = check.nonEmptyString('consumer', options.consumer);
   const fp = options.fingerprint ?? true;
   if (typeof fp !== 'boolean' && typeof fp !== 'function') {
     throw new InvalidOptionError(`fingerprint must be a boolean or a function, got ${String(fp)}`);
@@ -110,23 +104,20 @@ export function resolveNatsOptions(options: NatsIdempotencyOptions): ResolvedNat
   return {
     stream,
     consumer,
-    deadLetterSubject: checkNonEmptyString('deadLetterSubject', options.deadLetterSubject),
-    scope: checkNonEmptyString('scope', options.scope, `${stream}/${consumer}`),
+    deadLetterSubject: check.nonEmptyString('deadLetterSubject', options.deadLetterSubject),
+    scope: check.nonEmptyString('scope', options.scope, `${stream}/${consumer}`),
     idempotencyKey: key,
-    missingKey: checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter'),
+    missingKey: check.oneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter'),
     payload: fp === true ? (m) => m.data : fp === false ? () => undefined : fp,
-    overrides: pickRunOverrides(
-      checkRunOverrides({ ...options, conflictWaitMs: options.conflictWaitMs ?? 5000 }),
-    ),
-    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
-    concurrency: checkPositiveInteger('concurrency', options.concurrency, 16),
-    stopTimeoutMs: checkStopTimeoutMs(options.stopTimeoutMs),
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    overrides: check.runOverrides({
+      ...options,
+      conflictWaitMs: check.conflictWaitMs(options.conflictWaitMs),
+    }),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
+    concurrency: check.positiveInteger('concurrency', options.concurrency, 16),
+    stopTimeoutMs: check.stopTimeoutMs(options.stopTimeoutMs),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

@@ -1,18 +1,18 @@
-import {
-  ATTR_MESSAGING_MESSAGE_ID,
-  type CarrierGetter,
-  MessageTelemetry,
-  type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+import type { TelemetryOptions } from '@idempotent-consumer/core';
+import { MessageTelemetry } from '@idempotent-consumer/core/kit';
 import type { JsMsg } from '@nats-io/jetstream';
-import type { MsgHdrs } from '@nats-io/nats-core';
 import { MSG_ID_HEADER } from './options';
 
-/** Reads `traceparent` / `tracestate` from NATS message headers. */
-export const natsHeaderGetter: CarrierGetter<MsgHdrs> = {
-  keys: (headers) => headers.keys(),
-  get: (headers, key) => (headers.has(key) ? headers.values(key) : undefined),
-};
+/** The W3C trace context headers of a message, those it has. */
+function traceHeaders(message: JsMsg): Record<string, string> | undefined {
+  const headers = message.headers;
+  if (!headers) return undefined;
+  const found: Record<string, string> = {};
+  for (const name of ['traceparent', 'tracestate']) {
+    if (headers.has(name)) found[name] = headers.get(name);
+  }
+  return found;
+}
 
 /**
  * The consumer's OpenTelemetry instrumentation (core README, "Telemetry"): `messaging.system` `nats`,
@@ -24,17 +24,16 @@ export function natsTelemetry(
   stream: string,
   consumer: string,
   options: TelemetryOptions | false | undefined,
-): MessageTelemetry<JsMsg, MsgHdrs> {
-  return new MessageTelemetry<JsMsg, MsgHdrs>(
+): MessageTelemetry<JsMsg> {
+  return new MessageTelemetry<JsMsg>(
     {
       system: 'nats',
       destinationOf: () => stream,
       consumerGroup: consumer,
-      carrierOf: (message) => message.headers,
-      getter: natsHeaderGetter,
-      describe: (message, span) => {
+      headersOf: traceHeaders,
+      attributesOf: (message): Record<string, string> => {
         const id = message.headers?.get(MSG_ID_HEADER);
-        if (id) span.setAttribute(ATTR_MESSAGING_MESSAGE_ID, id);
+        return id ? { 'messaging.message.id': id } : {};
       },
     },
     options,

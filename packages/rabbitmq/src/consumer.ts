@@ -5,33 +5,21 @@ import {
   type IdempotencyLogger,
   InvalidOptionError,
 } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  checkStoreAtStart,
-  STOP_FINAL_STEP_MIN_MS,
-  StoreGate,
-  sharedAbortController,
-  sleep,
-  TypedEventEmitter,
-  unlessAborted,
-  watchRedisErrors,
-  within,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection, ConsumeChannel } from './amqp-types';
 import { type ChannelClosed, ConsumerChannels } from './channels';
 import { type Closable, closeOrClosed, endSocket } from './close';
+import { DeliveryActions } from './delivery-actions';
 import { DeliveryPort } from './delivery-port';
 import { ensureTopology } from './ensure-topology';
-import type { ConsumerState, Emit, IdempotentConsumerEvents } from './events';
+import type { ConsumerState, Emit, RabbitMqIdempotencyEvents } from './events';
 import type { RabbitMqHandler } from './handler';
 import {
-  type IdempotentConsumerOptions,
+  type RabbitMqIdempotencyOptions,
   type ResolvedConsumerOptions,
   resolveConsumerOptions,
 } from './options';
-import { Settler } from './settler';
 import { consumerTelemetry } from './telemetry';
 import { type ConsumerTopology, consumerTopology } from './topology';
 
@@ -39,7 +27,7 @@ import { type ConsumerTopology, consumerTopology } from './topology';
  * What an {@link IdempotentConsumer} is built from; passed apart from the options. Give exactly one of
  * `connection` and `connect`.
  */
-export interface IdempotentConsumerDependencies {
+export interface RabbitMqIdempotencyDependencies {
   /** The runner (and through it the store) that claims and records every delivery. */
   readonly idempotency: Idempotency;
   /**
@@ -85,28 +73,30 @@ export interface IdempotentConsumerDependencies {
  * confirmed by the broker in a delay tier or the dead-letter exchange. Since COMPLETED is written before
  * the ack, a lost ack comes back as a DUPLICATE. The life cycle (`start`, `stop`, reconnecting after a
  * closed channel or connection) is here; each delivery is handled by a `DeliveryProcessor`, its decision
- * carried out by a `Settler`, on channels kept by `ConsumerChannels`.
+ * carried out by a `DeliveryActions`, on channels kept by `ConsumerChannels`.
  */
-export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<IdempotentConsumerEvents> {
+export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<RabbitMqIdempotencyEvents> {
   /** The names of the queues and exchanges this consumer relies on (README, "Topology"). */
   readonly topology: ConsumerTopology;
 
   readonly #options: ResolvedConsumerOptions;
-  readonly #dependencies: IdempotentConsumerDependencies;
+  readonly #dependencies: RabbitMqIdempotencyDependencies;
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
+  /** Stops closing the store gate on the runner's unanswered store calls (see {@link #start}). */
+  #unfollowStore: (() => void) | undefined;
   #reconnecting: Promise<void> | undefined;
   readonly #channels: ConsumerChannels;
   readonly #gate: StoreGate;
   readonly #deliveries: DeliveryPort<T>;
   /** The deliveries being handled, by their processing task. */
   readonly #inFlight = new Map<Promise<void>, ConsumeMessage>();
-  readonly #stopping = sharedAbortController();
+  readonly #stopping = new StopSignal();
   /**
    * Aborted when `stop()` gives up on the deliveries still in flight (`stopTimeoutMs`): their handlers'
    * signal aborts, and nothing more is published, acked or nacked for them.
    */
-  readonly #abandoning = sharedAbortController();
+  readonly #abandoning = new StopSignal();
   readonly #emitEvent: Emit = (name, ...payload) => void this.emit(name, ...payload);
   #state: ConsumerState = 'idle';
   #consumerTag: string | undefined;
@@ -123,8 +113,8 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    *   lease is not below the broker's acknowledgement timeout.
    */
   constructor(
-    dependencies: IdempotentConsumerDependencies,
-    options: IdempotentConsumerOptions,
+    dependencies: RabbitMqIdempotencyDependencies,
+    options: RabbitMqIdempotencyOptions,
     handler: RabbitMqHandler<T>,
   ) {
     super();
@@ -160,7 +150,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queue: this.#options.queue, downMs }),
       },
     );
-    const settler = new Settler({
+    const actions = new DeliveryActions({
       topology: this.topology,
       publisher: () => this.#channels.publisher(),
       acks: (channel) => this.#channels.acks(channel),
@@ -180,7 +170,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
         maxConflictDelayMs: this.#options.maxConflictDelayMs,
         isRetryable: idempotency.options.isRetryable,
       },
-      settler,
+      actions,
       admission: () =>
         this.#state === 'running'
           ? 'running'
@@ -242,10 +232,12 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     // From here to stop() or close(): the runner's warnings reach this consumer's logger, and the Redis
     // client's errors are watched (a consumer that is built but never started attaches nothing).
     this.#log.open();
-    this.#unwatchRedis = watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
+    this.#unwatchRedis = StoreGate.watchRedisErrors(this.#dependencies.idempotency.store, this.#log);
+    // An extension or a write after a handler the store does not answer pauses the consumer at once.
+    this.#unfollowStore = this.#gate.follow(this.#dependencies.idempotency);
     try {
       // A stop() meanwhile ends the check's wait for a Redis client still connecting (up to 5 s) at once.
-      await checkStoreAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
+      await StoreGate.checkAtStart(this.#dependencies.idempotency, this.#log, this.#stopping.signal);
       if (this.#state !== 'starting') return;
       await this.#open();
       if (this.#state !== 'starting') return;
@@ -274,13 +266,15 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
    */
   checkStore(): Promise<void> {
-    return checkStoreAnswers(this.#dependencies.idempotency.store, this.#log.where);
+    return StoreGate.check(this.#dependencies.idempotency.store, this.#log.where);
   }
 
-  /** Stops listening to the Redis client and detaches the logger from the runner. */
+  /** Stops listening to the Redis client and to the runner, and detaches the logger from the runner. */
   #release(): void {
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#log.close();
   }
 
@@ -345,16 +339,16 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     this.#gate.dispose();
     const { stopTimeoutMs } = this.#options;
     const since = performance.now();
-    const drained = await within(this.#drain(starting), stopTimeoutMs);
+    const drained = await StopSignal.within(this.#drain(starting), stopTimeoutMs);
     const abandoned = drained === 'timeout' ? this.#abandon() : 0;
     // The closes get what is left of stopTimeoutMs, at least 1 s: a close-ok that never comes (a blocked
     // connection) does not hold stop(); the connection from `connect` then ends with its socket.
     const leftMs = stopTimeoutMs - (performance.now() - since);
-    const closed = await within(this.#closeAll(), Math.max(leftMs, STOP_FINAL_STEP_MIN_MS));
+    const closed = await StopSignal.within(this.#closeAll(), Math.max(leftMs, StopSignal.FINAL_STEP_MIN_MS));
     if (closed === 'timeout' && this.#dependencies.connect && this.#channels.connection) {
       endSocket(
         this.#channels.connection,
-        `The broker did not answer the close of the consumer of queue ${this.#options.queue} within ${Math.round(Math.max(leftMs, STOP_FINAL_STEP_MIN_MS))} ms`,
+        `The broker did not answer the close of the consumer of queue ${this.#options.queue} within ${Math.round(Math.max(leftMs, StopSignal.FINAL_STEP_MIN_MS))} ms`,
       );
     }
     this.#release();
@@ -381,7 +375,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
   }
 
   /**
-   * Gives up on the deliveries in flight: their handlers' signal aborts, the settler sends nothing more
+   * Gives up on the deliveries in flight: their handlers' signal aborts, the actions sends nothing more
    * for any delivery, and each one not settled yet (acked or nacked) is reported `settled` with
    * `leave`/`abandoned`. @returns how many.
    */
@@ -418,7 +412,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
    */
   async #connectUnlessStopped(connect: () => Promise<AmqpConnection>): Promise<AmqpConnection> {
     const connecting = connect();
-    const outcome = await unlessAborted(connecting, this.#stopping.signal);
+    const outcome = await StopSignal.unless(connecting, this.#stopping.signal);
     if (!outcome.aborted) return outcome.value;
     void connecting.then((late) => {
       late.on?.('error', ignore);
@@ -621,7 +615,7 @@ export class IdempotentConsumer<T = unknown> extends TypedEventEmitter<Idempoten
     const since = performance.now();
     for (let attempt = 1; ; attempt++) {
       const delayMs = computeBackoffMs(attempt, this.#options.reconnectBackoff);
-      if (!(await sleep(delayMs, this.#stopping.signal)) || this.#state !== 'reconnecting') return;
+      if (!(await StopSignal.sleep(delayMs, this.#stopping.signal)) || this.#state !== 'reconnecting') return;
       if (!this.#dependencies.connect && this.#channels.connectionClosed) {
         // The consume channel closed alone, then the given connection closed too (its channels' closes
         // were reported while reconnecting, or the attempt failed on it): retrying on it would fail forever.
@@ -693,8 +687,8 @@ function closeConnection(connection: AmqpConnection): Promise<void> {
  * @throws {@link @idempotent-consumer/core!InvalidOptionError} when an option is out of range or a dependency is missing.
  */
 export function createIdempotentConsumer<T>(
-  dependencies: IdempotentConsumerDependencies,
-  options: IdempotentConsumerOptions,
+  dependencies: RabbitMqIdempotencyDependencies,
+  options: RabbitMqIdempotencyOptions,
   handler: RabbitMqHandler<T>,
 ): IdempotentConsumer<T> {
   return new IdempotentConsumer<T>(dependencies, options, handler);

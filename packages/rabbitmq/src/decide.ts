@@ -3,7 +3,6 @@ import {
   type PipelineDecision as CoreDecision,
   decide as coreDecide,
   type DeadLetterDecision,
-  type LeaveReason,
 } from '@idempotent-consumer/core/kit';
 import { pickDelayTier } from './delay-tiers';
 
@@ -109,7 +108,10 @@ const REQUEUE_REASON = {
   error: 'store-error',
   stopping: 'stopping',
   'dead-letter-failed': 'publish-failed',
-} as const satisfies Record<Exclude<LeaveReason, 'abandoned'>, RequeueReason>;
+} as const satisfies Record<
+  Exclude<Extract<CoreDecision, { action: 'leave' }>['reason'], 'abandoned'>,
+  RequeueReason
+>;
 
 /**
  * Maps a runner result to a broker decision: the core's {@link coreDecide}, then

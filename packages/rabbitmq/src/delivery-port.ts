@@ -3,14 +3,11 @@ import type { Idempotency, Payload } from '@idempotent-consumer/core';
 import {
   type AdapterLog,
   type CarriedOut,
-  type HeaderCarrier,
   type MessageEnd,
   MessagePipeline,
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  NOOP_MESSAGE_SPAN,
-  type PipelineEventName,
   type StoreGate,
   type SubjectFields,
   type WarningWords,
@@ -18,11 +15,11 @@ import {
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import { type DecisionPolicy, toRabbitMqDecision } from './decide';
+import type { Delivery, DeliveryActions } from './delivery-actions';
 import type { Emit, MessageSubject, RabbitMqSource } from './events';
 import type { RabbitMqHandler } from './handler';
 import { attemptFromHeaders, IDEMPOTENCY_KEY_HEADER } from './headers';
 import type { ResolvedConsumerOptions } from './options';
-import type { Delivery, Settler } from './settler';
 
 /** One delivery on its way through the pipeline. */
 export interface Incoming {
@@ -41,14 +38,14 @@ export interface DeliveryPortContext<T> {
   readonly handler: RabbitMqHandler<T>;
   readonly options: ResolvedConsumerOptions;
   readonly policy: DecisionPolicy;
-  readonly settler: Settler;
+  readonly actions: DeliveryActions;
   /** Whether deliveries may run now; `paused` or `stopping` when not (they are requeued). */
   readonly admission: () => 'running' | 'paused' | 'stopping';
   /** The consumer's store gate: it pauses the consumer while closed. */
   readonly gate: StoreGate;
   readonly emit: Emit;
   readonly log: AdapterLog;
-  readonly telemetry: MessageTelemetry<ConsumeMessage, HeaderCarrier>;
+  readonly telemetry: MessageTelemetry<ConsumeMessage>;
   /** Aborts when the consumer stops. */
   readonly stopping: AbortSignal;
   /** Aborts when `stop()` gives up on the deliveries in flight: their handlers' signal aborts with it. */
@@ -57,7 +54,7 @@ export interface DeliveryPortContext<T> {
 
 /**
  * RabbitMQ as the pipeline's port: reads a delivery's key (`messageId`, else the `idempotency-key`
- * header) and payload, and carries out each decision with the {@link Settler}: `ack`, a copy to a delay
+ * header) and payload, and carries out each decision with the {@link DeliveryActions}: `ack`, a copy to a delay
  * tier or the dead-letter exchange, or `nack` with requeue. RabbitMQ has no delivery timer to extend.
  */
 export class DeliveryPort<T> implements MessagePort<Incoming> {
@@ -96,12 +93,12 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
   async process(message: ConsumeMessage, channel: ConsumeChannel): Promise<void> {
     const incoming: Incoming = { message, channel };
     this.#current.add(incoming);
-    const { settler, telemetry, options } = this.context;
+    const { actions, telemetry, options } = this.context;
     try {
       const admission = this.context.admission();
       if (admission !== 'running') {
         incoming.span = telemetry.start(message, options.scope);
-        settler.requeue(this.#delivery(incoming), admission);
+        actions.requeue(this.#delivery(incoming), admission);
         incoming.span.end();
         return;
       }
@@ -111,7 +108,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     } catch (error) {
       // Never a handler error (the runner catches those): back after the shortest delay tier, not a hot loop.
       incoming.span ??= telemetry.start(message, options.scope);
-      await settler.requeueLater(this.#delivery(incoming), 'internal-error');
+      await actions.requeueLater(this.#delivery(incoming), 'internal-error');
       incoming.span.end(error);
     } finally {
       this.#current.delete(incoming);
@@ -125,7 +122,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
   abandon(): number {
     let abandoned = 0;
     for (const incoming of this.#current) {
-      if (this.context.settler.abandon(this.#delivery(incoming))) abandoned += 1;
+      if (this.context.actions.abandon(this.#delivery(incoming))) abandoned += 1;
     }
     return abandoned;
   }
@@ -166,8 +163,8 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.context.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.context.emit as (name: string, payload: object) => void)(name, payload);
   }
 
   /**
@@ -192,7 +189,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
   }
 
   async carryOut(incoming: Incoming, end: MessageEnd<unknown>): Promise<CarriedOut<void>> {
-    const { settler, idempotency, policy } = this.context;
+    const { actions, idempotency, policy } = this.context;
     const delivery: Delivery = {
       ...this.#delivery(incoming),
       subject: this.subject(incoming, end.subject),
@@ -201,12 +198,12 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
     };
     const decision = toRabbitMqDecision(end.decision, policy);
     let done = false;
-    if (decision.action !== 'requeue') done = await settler.apply(delivery, decision);
+    if (decision.action !== 'requeue') done = await actions.apply(delivery, decision);
     else if (decision.reason === 'store-unavailable' && idempotency.options.storeFailureMode === 'closed') {
-      settler.requeue(delivery, decision.reason); // the consumer pauses until the store answers
+      actions.requeue(delivery, decision.reason); // the consumer pauses until the store answers
     } else {
       // Consumption goes on: the delivery comes back after the shortest delay tier, not at once.
-      await settler.requeueLater(delivery, decision.reason);
+      await actions.requeueLater(delivery, decision.reason);
     }
     end.span.end();
     return { done, result: undefined };
@@ -218,7 +215,7 @@ export class DeliveryPort<T> implements MessagePort<Incoming> {
       message: incoming.message,
       channel: incoming.channel,
       subject: this.subject(incoming, subject),
-      span: incoming.span ?? NOOP_MESSAGE_SPAN,
+      span: (incoming.span ??= this.context.telemetry.start(incoming.message, this.context.options.scope)),
     };
   }
 

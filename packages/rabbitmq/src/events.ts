@@ -39,7 +39,7 @@ export type ConsumerState =
  * broker sees. There is no `error` event (nothing can crash the process through an unhandled `error`
  * event); failures come as the specific events below.
  */
-export interface IdempotentConsumerEvents {
+export interface RabbitMqIdempotencyEvents {
   /** A delivery arrived (before its key is read). */
   delivery: [RabbitMqSource];
   /**
@@ -140,7 +140,7 @@ export interface IdempotentConsumerEvents {
 }
 
 /** @internal How the consumer's parts report: emits one event, never throws. */
-export type Emit = <K extends keyof IdempotentConsumerEvents>(
+export type Emit = <K extends keyof RabbitMqIdempotencyEvents>(
   name: K,
-  ...payload: IdempotentConsumerEvents[K]
+  ...payload: RabbitMqIdempotencyEvents[K]
 ) => void;

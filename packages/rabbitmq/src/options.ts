@@ -1,18 +1,11 @@
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkFunction,
-  checkNonEmptyString,
-  checkNonNegativeInteger,
-  checkOneOf,
-  checkPositiveInteger,
-  checkRunOverrides,
-  checkStopTimeoutMs,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import { defaultIdempotencyKey, type IdempotencyKeyExtractor } from './idempotency-key';
 import { DEFAULT_DELAY_TIERS_MS } from './topology';
@@ -24,7 +17,7 @@ export const RABBITMQ_DEFAULT_ACK_TIMEOUT_MS = 1_800_000;
  * Options of an idempotent RabbitMQ consumer. Every field but `queue` has a default; see each
  * `@defaultValue`. Behaviour per claim outcome: docs/design.md#outcome-to-broker-action, RabbitMQ column.
  */
-export interface IdempotentConsumerOptions extends RunOverrides {
+export interface RabbitMqIdempotencyOptions extends RunOverrides {
   /** The work queue to consume from. It must exist (the consumer checks it, but does not declare it). */
   queue: string;
   /** Namespace of the idempotency keys (docs/design.md#vocabulary). @defaultValue the queue name */
@@ -139,7 +132,7 @@ export interface IdempotentConsumerOptions extends RunOverrides {
   telemetry?: TelemetryOptions | false;
 }
 
-/** {@link IdempotentConsumerOptions} with every default applied. */
+/** {@link RabbitMqIdempotencyOptions} with every default applied. */
 export interface ResolvedConsumerOptions {
   readonly queue: string;
   readonly scope: string;
@@ -179,18 +172,18 @@ const noPayload = (): undefined => undefined;
  *   acknowledgement timeout.
  */
 export function resolveConsumerOptions(
-  options: IdempotentConsumerOptions,
+  options: RabbitMqIdempotencyOptions,
   runnerLeaseMs: number,
 ): ResolvedConsumerOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options are required');
-  const queue = checkNonEmptyString('queue', options.queue, undefined, AMQP_NAME_BYTES);
+  const queue = check.nonEmptyString('queue', options.queue, undefined, AMQP_NAME_BYTES);
   const tiers = [...(options.delayTiersMs ?? DEFAULT_DELAY_TIERS_MS)].sort((a, b) => a - b);
   if (tiers.length === 0) throw new InvalidOptionError('delayTiersMs needs at least one tier');
-  for (const t of tiers) checkPositiveInteger('delayTiersMs[]', t);
+  for (const t of tiers) check.positiveInteger('delayTiersMs[]', t);
   if (new Set(tiers).size !== tiers.length) throw new InvalidOptionError('delayTiersMs has duplicates');
-  const { leaseMs, maxAttempts, handlerTimeoutMs } = checkRunOverrides(options);
-  const conflictWaitMs = checkNonNegativeInteger('conflictWaitMs', options.conflictWaitMs, 5000);
-  const brokerAckTimeoutMs = checkPositiveInteger(
+  const { leaseMs, maxAttempts, handlerTimeoutMs } = check.runOverrides(options);
+  const conflictWaitMs = check.conflictWaitMs(options.conflictWaitMs);
+  const brokerAckTimeoutMs = check.positiveInteger(
     'brokerAckTimeoutMs',
     options.brokerAckTimeoutMs,
     RABBITMQ_DEFAULT_ACK_TIMEOUT_MS,
@@ -201,40 +194,40 @@ export function resolveConsumerOptions(
     );
   }
   const fingerprint = options.fingerprint ?? true;
-  if (typeof fingerprint !== 'boolean') checkFunction('fingerprint', fingerprint);
+  if (typeof fingerprint !== 'boolean') check.function('fingerprint', fingerprint);
   const deadLetterQueue = options.deadLetterQueue ?? `${queue}.dlq`;
   if (deadLetterQueue !== false) {
-    checkNonEmptyString('deadLetterQueue', deadLetterQueue, undefined, AMQP_NAME_BYTES);
+    check.nonEmptyString('deadLetterQueue', deadLetterQueue, undefined, AMQP_NAME_BYTES);
   }
   return {
     queue,
-    scope: checkNonEmptyString('scope', options.scope, queue),
-    idempotencyKey: checkFunction('idempotencyKey', options.idempotencyKey, defaultIdempotencyKey),
-    missingKey: checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter'),
+    scope: check.nonEmptyString('scope', options.scope, queue),
+    idempotencyKey: check.function('idempotencyKey', options.idempotencyKey, defaultIdempotencyKey),
+    missingKey: check.oneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter'),
     fingerprint: fingerprint === true ? contentOf : fingerprint === false ? noPayload : fingerprint,
-    prefetch: checkPositiveInteger('prefetch', options.prefetch, 10),
+    prefetch: check.positiveInteger('prefetch', options.prefetch, 10),
     delayTiersMs: tiers,
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, {
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff, {
       baseMs: 1000,
       factor: 2,
       maxMs: 120_000,
       jitter: 'full',
     }),
-    delayQueuePrefix: checkNonEmptyString(
+    delayQueuePrefix: check.nonEmptyString(
       'delayQueuePrefix',
       options.delayQueuePrefix,
       `${queue}.delay`,
       AMQP_NAME_BYTES,
     ),
-    deadLetterExchange: checkNonEmptyString(
+    deadLetterExchange: check.nonEmptyString(
       'deadLetterExchange',
       options.deadLetterExchange,
       `${queue}.dlx`,
       AMQP_NAME_BYTES,
     ),
     deadLetterQueue,
-    topology: checkOneOf('topology', options.topology, ['assert', 'check'], 'assert'),
-    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
+    topology: check.oneOf('topology', options.topology, ['assert', 'check'], 'assert'),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
     runOverrides: {
       conflictWaitMs,
       ...(leaseMs === undefined ? {} : { leaseMs }),
@@ -242,19 +235,15 @@ export function resolveConsumerOptions(
       ...(handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs }),
     },
     brokerAckTimeoutMs,
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
-    reconnectBackoff: checkBackoffOptions('reconnectBackoff', options.reconnectBackoff, {
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
+    reconnectBackoff: check.backoff('reconnectBackoff', options.reconnectBackoff, {
       baseMs: 500,
       factor: 2,
       maxMs: 30_000,
       jitter: 'full',
     }),
-    stopTimeoutMs: checkStopTimeoutMs(options.stopTimeoutMs),
+    stopTimeoutMs: check.stopTimeoutMs(options.stopTimeoutMs),
     consumerTag: options.consumerTag,
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

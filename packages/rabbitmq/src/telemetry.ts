@@ -1,11 +1,5 @@
-import {
-  ATTR_MESSAGING_MESSAGE_ID,
-  ATTR_MESSAGING_RABBITMQ_DELIVERY_TAG,
-  type HeaderCarrier,
-  headerCarrierGetter,
-  MessageTelemetry,
-  type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+import type { TelemetryOptions } from '@idempotent-consumer/core';
+import { MessageTelemetry } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 
 /**
@@ -16,17 +10,16 @@ import type { ConsumeMessage } from 'amqplib';
 export function consumerTelemetry(
   queue: string,
   options: TelemetryOptions | false | undefined,
-): MessageTelemetry<ConsumeMessage, HeaderCarrier> {
-  return new MessageTelemetry<ConsumeMessage, HeaderCarrier>(
+): MessageTelemetry<ConsumeMessage> {
+  return new MessageTelemetry<ConsumeMessage>(
     {
       system: 'rabbitmq',
       destinationOf: () => queue,
-      carrierOf: (message) => message.properties.headers ?? undefined,
-      getter: headerCarrierGetter,
-      describe: (message, span) => {
+      headersOf: (message) => message.properties.headers ?? undefined,
+      attributesOf: (message) => {
         const id: unknown = message.properties.messageId;
-        if (typeof id === 'string' && id !== '') span.setAttribute(ATTR_MESSAGING_MESSAGE_ID, id);
-        span.setAttribute(ATTR_MESSAGING_RABBITMQ_DELIVERY_TAG, message.fields.deliveryTag);
+        const tag = { 'messaging.rabbitmq.message.delivery_tag': message.fields.deliveryTag };
+        return typeof id === 'string' && id !== '' ? { ...tag, 'messaging.message.id': id } : tag;
       },
     },
     options,

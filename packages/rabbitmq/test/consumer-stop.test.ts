@@ -6,7 +6,7 @@ import {
   MemoryIdempotencyStore,
   NonRetryableError,
 } from '@idempotent-consumer/core';
-import { createIdempotentConsumer, type IdempotentConsumerOptions, type RabbitMqHandler } from '../src';
+import { createIdempotentConsumer, type RabbitMqHandler, type RabbitMqIdempotencyOptions } from '../src';
 import type { AmqpConnection } from '../src/amqp-types';
 import { resolveConsumerOptions } from '../src/options';
 import { fakeConnection, fakeOwnedConnection } from './fake-amqp';
@@ -23,7 +23,7 @@ const STOP_TIMEOUT_MS = 100;
 /** Far above `STOP_TIMEOUT_MS` + the 1 s the closes get at least: a stop() still pending then hangs. */
 const HANG_MS = 4000;
 
-const FAST: Partial<IdempotentConsumerOptions> = {
+const FAST: Partial<RabbitMqIdempotencyOptions> = {
   delayTiersMs: [10, 50, 200],
   retryBackoff: { baseMs: 10, maxMs: 50, jitter: 'none' },
   stopTimeoutMs: STOP_TIMEOUT_MS,

@@ -12,7 +12,7 @@ import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/suppo
 import {
   createIdempotentConsumer,
   DEAD_LETTER_HEADERS,
-  type IdempotentConsumerOptions,
+  type RabbitMqIdempotencyOptions,
   RETRY_HEADERS,
 } from '../src';
 import { type FakeChannel, fakeConnection, type Journal } from './fake-amqp';
@@ -45,7 +45,7 @@ class RecordingStore extends MemoryIdempotencyStore {
   }
 }
 
-const FAST: Partial<IdempotentConsumerOptions> = {
+const FAST: Partial<RabbitMqIdempotencyOptions> = {
   delayTiersMs: [10, 50, 200],
   retryBackoff: { baseMs: 10, maxMs: 50, jitter: 'none' },
   storeProbeBackoff: { baseMs: 5, maxMs: 20, jitter: 'none' },

@@ -1,11 +1,11 @@
-import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
-import { AdapterLog, StoreGate, type TelemetryOptions } from '@idempotent-consumer/core/kit';
+import { Idempotency, MemoryIdempotencyStore, type TelemetryOptions } from '@idempotent-consumer/core';
+import { AdapterLog, StoreGate } from '@idempotent-consumer/core/kit';
 import type { ConsumeChannel } from '../src/amqp-types';
 import { DeliveryAcks } from '../src/delivery-acks';
+import { DeliveryActions } from '../src/delivery-actions';
 import { DeliveryPort, type DeliveryPortContext } from '../src/delivery-port';
 import type { Emit } from '../src/events';
 import { resolveConsumerOptions } from '../src/options';
-import { Settler } from '../src/settler';
 import { consumerTelemetry } from '../src/telemetry';
 import { consumerTopology } from '../src/topology';
 
@@ -31,7 +31,7 @@ export function deliveryPortFixture(
   } as unknown as ConsumeChannel;
   const acks = new DeliveryAcks(channel);
   const emit = overrides.emit ?? ((() => {}) as Emit);
-  const settler = new Settler({
+  const actions = new DeliveryActions({
     topology: consumerTopology(options),
     publisher: () => Promise.reject(new Error('not used')),
     acks: () => acks,
@@ -52,7 +52,7 @@ export function deliveryPortFixture(
       maxAttempts: 3,
       maxConflictDelayMs: 5000,
     },
-    settler,
+    actions,
     admission: () => 'running',
     gate: new StoreGate(idempotency.store),
     emit,

@@ -6,7 +6,7 @@ import {
   type RecordId,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { createIdempotentConsumer, type IdempotentConsumerEvents } from '../src';
+import { createIdempotentConsumer, type RabbitMqIdempotencyEvents } from '../src';
 import { fakeConnection } from './fake-amqp';
 
 /**
@@ -46,7 +46,7 @@ describe('IdempotentConsumer under storeFailureMode open', () => {
     const unavailable: unknown[] = [];
     consumer.on('storeUnavailable', (e) => unavailable.push(e.error));
     await consumer.start();
-    const settled = new Promise<IdempotentConsumerEvents['settled'][0]>((resolve) =>
+    const settled = new Promise<RabbitMqIdempotencyEvents['settled'][0]>((resolve) =>
       consumer.once('settled', resolve),
     );
     fake.channel.deliver('{}', { messageId: 'k1' });

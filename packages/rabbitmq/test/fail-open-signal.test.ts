@@ -7,7 +7,7 @@ import {
   type RecordId,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import { createIdempotentConsumer, type IdempotentConsumerEvents, RETRY_HEADERS } from '../src';
+import { createIdempotentConsumer, type RabbitMqIdempotencyEvents, RETRY_HEADERS } from '../src';
 import type { RabbitMqHandler } from '../src/handler';
 import { fakeConnection } from './fake-amqp';
 
@@ -55,7 +55,7 @@ describe('IdempotentConsumer: a handler run failing open (storeFailureMode open)
       reason = aborted(signal);
       return reason; // resolves only once the signal aborts
     }, 50);
-    const settled = new Promise<IdempotentConsumerEvents['settled'][0]>((resolve) =>
+    const settled = new Promise<RabbitMqIdempotencyEvents['settled'][0]>((resolve) =>
       consumer.once('settled', resolve),
     );
     channel.deliver('{}', { messageId: 'k1' });

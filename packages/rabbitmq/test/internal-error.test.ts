@@ -1,5 +1,5 @@
 import { setTimeout as tick } from 'node:timers/promises';
-import type { IdempotentConsumerEvents } from '../src/events';
+import type { RabbitMqIdempotencyEvents } from '../src/events';
 import { deliveryPortFixture } from './delivery-port-fixture';
 
 /**
@@ -8,7 +8,7 @@ import { deliveryPortFixture } from './delivery-port-fixture';
  */
 describe('DeliveryPort: an adapter bug (internal-error)', () => {
   it('requeues after the shortest delay tier, not at once', async () => {
-    const settled: IdempotentConsumerEvents['settled'][0][] = [];
+    const settled: RabbitMqIdempotencyEvents['settled'][0][] = [];
     const emit = ((name: string, payload: never) => {
       if (name === 'settled') settled.push(payload);
     }) as never;

@@ -22,8 +22,7 @@ describe('IdempotentConsumer without @opentelemetry/api', () => {
       {
         system: 'rabbitmq',
         destinationOf: () => 'work',
-        carrierOf: () => undefined,
-        getter: { keys: () => [], get: () => undefined },
+        headersOf: () => undefined,
       },
       undefined,
     );

@@ -26,7 +26,7 @@ export interface MessageSubject extends MessageSubjectOf<SqsMessageSource> {
  * their payloads. The names and subjects are those of the Kafka and RabbitMQ adapters. A listener that
  * throws is ignored; there is deliberately no `error` event.
  */
-export interface SqsEvents {
+export interface SqsIdempotencyEvents {
   /**
    * Every message ends in exactly one `settled`, once its decision was carried out (the delete or
    * visibility change sent, or nothing sent for `leave`): the subject and the {@link Decision} taken, the

@@ -9,7 +9,6 @@ import {
   type MessagePort,
   type MessageSpan,
   type MessageTelemetry,
-  type PipelineEventName,
   type Prepared,
   type StoreGate,
   type SubjectFields,
@@ -19,14 +18,14 @@ import { type DeadLetterRoute, resolveDeadLetterRoute } from './dead-letter-rout
 import { carryOutDeadLetter } from './dead-letter-step';
 import { type Decision, type DecisionPolicy, toSqsDecision } from './decide';
 import { DeadLetterRefusedError } from './errors';
-import type { SqsEvents } from './events';
+import type { SqsIdempotencyEvents } from './events';
 import type { SqsHandler } from './handler';
 import { receiveCount, toVisibilitySeconds } from './message-attributes';
 import type { ResolvedSqsIdempotencyOptions } from './options';
 import type { DeadLetterDelivery, ProcessedMessage } from './processed';
 import { sourceOf, subjectOf } from './report';
-import type { SqsDependencies } from './sqs-client';
-import { type SqsAttributeCarrier, sqsTelemetry } from './telemetry';
+import type { SqsIdempotencyDependencies } from './sqs-client';
+import { sqsTelemetry } from './telemetry';
 
 /** What a {@link SqsMessagePort} needs from the form that runs it (poller or sqs-consumer wiring). */
 export interface SqsPortHooks {
@@ -44,7 +43,7 @@ export interface SqsPortHooks {
   /** Whether `stop()` gave up on the message: nothing more is sent to SQS for it. @defaultValue never */
   abandoned?(message: Message): boolean;
   /** Emits an event of the consumer. */
-  emit: <K extends keyof SqsEvents>(name: K, ...payload: SqsEvents[K]) => void;
+  emit: <K extends keyof SqsIdempotencyEvents>(name: K, ...payload: SqsIdempotencyEvents[K]) => void;
   /** The consumer's store gate (read on each use). */
   readonly gate: StoreGate;
   readonly log?: AdapterLog;
@@ -61,11 +60,11 @@ export interface SqsPortHooks {
  * so the poller can batch them and sqs-consumer can delete what the wiring returns.
  */
 export class SqsMessagePort<T> implements MessagePort<Message, ProcessedMessage<T>> {
-  readonly #deps: SqsDependencies;
+  readonly #deps: SqsIdempotencyDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #hooks: SqsPortHooks;
   readonly #policy: DecisionPolicy;
-  readonly #telemetry: MessageTelemetry<Message, SqsAttributeCarrier>;
+  readonly #telemetry: MessageTelemetry<Message>;
   readonly #log: AdapterLog;
   readonly #pipeline: MessagePipeline<Message, T, ProcessedMessage<T>>;
   /**
@@ -80,7 +79,7 @@ export class SqsMessagePort<T> implements MessagePort<Message, ProcessedMessage<
   #route: Promise<DeadLetterRoute> | undefined;
 
   constructor(
-    dependencies: SqsDependencies,
+    dependencies: SqsIdempotencyDependencies,
     options: ResolvedSqsIdempotencyOptions,
     handler: SqsHandler<T>,
     hooks: SqsPortHooks,
@@ -251,8 +250,8 @@ export class SqsMessagePort<T> implements MessagePort<Message, ProcessedMessage<
     };
   }
 
-  emit(name: PipelineEventName, payload: object): void {
-    this.#hooks.emit(name, payload as never);
+  emit(name: string, payload: object): void {
+    (this.#hooks.emit as (name: string, payload: object) => void)(name, payload);
   }
 
   deliveryId(message: Message): string | undefined {

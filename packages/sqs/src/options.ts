@@ -1,17 +1,12 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { type BackoffOptions, InvalidOptionError, type Payload } from '@idempotent-consumer/core';
 import {
-  checkBackoffOptions,
-  checkNonEmptyString,
-  checkOneOf,
-  checkPositiveInteger,
-  checkRunOverrides,
-  checkTelemetryOption,
-  DEFAULT_STORE_PROBE_BACKOFF,
-  pickRunOverrides,
+  type BackoffOptions,
+  InvalidOptionError,
+  type Payload,
   type RunOverrides,
   type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+} from '@idempotent-consumer/core';
+import { check } from '@idempotent-consumer/core/kit';
 import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
 
 /**
@@ -26,6 +21,9 @@ import { defaultIdempotencyKey, queueNameFromUrl } from './message-attributes';
  */
 export type DeadLetterTarget = { readonly queueUrl: string } | 'redrive-policy';
 
+/** Reads a message's idempotency key; `undefined` when it has none. A throw dead-letters it as `invalid-key`. */
+export type IdempotencyKeyExtractor = (message: Message) => string | undefined;
+
 /** Options shared by {@link IdempotentSqsPoller} and the sqs-consumer wiring. */
 export interface SqsIdempotencyOptions extends RunOverrides {
   /** URL of the queue the messages come from (visibility changes and deletes are sent to it). */
@@ -37,7 +35,7 @@ export interface SqsIdempotencyOptions extends RunOverrides {
    * `missingKey`); a throwing extractor is an invalid key: the message is dead-lettered as `invalid-key`.
    * @defaultValue the `idempotency-key` message attribute (`IDEMPOTENCY_KEY_ATTRIBUTE`), else `MessageId`
    */
-  readonly idempotencyKey?: (message: Message) => string | undefined;
+  readonly idempotencyKey?: IdempotencyKeyExtractor;
   /**
    * What happens to a message without an idempotency key: `'dead-letter'` (reason `missing-key`) or
    * `'process'` (the handler runs without idempotency: outcome `UNPROTECTED`, fencing token 0; a handler
@@ -102,7 +100,7 @@ export interface SqsIdempotencyOptions extends RunOverrides {
 export interface ResolvedSqsIdempotencyOptions {
   readonly queueUrl: string;
   readonly scope: string;
-  readonly idempotencyKey: (message: Message) => string | undefined;
+  readonly idempotencyKey: IdempotencyKeyExtractor;
   readonly missingKey: 'dead-letter' | 'process';
   /** The payload fingerprinted for a message (`undefined`: no comparison). */
   readonly payload: (message: Message) => Payload | undefined;
@@ -125,9 +123,9 @@ export interface ResolvedSqsIdempotencyOptions {
  */
 export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsIdempotencyOptions {
   if (!options || typeof options !== 'object') throw new InvalidOptionError('options must be an object');
-  const queueUrl = checkNonEmptyString('queueUrl', options.queueUrl);
-  const scope = checkNonEmptyString('scope', options.scope, queueNameFromUrl(queueUrl));
-  const missingKey = checkOneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter');
+  const queueUrl = check.nonEmptyString('queueUrl', options.queueUrl);
+  const scope = check.nonEmptyString('scope', options.scope, queueNameFromUrl(queueUrl));
+  const missingKey = check.oneOf('missingKey', options.missingKey, ['dead-letter', 'process'], 'dead-letter');
   const deadLetter = options.deadLetter ?? 'redrive-policy';
   if (
     deadLetter !== 'redrive-policy' &&
@@ -141,30 +139,26 @@ export function resolveSqsOptions(options: SqsIdempotencyOptions): ResolvedSqsId
   else if (fp === false) payload = () => undefined;
   else if (typeof fp === 'function') payload = fp;
   else throw new InvalidOptionError(`fingerprint must be a boolean or a function, got ${String(fp)}`);
-  checkRunOverrides(options);
+  check.runOverrides(options);
   return {
     queueUrl,
     scope,
     idempotencyKey: options.idempotencyKey ?? defaultIdempotencyKey,
     missingKey,
     payload,
-    overrides: pickRunOverrides({
+    overrides: check.runOverrides({
       leaseMs: options.leaseMs,
       maxAttempts: options.maxAttempts,
       handlerTimeoutMs: options.handlerTimeoutMs,
     }),
     leaseMs: options.leaseMs,
     maxAttempts: options.maxAttempts,
-    conflictWaitMs: options.conflictWaitMs ?? 5000,
-    maxConflictDelayMs: checkPositiveInteger('maxConflictDelayMs', options.maxConflictDelayMs, 5000),
-    retryBackoff: checkBackoffOptions('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
-    storeProbeBackoff: checkBackoffOptions(
-      'storeProbeBackoff',
-      options.storeProbeBackoff,
-      DEFAULT_STORE_PROBE_BACKOFF,
-    ),
+    conflictWaitMs: check.conflictWaitMs(options.conflictWaitMs),
+    maxConflictDelayMs: check.maxConflictDelayMs(options.maxConflictDelayMs),
+    retryBackoff: check.backoff('retryBackoff', options.retryBackoff, { baseMs: 1000, maxMs: 300_000 }),
+    storeProbeBackoff: check.storeProbeBackoff(options.storeProbeBackoff),
     deadLetter,
     extendVisibility: options.extendVisibility ?? true,
-    telemetry: checkTelemetryOption('telemetry', options.telemetry),
+    telemetry: check.telemetry('telemetry', options.telemetry),
   };
 }

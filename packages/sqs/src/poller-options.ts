@@ -1,11 +1,5 @@
 import type { BackoffOptions } from '@idempotent-consumer/core';
-import {
-  checkAtMost,
-  checkBackoffOptions,
-  checkNonNegativeInteger,
-  checkPositiveInteger,
-  checkStopTimeoutMs,
-} from '@idempotent-consumer/core/kit';
+import { check } from '@idempotent-consumer/core/kit';
 import { MAX_VISIBILITY_TIMEOUT_SECONDS } from './message-attributes';
 import type { SqsIdempotencyOptions } from './options';
 
@@ -48,32 +42,32 @@ export interface SqsPollerOptions extends SqsIdempotencyOptions {
 /** The poller-only options with defaults applied (internal). @throws {@link @idempotent-consumer/core!InvalidOptionError} */
 export function resolvePollerOptions(options: SqsPollerOptions, leaseMs: number) {
   return {
-    concurrency: checkAtMost(
+    concurrency: check.atMost(
       'concurrency',
-      checkPositiveInteger('concurrency', options.concurrency, 10),
+      check.positiveInteger('concurrency', options.concurrency, 10),
       10_000,
     ),
-    waitTimeSeconds: checkAtMost(
+    waitTimeSeconds: check.atMost(
       'waitTimeSeconds',
-      checkNonNegativeInteger('waitTimeSeconds', options.waitTimeSeconds, 20),
+      check.nonNegativeInteger('waitTimeSeconds', options.waitTimeSeconds, 20),
       20,
     ),
-    visibilityTimeoutSeconds: checkAtMost(
+    visibilityTimeoutSeconds: check.atMost(
       'visibilityTimeoutSeconds',
-      checkNonNegativeInteger(
+      check.nonNegativeInteger(
         'visibilityTimeoutSeconds',
         options.visibilityTimeoutSeconds,
         Math.max(1, Math.ceil(leaseMs / 1000)),
       ),
       MAX_VISIBILITY_TIMEOUT_SECONDS,
     ),
-    batchWindowMs: checkAtMost(
+    batchWindowMs: check.atMost(
       'batchWindowMs',
-      checkNonNegativeInteger('batchWindowMs', options.batchWindowMs, 10),
+      check.nonNegativeInteger('batchWindowMs', options.batchWindowMs, 10),
       60_000,
     ),
-    stopTimeoutMs: checkStopTimeoutMs(options.stopTimeoutMs),
-    receiveErrorBackoff: checkBackoffOptions('receiveErrorBackoff', options.receiveErrorBackoff, {
+    stopTimeoutMs: check.stopTimeoutMs(options.stopTimeoutMs),
+    receiveErrorBackoff: check.backoff('receiveErrorBackoff', options.receiveErrorBackoff, {
       baseMs: 500,
       maxMs: 10_000,
     }),

@@ -1,20 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { computeBackoffMs, InvalidOptionError } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  checkStoreAtStart,
-  STOP_FINAL_STEP_MIN_MS,
-  StoreGate,
-  sharedAbortController,
-  sleep,
-  TypedEventEmitter,
-  watchRedisErrors,
-  within,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
-import type { SqsEvents } from './events';
+import type { SqsIdempotencyEvents } from './events';
 import type { SqsHandler } from './handler';
 import {
   RECEIVED_MESSAGE_ATTRIBUTES,
@@ -27,7 +16,7 @@ import { resolvePollerOptions, type SqsPollerOptions } from './poller-options';
 import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf, subjectOf } from './report';
 import { deleteBatcher, MAX_SQS_BATCH_ENTRIES, type SqsBatcher, visibilityBatcher } from './sqs-batcher';
-import type { SqsDependencies } from './sqs-client';
+import type { SqsIdempotencyDependencies } from './sqs-client';
 
 /**
  * An SQS consumer loop of its own that runs a handler effectively once per idempotency key, for
@@ -54,8 +43,8 @@ import type { SqsDependencies } from './sqs-client';
  * process.once('SIGTERM', () => poller.stop());
  * ```
  */
-export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvents> {
-  readonly #deps: SqsDependencies;
+export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsIdempotencyEvents> {
+  readonly #deps: SqsIdempotencyDependencies;
   readonly #options: ResolvedSqsIdempotencyOptions;
   readonly #port: SqsMessagePort<T>;
   readonly #settings: ReturnType<typeof resolvePollerOptions>;
@@ -72,21 +61,23 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #log: AdapterLog;
   #unwatchRedis: (() => void) | undefined;
+  /** Stops closing the gate on the runner's unanswered store calls (from `start()` to `stop()`). */
+  #unfollowStore: (() => void) | undefined;
   #gate: StoreGate | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<this> | undefined;
-  #abort = sharedAbortController();
+  #abort = new StopSignal();
   /**
    * Aborts this run's SQS requests still unanswered when `stop()` resolves (deletes, visibility changes,
    * dead-letter copies): their messages were abandoned, and a request SQS never answers would keep its
    * socket, and so the process, alive until the SDK's socket timeout (15 minutes).
    */
-  #requests = sharedAbortController();
+  #requests = new StopSignal();
   #stopping = false;
   #capacityWaiters: (() => void)[] = [];
 
   /** @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range. */
-  constructor(dependencies: SqsDependencies, options: SqsPollerOptions, handler: SqsHandler<T>) {
+  constructor(dependencies: SqsIdempotencyDependencies, options: SqsPollerOptions, handler: SqsHandler<T>) {
     super();
     if (!dependencies?.idempotency || !dependencies.sqs) {
       throw new InvalidOptionError('IdempotentSqsPoller needs { idempotency, sqs }');
@@ -160,7 +151,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
    * @throws {@link @idempotent-consumer/core!StoreUnavailableError} naming the queue and where Redis is (host and port).
    */
   checkStore(): Promise<void> {
-    return checkStoreAnswers(this.#deps.idempotency.store, this.#log.where);
+    return StoreGate.check(this.#deps.idempotency.store, this.#log.where);
   }
 
   /**
@@ -172,18 +163,18 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
   async #start(): Promise<this> {
     if (this.#loop) return this;
     this.#stopping = false;
-    this.#abort = sharedAbortController();
+    this.#abort = new StopSignal();
     const { signal } = this.#abort;
     // From here to stop(): the runner's warnings reach this poller's logger, the Redis client is watched.
     this.#log.open();
-    this.#unwatchRedis ??= watchRedisErrors(this.#deps.idempotency.store, this.#log);
+    this.#unwatchRedis ??= StoreGate.watchRedisErrors(this.#deps.idempotency.store, this.#log);
     const release = () => {
       this.#unwatchRedis?.();
       this.#unwatchRedis = undefined;
       this.#log.close();
     };
     try {
-      await checkStoreAtStart(this.#deps.idempotency, this.#log, signal);
+      await StoreGate.checkAtStart(this.#deps.idempotency, this.#log, signal);
       if (!signal.aborted) await this.#port.verifyDeadLetter(signal);
     } catch (error) {
       release();
@@ -197,7 +188,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     }
     if (this.#loop) return this;
     const queueUrl = this.#options.queueUrl;
-    this.#requests = sharedAbortController();
+    this.#requests = new StopSignal();
     const { sqs } = this.#deps;
     const { batchWindowMs } = this.#settings;
     this.#deletes = deleteBatcher(sqs, queueUrl, batchWindowMs, this.#requests.signal);
@@ -210,6 +201,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         onStoreRecovered: ({ downMs }) => this.emit('storeRecovered', { queueUrl, downMs }),
       },
     );
+    // An extension or a write after a handler the store does not answer stops the polling at once.
+    this.#unfollowStore = this.#gate.follow(this.#deps.idempotency);
     this.#loop = this.#run();
     this.emit('started', { queueUrl });
     return this;
@@ -264,16 +257,16 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
       await loop;
       while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     })();
-    const ended = await within(drained, this.#settings.stopTimeoutMs);
+    const ended = await StopSignal.within(drained, this.#settings.stopTimeoutMs);
     // Still running: abandoned. Those whose delete or visibility change is sent wait for it below.
     let abandoned =
       ended === 'timeout' ? this.#abandon([...this.#inFlight].filter((m) => !this.#settling.has(m))) : 0;
     // The last deletes and visibility changes get what is left of stopTimeoutMs, at least 1 s:
     // an SQS endpoint that does not answer cannot hold stop() (what is not sent becomes visible again).
     const leftMs = this.#settings.stopTimeoutMs - (performance.now() - stopStarted);
-    await within(
+    await StopSignal.within(
       Promise.all([this.#deletes.drain(), this.#visibility.drain()]),
-      Math.max(leftMs, STOP_FINAL_STEP_MIN_MS),
+      Math.max(leftMs, StopSignal.FINAL_STEP_MIN_MS),
     );
     // Not answered by then: not waited for, so abandoned too (reported once, here; its late answer is not).
     abandoned += this.#abandon([...this.#settling]);
@@ -285,6 +278,8 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     this.#loop = undefined;
     this.#unwatchRedis?.();
     this.#unwatchRedis = undefined;
+    this.#unfollowStore?.();
+    this.#unfollowStore = undefined;
     this.#log.close();
     this.emit('stopped', { queueUrl: this.#options.queueUrl, abandoned });
     return { abandoned };
@@ -342,7 +337,7 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
         if (this.#stopping) break;
         receiveErrors += 1;
         this.#brokerError('ReceiveMessage', error);
-        await sleep(computeBackoffMs(receiveErrors, this.#settings.receiveErrorBackoff), signal);
+        await StopSignal.sleep(computeBackoffMs(receiveErrors, this.#settings.receiveErrorBackoff), signal);
         continue;
       }
       if (messages.length > 0) this.#dispatch(messages);
@@ -392,6 +387,22 @@ export class IdempotentSqsPoller<T = unknown> extends TypedEventEmitter<SqsEvent
     if (this.#abandoned.has(message)) return;
     this.#settling.delete(message);
     reportProcessed(this, this.#options.queueUrl, this.#options.scope, processed);
+    if (processed.decision.action === 'leave' && processed.decision.reason === 'store-unavailable') {
+      void this.#visibleOnceStoreAnswers(message);
+    }
+  }
+
+  /**
+   * A message left invisible because the store did not answer its claim: made visible again (visibility
+   * 0) once the store gate opens, so it runs at once rather than when its visibility timeout lapses, a lease
+   * or more after Redis answered. Not once `stop()` was called (the gate is then disposed), nor when its
+   * visibility timeout has lapsed by then (SQS hands it out again anyway, with another receipt handle).
+   */
+  async #visibleOnceStoreAnswers(message: Message): Promise<void> {
+    if (!(await this.#gate?.waitUntilOpen(this.#abort.signal))) return;
+    const receivedAt = this.#receivedAt.get(message) ?? 0;
+    if (performance.now() - receivedAt >= this.#settings.visibilityTimeoutSeconds * 1000) return;
+    await this.#changeVisibility(message, 0);
   }
 
   /** Sets a message's visibility timeout (batched); a refusal is a `brokerError`. Skips abandoned messages. */

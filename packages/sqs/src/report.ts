@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { TypedEventEmitter } from '@idempotent-consumer/core/kit';
-import type { MessageSubject, SqsEvents, SqsMessageSource } from './events';
+import type { MessageSubject, SqsIdempotencyEvents, SqsMessageSource } from './events';
 import { receiveCount } from './message-attributes';
 import type { ProcessedMessage } from './processed';
 
@@ -29,7 +29,7 @@ export function subjectOf(
  * `invalidKey` / `leaseLost` / `retryScheduled` / `deadLettered` as they apply, then `settled`.
  */
 export function reportProcessed<T>(
-  events: TypedEventEmitter<SqsEvents>,
+  events: TypedEventEmitter<SqsIdempotencyEvents>,
   queueUrl: string,
   scope: string,
   processed: ProcessedMessage<T>,
@@ -84,6 +84,6 @@ export function sqsRequestOf<T>(processed: ProcessedMessage<T>): 'delete' | numb
 
 const PER_MESSAGE_EVENTS = ['settled', 'retryScheduled', 'deadLettered'] as const;
 
-function hasAnyListener(events: TypedEventEmitter<SqsEvents>): boolean {
+function hasAnyListener(events: TypedEventEmitter<SqsIdempotencyEvents>): boolean {
   return PER_MESSAGE_EVENTS.some((name) => events.hasListeners(name));
 }

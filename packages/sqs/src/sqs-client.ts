@@ -16,7 +16,7 @@ export function abortableBy(signal: AbortSignal | undefined): { abortSignal?: Ab
 }
 
 /** The dependencies of every SQS adapter form: the idempotency runner and the SQS client, apart from options. */
-export interface SqsDependencies {
+export interface SqsIdempotencyDependencies {
   /** The runner whose store holds the records (`@idempotent-consumer/core` `Idempotency`). */
   readonly idempotency: Idempotency;
   /** The SQS client messages are received, deleted and dead-lettered with. */

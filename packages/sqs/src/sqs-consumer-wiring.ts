@@ -4,16 +4,9 @@ import {
   type MessageSystemAttributeName,
 } from '@aws-sdk/client-sqs';
 import { InvalidOptionError, StoreUnavailableError } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  StoreGate,
-  sharedAbortController,
-  TypedEventEmitter,
-  watchRedisErrors,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StopSignal, StoreGate, TypedEventEmitter } from '@idempotent-consumer/core/kit';
 import { processBatch } from './batch-processing';
-import type { SqsEvents } from './events';
+import type { SqsIdempotencyEvents } from './events';
 import type { SqsHandler } from './handler';
 import { RECEIVED_MESSAGE_ATTRIBUTES, RECEIVED_SYSTEM_ATTRIBUTES } from './message-attributes';
 import { SqsMessagePort } from './message-port';
@@ -21,7 +14,7 @@ import { resolveSqsOptions, type SqsIdempotencyOptions } from './options';
 import type { ProcessedMessage } from './processed';
 import { reportProcessed, sourceOf, sqsRequestOf } from './report';
 import { visibilityBatcher } from './sqs-batcher';
-import { abortableBy, type SqsDependencies } from './sqs-client';
+import { abortableBy, type SqsIdempotencyDependencies } from './sqs-client';
 
 /** Options of {@link createSqsConsumerWiring}. */
 export interface SqsConsumerWiringOptions extends SqsIdempotencyOptions {
@@ -58,8 +51,8 @@ export interface SqsConsumerWiring {
   readonly messageAttributeNames: string[];
   /** `ApproximateReceiveCount` (retry backoff, redrive) and `MessageGroupId` (FIFO order). */
   readonly messageSystemAttributeNames: MessageSystemAttributeName[];
-  /** The events of every message ({@link SqsEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
-  readonly events: TypedEventEmitter<SqsEvents>;
+  /** The events of every message ({@link SqsIdempotencyEvents}; not `received`, `started`, `stopped`: sqs-consumer has its own). */
+  readonly events: TypedEventEmitter<SqsIdempotencyEvents>;
   /**
    * Releases what the wiring holds outside the Consumer: detaches its logger from the runner, stops
    * watching the Redis client's errors, stops the store gate's probe (a `preReceiveMessageCallback` waiting
@@ -118,7 +111,7 @@ export interface SqsConsumerWiring {
  * @throws {@link @idempotent-consumer/core!InvalidOptionError} when a dependency is missing or an option is out of range.
  */
 export function createSqsConsumerWiring<T>(
-  dependencies: SqsDependencies,
+  dependencies: SqsIdempotencyDependencies,
   options: SqsConsumerWiringOptions,
   handler: SqsHandler<T>,
 ): SqsConsumerWiring {
@@ -128,16 +121,16 @@ export function createSqsConsumerWiring<T>(
   if (typeof handler !== 'function') throw new InvalidOptionError('handler must be a function');
   const resolved = resolveSqsOptions(options);
   const { queueUrl, scope } = resolved;
-  const events = new TypedEventEmitter<SqsEvents>();
+  const events = new TypedEventEmitter<SqsIdempotencyEvents>();
   const log = AdapterLog.for(dependencies.idempotency, dependencies.logger, `the consumer of ${queueUrl}`, {
     queueUrl,
   });
   // Until close(): the runner's warnings reach this wiring's logger and the Redis client is watched.
   log.open();
-  const unwatchRedis = watchRedisErrors(dependencies.idempotency.store, log);
+  const unwatchRedis = StoreGate.watchRedisErrors(dependencies.idempotency.store, log);
   // Aborted by close(): the wiring's own SQS requests (dead-letter check and copy, visibility changes),
   // which SQS may never answer.
-  const closing = sharedAbortController();
+  const closing = new StopSignal();
   const brokerError = (operation: string, error: unknown, message: Message) =>
     events.emit('brokerError', { queueUrl, operation, error, source: sourceOf(queueUrl, message) });
   const setVisibility = async (message: Message, seconds: number) => {
@@ -163,6 +156,8 @@ export function createSqsConsumerWiring<T>(
       onStoreRecovered: ({ downMs }) => events.emit('storeRecovered', { queueUrl, downMs }),
     },
   );
+  // An extension or a write after a handler the store does not answer closes the gate at once.
+  const unfollowStore = gate.follow(dependencies.idempotency);
   const port = new SqsMessagePort<T>(dependencies, resolved, handler, {
     changeVisibility: setVisibility,
     onError: brokerError,
@@ -173,7 +168,14 @@ export function createSqsConsumerWiring<T>(
     // close() ends a CONFLICT wait and aborts the signal of an unprotected handler, as the poller's stop().
     stopping: closing.signal,
   });
-  const report = (processed: ProcessedMessage<T>) => reportProcessed(events, queueUrl, scope, processed);
+  const report = (processed: ProcessedMessage<T>) => {
+    reportProcessed(events, queueUrl, scope, processed);
+    const { decision, message } = processed;
+    if (decision.action === 'leave' && decision.reason === 'store-unavailable') {
+      // Visible again once the store answers: it runs then, not when its visibility timeout lapses.
+      void gate.waitUntilOpen(closing.signal).then((open) => (open ? setVisibility(message, 0) : undefined));
+    }
+  };
 
   const wiring: Record<string, unknown> = {};
   if (options.batch) {
@@ -228,11 +230,12 @@ export function createSqsConsumerWiring<T>(
       await port.verifyDeadLetter(closing.signal);
     },
     checkStore() {
-      return checkStoreAnswers(dependencies.idempotency.store, log.where);
+      return StoreGate.check(dependencies.idempotency.store, log.where);
     },
     close() {
       closing.abort();
       gate.dispose();
+      unfollowStore();
       unwatchRedis();
       log.close();
     },

@@ -1,48 +1,36 @@
-import type { Message, MessageAttributeValue } from '@aws-sdk/client-sqs';
-import {
-  ATTR_MESSAGING_MESSAGE_ID,
-  type CarrierGetter,
-  MessageTelemetry,
-  type TelemetryOptions,
-} from '@idempotent-consumer/core/kit';
+import type { Message } from '@aws-sdk/client-sqs';
+import type { TelemetryOptions } from '@idempotent-consumer/core';
+import { MessageTelemetry } from '@idempotent-consumer/core/kit';
 import { queueNameFromUrl } from './message-attributes';
 
-/** The carrier of an SQS message's trace context: its message attributes. */
-export type SqsAttributeCarrier = Readonly<Record<string, MessageAttributeValue>>;
+/** The text message attributes of a message, where its trace context travels (`traceparent`). */
+function textAttributes(message: Message): Record<string, string> | undefined {
+  const attributes = message.MessageAttributes;
+  if (attributes === undefined) return undefined;
+  const text: Record<string, string> = {};
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value.DataType?.startsWith('String') && value.StringValue !== undefined)
+      text[name] = value.StringValue;
+  }
+  return text;
+}
 
 /**
- * Reads `traceparent` / `tracestate` from message attributes of data type `String` (or a `String.*`
- * custom type); binary and number attributes read as absent. The `AWSTraceHeader` system attribute (X-Ray)
- * is not read.
- */
-export const sqsAttributeGetter: CarrierGetter<SqsAttributeCarrier> = {
-  keys: (carrier) => Object.keys(carrier),
-  get(carrier, key) {
-    const attribute = carrier[key];
-    if (attribute?.DataType === undefined || !attribute.DataType.startsWith('String')) return undefined;
-    return attribute.StringValue;
-  },
-};
-
-/**
- * The consumer's OpenTelemetry instrumentation (core README, "Telemetry"): `messaging.system` `aws_sqs`,
- * the queue name (from the queue URL) as destination, the `MessageId` as `messaging.message.id`; the
- * trace context is read from the message attributes (`traceparent`, `tracestate`).
+ * The telemetry of an SQS consumer: `messaging.system` `aws_sqs`, the queue's name as destination, the
+ * `MessageId` as `messaging.message.id`, the trace context from the string message attributes.
  */
 export function sqsTelemetry(
   queueUrl: string,
   options: TelemetryOptions | false | undefined,
-): MessageTelemetry<Message, SqsAttributeCarrier> {
+): MessageTelemetry<Message> {
   const queue = queueNameFromUrl(queueUrl);
-  return new MessageTelemetry<Message, SqsAttributeCarrier>(
+  return new MessageTelemetry<Message>(
     {
       system: 'aws_sqs',
       destinationOf: () => queue,
-      carrierOf: (message) => message.MessageAttributes,
-      getter: sqsAttributeGetter,
-      describe: (message, span) => {
-        if (message.MessageId) span.setAttribute(ATTR_MESSAGING_MESSAGE_ID, message.MessageId);
-      },
+      headersOf: textAttributes,
+      attributesOf: (message): Record<string, string> =>
+        message.MessageId ? { 'messaging.message.id': message.MessageId } : {},
     },
     options,
   );

@@ -1,10 +1,10 @@
 import { Idempotency, MemoryIdempotencyStore } from '@idempotent-consumer/core';
-import { IdempotentSqsPoller, type SqsEvents } from '@idempotent-consumer/sqs';
+import { IdempotentSqsPoller, type SqsIdempotencyEvents } from '@idempotent-consumer/sqs';
 import { FakeSqs, message } from './fake-sqs';
 
 const QUEUE = 'https://sqs.us-east-1.amazonaws.com/000000000000/orders';
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 
 /** A promise and the function that resolves it. */
 function latch(): { promise: Promise<void>; open: () => void } {

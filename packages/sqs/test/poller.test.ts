@@ -13,11 +13,11 @@ import {
   createSqsConsumerWiring,
   DEAD_LETTER_ATTRIBUTES,
   IdempotentSqsPoller,
-  type SqsEvents,
+  type SqsIdempotencyEvents,
   type SqsPollerOptions,
 } from '@idempotent-consumer/sqs';
 
-type Settled = SqsEvents['settled'][0];
+type Settled = SqsIdempotencyEvents['settled'][0];
 
 import { nextClaimWrittenThenUnanswered } from '../../../integration-tests/support/written-claim';
 import { SqsMessagePort } from '../src/message-port';
@@ -209,8 +209,8 @@ describe('IdempotentSqsPoller (fake SQS, memory store)', () => {
     sqs.failReceipts.add(noKey.ReceiptHandle!);
     sqs.batches.push([noKey]);
     const errors: unknown[] = [];
-    const dead: SqsEvents['deadLettered'][0][] = [];
-    const missing: SqsEvents['missingKey'][0][] = [];
+    const dead: SqsIdempotencyEvents['deadLettered'][0][] = [];
+    const missing: SqsIdempotencyEvents['missingKey'][0][] = [];
     const poller = new IdempotentSqsPoller(
       { idempotency, sqs: sqs.client, logger: false },
       { queueUrl: QUEUE, waitTimeSeconds: 0, deadLetter: { queueUrl: `${QUEUE}-dlq` } },

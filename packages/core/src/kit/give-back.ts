@@ -3,8 +3,8 @@ import type { RecordId } from '../keys';
 import type { Idempotency } from '../runner/idempotency';
 import type { ClaimReply } from '../store/idempotency-store';
 import { claimToGiveBack } from '../store/unrun-release';
-import { isUnanswered, tryUntilAnswered } from './retry-when-open';
-import type { StoreGate } from './store-gate';
+import { tryUntilAnswered } from './retry-when-open';
+import { isUnanswered, type StoreGate } from './store-gate';
 
 /** Options of {@link giveBackUnrun}. */
 export interface GiveBackOptions {
@@ -23,7 +23,7 @@ export interface GiveBackOptions {
 }
 
 /**
- * Gives back a claim whose handler never started (`Idempotency.release`: the record is RELEASED, a counted
+ * Gives back a claim whose handler never started (`Idempotency.giveBack`: the record is RELEASED, a counted
  * claim returns its attempt, a claim that was `ACQUIRED_STALE` leaves the record stale), and keeps trying
  * while the store does not answer, so an outage at that moment does not leave the claim to lapse with its
  * lease (one attempt spent on a handler that never ran, and the next claim `ACQUIRED_STALE`). Takes an
@@ -39,7 +39,7 @@ export interface GiveBackOptions {
  * Every try is fenced by the claim's token: a claim another worker took over since (its lease lapsed
  * meanwhile) is left alone (`release` resolves `false`), and a try whose reply was lost after Redis applied
  * it is refused the same way on the next. Never rejects. This is the retrying layer of the give-back (see
- * store/unrun-release.ts): each try is one `Idempotency.release`, which also emits the runner's
+ * store/unrun-release.ts): each try is one `Idempotency.giveBack`, which also emits the runner's
  * `storeError` when it fails. Generalised from the Kafka adapter's give-back of a claim whose start the
  * store did not answer; the SQS adapter and `LeaseKeeperSet` use it too.
  *
@@ -48,7 +48,7 @@ export interface GiveBackOptions {
  * @param claim - the claim reply, or a `StoreUnavailableError.writtenClaim`.
  */
 export async function giveBackUnrun(
-  idempotency: Pick<Idempotency, 'release' | 'options'>,
+  idempotency: Pick<Idempotency, 'giveBack' | 'options'>,
   id: RecordId,
   claim: ClaimReply | WrittenClaim | undefined,
   options: GiveBackOptions = {},
@@ -56,7 +56,7 @@ export async function giveBackUnrun(
   const held = claimToGiveBack(claim);
   if (held === undefined) return;
   const failClosed = idempotency.options.storeFailureMode === 'closed';
-  await tryUntilAnswered(failClosed, () => idempotency.release(id, held), options);
+  await tryUntilAnswered(failClosed, () => idempotency.giveBack(id, held), options);
 }
 
 /**

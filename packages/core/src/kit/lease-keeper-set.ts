@@ -4,6 +4,7 @@ import type { Idempotency } from '../runner/idempotency';
 import { type LeaseRenewal, renewalOf } from '../runner/lease-renewal';
 import type { AcquiredReply } from '../store/idempotency-store';
 import { type GiveBackOptions, giveBackUnrun } from './give-back';
+import { heartbeatIntervalFor } from './heartbeat';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
 import { checkLeaseMs, checkPositiveInteger } from './option-checks';
@@ -17,8 +18,11 @@ export interface LeaseKeeperSetTimings {
    * @defaultValue the runner's `retentionMs`
    */
   readonly retentionMs?: number;
-  /** How often the leases are extended: `heartbeatIntervalFor(leaseMs, runner's heartbeatIntervalMs)`. */
-  readonly heartbeatIntervalMs: number;
+  /**
+   * How often the leases are extended, in milliseconds.
+   * @defaultValue a third of `leaseMs`, at most the runner's `heartbeatIntervalMs`
+   */
+  readonly heartbeatIntervalMs?: number;
 }
 
 /** What a {@link LeaseKeeperSet} reports; each callback is isolated (one that throws changes nothing). */
@@ -74,7 +78,7 @@ interface Held {
  * first ones run, and a counted claim is not extended once more before its handler.
  *
  * Claims made as reservations (`claimMany`'s default `reserve: true`) cost no attempt until `execute`
- * starts their handler; a claim given back costs none either (`Idempotency.release`). A claim whose
+ * starts their handler; a claim given back costs none either (`Idempotency.giveBack`). A claim whose
  * extension the store refuses is dropped ({@link LeaseKeeperSet.take} returns `undefined`: claim again).
  * An extension that fails because the store does not answer is reported and tried again at the next
  * beat; the claim is still handed over with the last extension that was confirmed, and `execute` renews
@@ -88,7 +92,7 @@ interface Held {
  */
 export class LeaseKeeperSet<K = number> {
   readonly #held = new Map<K, Held>();
-  readonly #idempotency: Pick<Idempotency, 'store' | 'release' | 'options'>;
+  readonly #idempotency: Pick<Idempotency, 'store' | 'giveBack' | 'options'>;
   readonly #timings: Required<LeaseKeeperSetTimings>;
   readonly #callbacks: LeaseKeeperSetCallbacks;
   readonly #giveBack: LeaseKeeperSetGiveBack;
@@ -106,7 +110,7 @@ export class LeaseKeeperSet<K = number> {
    * @throws `InvalidOptionError` when a timing is not an integer >= 1, or `leaseMs` is above 2^52.
    */
   constructor(
-    idempotency: Pick<Idempotency, 'store' | 'release' | 'options'>,
+    idempotency: Pick<Idempotency, 'store' | 'giveBack' | 'options'>,
     timings: LeaseKeeperSetTimings,
     callbacks: LeaseKeeperSetCallbacks = {},
     giveBack: LeaseKeeperSetGiveBack = {},
@@ -118,7 +122,11 @@ export class LeaseKeeperSet<K = number> {
         'retentionMs',
         timings.retentionMs ?? idempotency.options.retentionMs,
       ),
-      heartbeatIntervalMs: checkPositiveInteger('heartbeatIntervalMs', timings.heartbeatIntervalMs),
+      heartbeatIntervalMs: checkPositiveInteger(
+        'heartbeatIntervalMs',
+        timings.heartbeatIntervalMs ??
+          heartbeatIntervalFor(timings.leaseMs, idempotency.options.heartbeatIntervalMs),
+      ),
     };
     this.#callbacks = callbacks;
     this.#giveBack = giveBack;
@@ -174,7 +182,7 @@ export class LeaseKeeperSet<K = number> {
 
   /**
    * Stops extending and gives back every claim not taken, after the round of extensions in flight, with
-   * the kit's {@link giveBackUnrun} (`Idempotency.release`: RELEASED, no attempt spent, a claim that was
+   * the kit's {@link giveBackUnrun} (`Idempotency.giveBack`: RELEASED, no attempt spent, a claim that was
    * `ACQUIRED_STALE` leaves the record stale). Resolves once each give-back's first try was answered or
    * failed (at once for each while the gate is closed); never rejects. A try the store does not answer is
    * reported through `onStoreError` and made again each time the gate opens, in the background, until one

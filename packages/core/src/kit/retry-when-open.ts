@@ -1,6 +1,5 @@
-import { isIdempotencyError } from '../errors';
 import { callIsolated } from './isolate';
-import type { StoreGate } from './store-gate';
+import { isUnanswered, type StoreGate } from './store-gate';
 
 /** What {@link tryUntilAnswered} is given: the consumer's gate, its stop signal, and where failures go. */
 export interface StoreRetry {
@@ -48,9 +47,4 @@ export async function tryUntilAnswered(
     return;
   }
   if (await tryOnce()) void onceOpen();
-}
-
-/** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
-export function isUnanswered(error: unknown): boolean {
-  return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
 }

@@ -1,12 +1,15 @@
 import { performance } from 'node:perf_hooks';
 import { type BackoffOptions, computeBackoffMs } from '../backoff';
 import { isIdempotencyError } from '../errors';
+import type { EventSubject, IdempotencyEvents } from '../runner/events';
+import type { Idempotency } from '../runner/idempotency';
 import type { IdempotencyStore } from '../store/idempotency-store';
 import type { AdapterLog } from './adapter-log';
 import { callIsolated } from './isolate';
 import { MAX_TIMER_MS } from './long-timeout';
 import { checkBackoffOptions } from './option-checks';
 import { sleep } from './sleep';
+import { checkStoreAnswers, checkStoreAtStart, watchRedisErrors } from './store-check';
 
 /**
  * The default `storeProbeBackoff`: the first ping 125-250 ms after the store stopped answering, then
@@ -153,12 +156,42 @@ export class StoreGate {
   }
 
   /**
+   * Closes the gate on the runner's first `storeError` that says the store did not answer
+   * (`STORE_UNAVAILABLE`) a call of a claim's run: a lease extension, or a try of the write after its
+   * handler (`complete`, `release`, `fail`, which the runner tries up to `writeAttempts` times), while the
+   * runner fails closed (`storeFailureMode: 'closed'`). A consumer closes the gate itself when a call of
+   * its own fails (a claim, a start); these it would see only once the runner gave up, about 18 s later
+   * with the default `writeAttempts` when every slot was retrying a write. So the consumer pauses, and
+   * `onStoreUnavailable` fires, within `commandTimeoutMs` of the first store call that failed.
+   * @param onClosed - called when this closed the gate (an open one), with the error and the record of the
+   *   call that failed; isolated.
+   * @returns a function that stops following (call it when the consumer stops).
+   */
+  follow(
+    runner: {
+      readonly options: { readonly storeFailureMode: string };
+      on(event: 'storeError', listener: (...event: IdempotencyEvents['storeError']) => void): unknown;
+      off(event: 'storeError', listener: (...event: IdempotencyEvents['storeError']) => void): unknown;
+    },
+    onClosed?: (error: unknown, subject: EventSubject) => void,
+  ): () => void {
+    const listener = (event: IdempotencyEvents['storeError'][0]) => {
+      if (!RUN_OPERATIONS.has(event.operation) || event.subject === undefined) return;
+      if (runner.options.storeFailureMode !== 'closed' || !isUnanswered(event.error)) return;
+      const subject = event.subject;
+      if (this.close(event.error) && onClosed) callIsolated(() => onClosed(event.error, subject));
+    };
+    runner.on('storeError', listener);
+    return () => runner.off('storeError', listener);
+  }
+
+  /**
    * Closes the gate when `error` is a `StoreUnavailableError` (code `STORE_UNAVAILABLE`, from any copy of
    * core), as {@link StoreGate.close} does.
    * @returns whether `error` is one (the gate is then closed, by this call or before).
    */
   closeIfUnavailable(error: unknown, about?: unknown): boolean {
-    if (!isIdempotencyError(error) || error.code !== 'STORE_UNAVAILABLE') return false;
+    if (!isUnanswered(error)) return false;
     this.close(error, about);
     return true;
   }
@@ -195,6 +228,35 @@ export class StoreGate {
     if (!outage) return;
     outage.stop.abort();
     for (const wake of [...outage.waiters]) wake(false);
+  }
+
+  /**
+   * Sends one ping to `store`, bounded by its command timeout.
+   * @param where - the consumer, for the error's message.
+   * @throws {@link StoreUnavailableError} naming the consumer and where Redis is (host and port).
+   */
+  static check(store: Pick<IdempotencyStore, 'ping'>, where: string, signal?: AbortSignal): Promise<void> {
+    return checkStoreAnswers(store, where, signal);
+  }
+
+  /**
+   * The check of a consumer's start: a store that does not answer throws, or is only logged when the
+   * runner fails open. A Redis client still connecting is waited for up to 5 s, or until `signal` aborts.
+   */
+  static checkAtStart(
+    runner: Pick<Idempotency, 'store' | 'options'>,
+    log: AdapterLog,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    return checkStoreAtStart(runner, log, signal);
+  }
+
+  /**
+   * Logs the first error of each outage of the store's Redis client at `debug`, once for every consumer
+   * of that client, unless the application listens to its errors itself. @returns a function that stops it.
+   */
+  static watchRedisErrors(store: object, log: AdapterLog): () => void {
+    return watchRedisErrors(store, log);
   }
 
   #wait(signal: AbortSignal | undefined, maxMs: number | undefined): Promise<boolean> {
@@ -244,6 +306,14 @@ export class StoreGate {
       return;
     }
   }
+}
+
+/** The runner's store calls of a claim's run that {@link StoreGate.follow} watches (its `storeError` operations). */
+const RUN_OPERATIONS: ReadonlySet<string> = new Set(['extend', 'complete', 'release', 'fail']);
+
+/** Whether `error` says the store did not answer (`STORE_UNAVAILABLE`, from any copy of core). */
+export function isUnanswered(error: unknown): boolean {
+  return isIdempotencyError(error) && error.code === 'STORE_UNAVAILABLE';
 }
 
 function describe(error: unknown): string {

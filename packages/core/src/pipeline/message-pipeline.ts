@@ -181,13 +181,12 @@ export class MessagePipeline<M, T, R = void> {
   #remember(message: M, end: Ending<T>, done: boolean): void {
     const id = end.subject.outcome === 'UNPROTECTED' ? this.#parts.port.deliveryId(message) : undefined;
     if (id === undefined) return;
-    if (done) {
-      this.#unprotected.forget(id);
-      return;
-    }
-    if (end.run) this.#unprotected.ran(id);
     const { decision } = end;
-    if (decision.action === 'ack' || decision.action === 'dead-letter') this.#unprotected.hold(id, decision);
+    if (done) this.#unprotected.forget(id);
+    else if (end.run) this.#unprotected.ran(id);
+    if (!done && (decision.action === 'ack' || decision.action === 'dead-letter')) {
+      this.#unprotected.hold(id, decision);
+    }
   }
 
   async #process(message: M, prepared: Prepared, span: MessageSpan, batch?: BatchClaim): Promise<Ending<T>> {
@@ -600,10 +599,10 @@ export class MessagePipeline<M, T, R = void> {
     );
   }
 
-  /** `Idempotency.settle` of a claim whose handler must not run. */
+  /** `Idempotency.resultOf` of a claim whose handler must not run. */
   #settle(message: M, reply: ClaimReply): Claimed<T> {
     try {
-      return this.#parts.idempotency.settle<T>(reply);
+      return this.#parts.idempotency.resultOf<T>(reply);
     } catch (error) {
       return this.#unreadable(message, error);
     }

@@ -94,7 +94,7 @@ export interface MessagePort<M, R = void> {
   storeError(operation: string, error: unknown, message: M | undefined): object;
   /** The words of the warnings about `message`. */
   warningWords(message: M): WarningWords;
-  /** Emits one of the port's events. */
+  /** Emits one of the port's events: `missingKey`, `invalidKey`, `leaseLost` or `storeError`. */
   emit(name: PipelineEventName, payload: object): void;
   /** What identifies the message across deliveries, to bound runs without a claim. */
   deliveryId(message: M): string | undefined;

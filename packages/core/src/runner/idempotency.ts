@@ -23,7 +23,9 @@ import type {
   AcquiredReply,
   ClaimOptions,
   ClaimReply,
+  ExtendReply,
   IdempotencyStore,
+  StartReply,
   WriteReply,
 } from '../store/idempotency-store';
 import { unrunReleaseOptions } from '../store/unrun-release';
@@ -121,7 +123,7 @@ export interface ExecuteOptions extends RunOptions {
  * had. Unless the wait had written a claim of its own (the holder let go, and the claim's `WAIT` or
  * `start` went unanswered) that {@link Idempotency.waitForOutcome} could not give back either: `run`
  * then rejects with the `StoreUnavailableError` naming it (`writtenClaim`), for the caller to give back
- * (`Idempotency.release`, the kit's `giveBackUnrun`); resolving CONFLICT dropped it, and it held the key
+ * (`Idempotency.giveBack`, the kit's `giveBackUnrun`); resolving CONFLICT dropped it, and it held the key
  * until its lease lapsed.
  *
  * Handler errors never reject `run`; they come back as a result. `run` rejects only with
@@ -208,12 +210,13 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * @throws {@link StoreUnavailableError} when the store does not answer: the claim (`storeFailureMode:
    *   'closed'`; a claim it had written is given back unrun first, and the error still names it as
    *   `writtenClaim` only when that give-back went unanswered too), the one `extend` of a claim whose lease
-   *   ran short before its handler (whatever `storeFailureMode`), or, whatever `storeFailureMode`, the
+   *   ran short before its handler (whatever `storeFailureMode`; the claim is given back the same way), or,
+   *   whatever `storeFailureMode`, the
    *   `conflictWaitMs` wait after it had written a claim of its own whose give-back went unanswered too
-   *   (`writtenClaim` set: give it back with {@link Idempotency.release} or the kit's `giveBackUnrun`). A
+   *   (`writtenClaim` set: give it back with {@link Idempotency.giveBack} or the kit's `giveBackUnrun`). A
    *   wait that wrote no claim, or gave it back, resolves the CONFLICT it had. No handler ran in any case.
    * @throws {@link UnreadableResultError} for a DUPLICATE whose stored result cannot be decoded (see
-   *   {@link Idempotency.settle}).
+   *   {@link Idempotency.resultOf}).
    * @throws `UnexpectedReplyError`, `InvalidKeyError`, `InvalidOptionError`, `InvalidPayloadError`: see the
    *   class description.
    */
@@ -247,9 +250,10 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
       requestedAt = this.#requestedAt.get(reply);
     }
     if (reply.outcome === 'ACQUIRED' || reply.outcome === 'ACQUIRED_STALE') {
-      return this.#execute(request, reply, handler, options, requestedAt);
+      // run owns the claim: one whose start the store did not answer is given back before run rejects.
+      return this.#execute(request, reply, handler, options, requestedAt, undefined, true);
     }
-    return this.settle<T>(reply);
+    return this.resultOf<T>(reply);
   }
 
   /**
@@ -259,7 +263,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * {@link Idempotency.execute}), or CONFLICT when the bound passes. For adapters that claimed with
    * {@link Idempotency.claimMany}; {@link Idempotency.run} calls it by itself. With `reserve: true` (a
    * batch, like `claimMany`'s default) a claim the wait ends with is a reservation: its attempt counts when
-   * `execute` starts it, and giving it back with {@link Idempotency.release} costs none.
+   * `execute` starts it, and giving it back with {@link Idempotency.giveBack} costs none.
    * @throws {@link StoreUnavailableError} when the store does not answer; a claim the store had written
    *   (`writtenClaim`) was given back unrun first (see {@link Idempotency.claim}), and the error still
    *   names it only when that give-back went unanswered too ({@link Idempotency.run} then rejects with it).
@@ -326,12 +330,12 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Claims many keys in one round trip (`IdempotencyStore.claimMany`), for batch consumers. Replies come
-   * in request order; each then goes to {@link Idempotency.execute} or {@link Idempotency.settle}.
+   * in request order; each then goes to {@link Idempotency.execute} or {@link Idempotency.resultOf}.
    *
    * By default the claims are reservations (`reserve: true`): no attempt counts until
    * {@link Idempotency.execute} starts a handler (one `start` call per message, which also renews the
    * lease). A batch that is interrupted (rebalance, shutdown) gives its unrun reservations back with
-   * {@link Idempotency.release}, and a crash before a handler starts leaves a reservation whose expired
+   * {@link Idempotency.giveBack}, and a crash before a handler starts leaves a reservation whose expired
    * lease the next claim acquires as `ACQUIRED`: neither spends an attempt, so `maxAttempts` counts only
    * handlers that ran (a message that crashes its consumer mid-handler still ends FAILED).
    * @throws {@link StoreUnavailableError} when the store does not answer.
@@ -363,7 +367,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   carries the DUPLICATE's facts (`duplicate`); a consumer settles it as a DUPLICATE all the same (the
    *   kit's `unreadableDuplicateOf`).
    */
-  settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
+  resultOf<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
     // Literals, not a shared `base` spread: the duplicate path runs per message too.
     const { fencingToken, attempt } = reply;
     switch (reply.outcome) {
@@ -410,11 +414,21 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    *   store did not answer that either); only its `fencingToken` and `outcome` are read.
    * @throws {@link StoreUnavailableError} when the store does not answer (after a `storeError` event).
    */
-  async release(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
+  async giveBack(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
     const id: RecordId = { scope: request.scope, key: request.key };
     const options = unrunReleaseOptions(claim, this.options.retentionMs);
     const reply = await this.#store('release', id, () => this.store.release(id, claim.fencingToken, options));
     return reply.ok;
+  }
+
+  /** @deprecated Renamed {@link Idempotency.resultOf}; this name goes in the next minor version. */
+  settle<T>(reply: ClaimReply): Exclude<RunResult<T>, ExecutionResult<T> | { outcome: 'UNPROTECTED' }> {
+    return this.resultOf<T>(reply);
+  }
+
+  /** @deprecated Renamed {@link Idempotency.giveBack}; this name goes in the next minor version. */
+  release(request: RecordId, claim: AcquiredReply | WrittenClaim): Promise<boolean> {
+    return this.giveBack(request, claim);
   }
 
   /**
@@ -469,9 +483,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
    * handler (the start or the extension refused: another worker claimed the key), nothing runs and the
    * result is `lease-lost` with `handlerStarted: false`.
    * @throws {@link StoreUnavailableError} when the store does not answer the start of a reservation, or
-   * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held). An
-   * unanswered `start` costs no attempt unless Redis applied it and only its reply was lost; the lease
-   * then lapses and the next claim is ACQUIRED_STALE.
+   * that one extension (nothing ran, whatever `storeFailureMode`: the claim may still be held, and Redis
+   * may still apply the `start`). Its `writtenClaim` names the claim: give it back with
+   * {@link Idempotency.giveBack} or the kit's `giveBackUnrun` (no attempt spent), or start it again.
    * @throws {@link InvalidOptionError} when an option is out of range (also a `signal` that is not an
    * `AbortSignal`, or a `renewedLease` whose `sentAt` is not a finite time no later than now, whose
    * `leaseMs` is not a finite number >= 0, or whose `fencingToken` is not the claim's).
@@ -493,8 +507,9 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
-   * {@link Idempotency.execute}, given when the claim was requested (`undefined`: unknown, now) and the
-   * caller's last confirmed renewal of its lease (`undefined`: none).
+   * {@link Idempotency.execute}, given when the claim was requested (`undefined`: unknown, now), the
+   * caller's last confirmed renewal of its lease (`undefined`: none), and whether to give the claim back
+   * (one try) when the store does not answer its start (`run`, whose caller never sees the claim).
    */
   async #execute<T>(
     request: RecordId,
@@ -503,6 +518,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     options: RunOptions,
     requestedAt: number | undefined,
     renewedLease?: LeaseRenewal,
+    giveBackUnstarted = false,
   ): Promise<ExecutionResult<T>> {
     checkHandler(handler);
     checkRequest(request);
@@ -522,30 +538,11 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (renewedLease !== undefined) {
       leaseEndsAt = Math.max(leaseEndsAt, renewedLease.sentAt + renewedLease.leaseMs);
     }
-    if (claim.started === false) {
-      // A reservation (claimMany): its attempt counts now, and its lease is renewed from now.
-      const sentAt = performance.now();
-      const started = await this.#store('start', subject, () =>
-        this.store.start(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
-      );
-      if (!started.ok) return this.#notRun(id, outcome, fencingToken, attempt);
-      attempt = started.attempt;
-      const renewal = renewalOf(sentAt, started, fencingToken);
-      leaseEndsAt = renewal.sentAt + renewal.leaseMs;
-    } else if (leaseEndsAt - performance.now() < heartbeatIntervalMs) {
-      // Less than one heartbeat interval of the claim's lease is left, or none (a claim that waited, and
-      // no renewal since was handed over, or that one is old too). The keeper's first
-      // beat would come at half of what is left, and a reply slower than the other half would pass the
-      // local deadline and abort the handler although the store still held the lease. One extension first
-      // renews the lease from now, or takes it back if it ran out and nobody has claimed the key since
-      // (the token is still the record's); otherwise nothing runs.
-      const sentAt = performance.now();
-      const extended = await this.#store('extend', subject, () =>
-        this.store.extend(id, fencingToken, { leaseMs, retentionMs: this.options.retentionMs }),
-      );
-      if (!extended.ok) return this.#notRun(id, outcome, fencingToken, attempt);
-      const renewal = renewalOf(sentAt, extended, fencingToken);
-      leaseEndsAt = renewal.sentAt + renewal.leaseMs;
+    if (claim.started === false || leaseEndsAt - performance.now() < heartbeatIntervalMs) {
+      const started = await this.#startClaim(id, claim, leaseMs, giveBackUnstarted);
+      if (started === undefined) return this.#notRun(id, outcome, fencingToken, attempt);
+      attempt = started.attempt ?? attempt;
+      leaseEndsAt = started.leaseEndsAt;
     }
     const keeper = new LeaseKeeper(
       this.store,
@@ -723,6 +720,53 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     return { ...base(), status: 'failed', error, reason, recorded: write === 'ok' };
   }
 
+  /**
+   * Before a claim's handler: a reservation (`claimMany`) is started (its attempt counts now, its lease
+   * renews from now); any other claim, which has less than one heartbeat interval of its lease left, or none
+   * (a claim that waited, and no renewal since was handed over, or that one is old too), is extended once.
+   * Without it the keeper's first beat would come at half of what is left, and a reply slower than the
+   * other half would pass the local deadline and abort a handler whose lease the store still held. The
+   * extension renews the lease from now, or takes it back if it ran out and nobody has claimed the key since
+   * (the token is still the record's).
+   * @returns the attempt (a start's) and the lease's new end by the local clock; `undefined` when the store
+   *   refused it: the claim was lost, nothing runs.
+   * @throws {@link StoreUnavailableError} naming the claim (`writtenClaim`) when the store did not answer:
+   *   Redis may still apply it (a start then counts an attempt). With `giveBack` (`run`), the claim is given
+   *   back first (one try), and the error names it only when that went unanswered too.
+   */
+  async #startClaim(
+    id: RecordId,
+    claim: AcquiredReply,
+    leaseMs: number,
+    giveBack: boolean,
+  ): Promise<{ attempt?: number; leaseEndsAt: number } | undefined> {
+    const { fencingToken } = claim;
+    const lease = { leaseMs, retentionMs: this.options.retentionMs };
+    const operation = claim.started === false ? 'start' : 'extend';
+    const sentAt = performance.now();
+    let renewed: StartReply | ExtendReply;
+    try {
+      renewed = await this.#store(operation, id, () =>
+        operation === 'start'
+          ? this.store.start(id, fencingToken, lease)
+          : this.store.extend(id, fencingToken, lease),
+      );
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError) || error.writtenClaim !== undefined) throw error;
+      const named = new StoreUnavailableError(error.message, {
+        cause: error.cause ?? error,
+        writtenClaim: { fencingToken, outcome: claim.outcome },
+      });
+      throw giveBack ? await this.#giveBackWritten(id, named) : named;
+    }
+    if (!renewed.ok) return undefined;
+    const renewal = renewalOf(sentAt, renewed, fencingToken);
+    return {
+      attempt: operation === 'start' ? (renewed as Extract<StartReply, { ok: true }>).attempt : undefined,
+      leaseEndsAt: renewal.sentAt + renewal.leaseMs,
+    };
+  }
+
   /** The result of a claim lost before its handler started (a reservation's start or an extension refused). */
   #notRun<T>(
     id: RecordId,
@@ -804,7 +848,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
   }
 
   /**
-   * Gives back unrun ({@link Idempotency.release}: no attempt spent, a stale claim keeps the record stale)
+   * Gives back unrun ({@link Idempotency.giveBack}: no attempt spent, a stale claim keeps the record stale)
    * a claim written by the store call that failed with `error` (`StoreUnavailableError.writtenClaim`),
    * one try, and returns the error to reject with: a copy without `writtenClaim` once the store answered
    * the give-back (also when another claim had taken the key: not ours to give back any more), else
@@ -817,7 +861,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     const written = error instanceof StoreUnavailableError ? error.writtenClaim : undefined;
     if (written === undefined) return error;
     try {
-      await this.release(request, written);
+      await this.giveBack(request, written);
     } catch (releaseError) {
       // Replicas that did not acknowledge the release: it was applied on the primary all the same.
       if (!(releaseError instanceof ReplicationTimeoutError)) return error;
@@ -828,7 +872,7 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
 
   /**
    * Releases abandoned (`release`, `abandoned: true`) a claim written by a call that failed, after its
-   * handler ran unprotected. Not a give-back (unlike {@link Idempotency.release}, without `neverStarted`):
+   * handler ran unprotected. Not a give-back (unlike {@link Idempotency.giveBack}, without `neverStarted`):
    * the handler ran, so its attempt stays spent and the next claim is ACQUIRED_STALE. One try, not the
    * `writeAttempts` of a write after a claimed run (the store has just failed, and a fail-open run is there
    * to answer without waiting for it). Never rejects: a release

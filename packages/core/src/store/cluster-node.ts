@@ -11,10 +11,15 @@ import type { RedisClient } from './redis-client';
 export function connectionForKey(redis: RedisClient, key: string): Redis | undefined {
   if (!redis.isCluster) return redis as Redis;
   const cluster = redis as Cluster;
-  const owner = cluster.slots[calculateSlot(key)]?.[0];
-  return owner === undefined
-    ? undefined
-    : cluster.nodes('master').find((node) => `${node.options.host}:${node.options.port}` === owner);
+  const owner = cluster.slots?.[calculateSlot(key)]?.[0];
+  if (owner === undefined) return undefined;
+  // ioredis's own lookup (what the Cluster client sends the key's commands through), when it has one: no
+  // array of every master per call.
+  const pool = (
+    cluster as unknown as { connectionPool?: { getInstanceByKey?: (node: string) => Redis | undefined } }
+  ).connectionPool;
+  if (typeof pool?.getInstanceByKey === 'function') return pool.getInstanceByKey(owner);
+  return cluster.nodes('master').find((node) => `${node.options.host}:${node.options.port}` === owner);
 }
 
 /**

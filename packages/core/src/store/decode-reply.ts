@@ -135,8 +135,11 @@ function decodeLeaseLost(script: string, reply: unknown): LeaseLostReply {
   };
 }
 
-/** Decodes a reply of `lua/complete.lua`, `lua/release.lua` or `lua/fail.lua`. */
-export function decodeWriteReply(script: 'complete' | 'release' | 'fail', reply: unknown): WriteReply {
+/** Decodes a reply of `lua/complete.lua`, `lua/release.lua`, `lua/fail.lua` or `lua/give-back.lua`. */
+export function decodeWriteReply(
+  script: 'complete' | 'release' | 'fail' | 'give-back',
+  reply: unknown,
+): WriteReply {
   const head = Array.isArray(reply) ? reply[0] : undefined;
   if (head === 'OK') {
     const r = asArray(script, reply, 2);

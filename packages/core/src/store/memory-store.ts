@@ -70,7 +70,9 @@ interface MutableRecord {
 /**
  * {@link IdempotencyStore} in one process's memory, with the same semantics as the Lua scripts, since the
  * contract tests run against both. For single-process consumers, local development and fast unit tests. It
- * protects nothing across processes. Arguments are checked exactly as the Redis store checks them.
+ * protects nothing across processes. Arguments are checked exactly as the Redis store checks them. Every
+ * call is answered, so a claim's nonce and `lua/give-back.lua`, for claims whose reply never came, have
+ * no counterpart here.
  */
 export class MemoryIdempotencyStore implements IdempotencyStore {
   readonly #records = new Map<string, MutableRecord>();

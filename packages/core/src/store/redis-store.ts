@@ -10,6 +10,7 @@ import { checkMaxKeyBytes, type RecordId, RecordKeyBuilder } from '../keys';
 import { MAX_TIMER_MS } from '../kit/long-timeout';
 import { masterConnections } from './cluster-node';
 import { CommandDeadlines } from './command-deadlines';
+import { ConnectionCheck, wasNotSent } from './connection-check';
 import {
   decodeClaimReply,
   decodeExtendReply,
@@ -35,6 +36,7 @@ import type {
 } from './idempotency-store';
 import { OutcomeNotifications } from './outcome-notifications';
 import { waitForOutcome } from './outcome-wait';
+import { type PendingRelease, PendingReleases } from './pending-releases';
 import type { RedisClient } from './redis-client';
 import { checkWaitForReplicas, type WaitForReplicasOptions, waitForReplicas } from './replica-wait';
 import { type DefinedScript, defineScripts, evalScript, type ScriptName, scriptArgs } from './scripts';
@@ -62,13 +64,12 @@ export interface RedisIdempotencyStoreOptions {
    */
   maxKeyBytes?: number;
   /**
-   * How long one store call may take before it rejects with `StoreUnavailableError`, in milliseconds. Redis
-   * may still apply a claim that timed out. The record is then IN_PROGRESS under a lease nobody holds, and
-   * the next claim after the lease sees ACQUIRED_STALE, never a double run. That claim counted its attempt
-   * although no handler ran, as does a `start` whose reply was lost, and the stale claim counts another. So
-   * replies lost again and again can bring a key to `maxAttempts` with fewer handler runs. This is
-   * deliberate, since telling a lost reply apart would cost a round trip per message. Keep it well above
-   * Redis's latency under load. At most 2^31 - 1, Node's longest timer, else `InvalidOptionError`.
+   * How long one store call may take before it rejects with `StoreUnavailableError`, in milliseconds.
+   * Redis may still apply a claim that timed out, or whose connection was lost. The store then gives it
+   * back unrun before its next command once the client is connected again, so no attempt is spent and the
+   * next claim is ACQUIRED (pending-releases.ts). A command is never queued while the client is not
+   * connected (connection-check.ts). Keep it well above Redis's latency under load. At most 2^31 - 1,
+   * Node's longest timer, else `InvalidOptionError`.
    * @defaultValue 2000
    */
   commandTimeoutMs?: number;
@@ -150,6 +151,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   readonly #notifications: OutcomeNotifications | undefined;
   readonly #wait: WaitForReplicasOptions | undefined;
   readonly #writes: WriteCoalescer | undefined;
+  readonly #connection: ConnectionCheck;
+  readonly #owed = new PendingReleases((again) => this.#releaseDue(again));
+  /** Whether a `ready` listener waits to send the releases owed (see #releaseDue). */
+  #sendOnReady = false;
 
   constructor(dependencies: { redis: RedisClient }, options: RedisIdempotencyStoreOptions = {}) {
     if (!dependencies?.redis) throw new InvalidOptionError('RedisIdempotencyStore needs { redis }');
@@ -174,6 +179,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     this.#writes =
       maxCommandsPerWrite > 1 && !this.#redis.isCluster ? new WriteCoalescer(maxCommandsPerWrite) : undefined;
     this.#commands = defineScripts(this.#redis);
+    this.#connection = new ConnectionCheck(this.#redis);
     this.#notifications =
       options.outcomeNotifications === false
         ? undefined
@@ -206,10 +212,49 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   async claim(id: RecordId, options: ClaimOptions): Promise<ClaimReply> {
     if (this.#wait === undefined) {
-      const args = scriptArgs.claim(options);
-      return decodeClaimReply(await this.#call('claim', this.recordKey(id), args));
+      const key = this.recordKey(id);
+      const nonce = this.#owed.nonce();
+      return this.#sendClaim(key, scriptArgs.claim(options, nonce), nonce, options.retentionMs);
     }
     return this.#claimReplicated(this.recordKey(id), options);
+  }
+
+  /**
+   * Sends one claim made with `nonce` (its arguments `args`) and decodes the reply. A claim whose reply never
+   * came is owed its give-back ({@link RedisIdempotencyStore.#unansweredClaim}).
+   */
+  async #sendClaim(
+    key: string,
+    args: (string | number)[],
+    nonce: string,
+    retentionMs: number,
+  ): Promise<ClaimReply> {
+    let reply: unknown;
+    try {
+      reply = await this.#call('claim', key, args);
+    } catch (error) {
+      this.#unansweredClaim(error, key, nonce, retentionMs);
+      throw error;
+    }
+    return decodeClaimReply(reply);
+  }
+
+  /**
+   * A claim sent with `nonce` failed with `error`: unless it was never sent or Redis answered it (with an
+   * error: nothing was written), it may still be applied, and is given back before the store's next
+   * command once the client is connected (pending-releases.ts).
+   */
+  #unansweredClaim(error: unknown, key: string, nonce: string, retentionMs: number): void {
+    if (wasNotSent(error) || answeredWithError(error)) return;
+    this.#owed.add({ key, retentionMs, nonce });
+  }
+
+  /**
+   * Releases this store owes and Redis has not answered yet (pending-releases.ts): of claims whose reply
+   * never came, and `release` calls it did not answer.
+   */
+  get pendingReleases(): number {
+    return this.#owed.size;
   }
 
   /**
@@ -229,11 +274,11 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   async #claimReplicated(
     key: string,
     options: ClaimOptions,
-    { counted, args } = this.#claimCall(options),
+    { counted, args, nonce } = this.#claimCall(options),
     written: WrittenSlot = {},
   ): Promise<ClaimReply> {
     for (let tries = 1; ; tries++) {
-      const reply = decodeClaimReply(await this.#call('claim', key, args));
+      const reply = await this.#sendClaim(key, args, nonce, options.retentionMs);
       if (isAcquired(reply)) written.claim = reply;
       let started: AcquiredReply | undefined;
       try {
@@ -258,12 +303,18 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   }
 
   /**
-   * The claim script's arguments for `options` (checked here: throws `InvalidOptionError`), and whether the
-   * claim is `counted`: made as a reservation and counted after its `WAIT` (see `#claimReplicated`).
+   * The claim script's arguments for `options` (checked here: throws `InvalidOptionError`) with a new
+   * `nonce`, and whether the claim is `counted`: made as a reservation and counted after its `WAIT` (see
+   * `#claimReplicated`).
    */
-  #claimCall(options: ClaimOptions): { counted: boolean; args: (string | number)[] } {
+  #claimCall(options: ClaimOptions): { counted: boolean; args: (string | number)[]; nonce: string } {
     const counted = this.#wait !== undefined && options.reserve !== true;
-    return { counted, args: scriptArgs.claim(counted ? { ...options, reserve: true } : options) };
+    const nonce = this.#owed.nonce();
+    return {
+      counted,
+      args: scriptArgs.claim(counted ? { ...options, reserve: true } : options, nonce),
+      nonce,
+    };
   }
 
   /** Counts the attempt of a reservation made for a counted claim (`start`); `undefined` when it was lost. */
@@ -311,7 +362,13 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     const pipeline = this.#redis.pipeline();
     const method = this.#commands.claim;
     for (const c of calls) (pipeline as unknown as Record<string, DefinedScript>)[method]!(c.key, ...c.args);
-    const results = await this.#guard(pipeline.exec());
+    let results: Awaited<ReturnType<typeof pipeline.exec>>;
+    try {
+      results = await this.#sendChecked(this.#redis, undefined, () => pipeline.exec());
+    } catch (error) {
+      for (const c of calls) this.#unansweredClaim(error, c.key, c.nonce, c.options.retentionMs);
+      throw error;
+    }
     if (!results || results.length !== calls.length) {
       throw new UnexpectedReplyError(
         `The claim pipeline returned ${results?.length} replies for ${calls.length}`,
@@ -419,7 +476,27 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       release.abandoned,
       release.neverStarted,
     );
-    await this.#call('release', key, args).catch(() => undefined);
+    await this.#call('release', key, args).catch((error: unknown) =>
+      this.#owedRelease(error, key, claim.fencingToken, release),
+    );
+  }
+
+  /**
+   * A `release` failed with `error`: when Redis did not answer it (or was not asked: the client was not
+   * connected), the store owes it and sends it once the client is connected (pending-releases.ts), fenced
+   * by its token as before. Without it a give-back of an unrun claim, or the release abandoned of a
+   * fail-open run, was lost, and the claim held its key until its lease lapsed. Replicas that did not
+   * acknowledge it leave it applied.
+   */
+  #owedRelease(error: unknown, key: string, fencingToken: number, options: ReleaseOptions): void {
+    if (!(error instanceof StoreUnavailableError)) return;
+    this.#owed.add({
+      key,
+      retentionMs: options.retentionMs,
+      fencingToken,
+      abandoned: options.abandoned === true,
+      neverStarted: options.neverStarted === true,
+    });
   }
 
   async complete(
@@ -438,7 +515,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
       options.abandoned,
       options.neverStarted,
     );
-    return this.#written('release', id, args);
+    try {
+      return await this.#written('release', id, args);
+    } catch (error) {
+      this.#owedRelease(error, this.recordKey(id), fencingToken, options);
+      throw error;
+    }
   }
 
   async fail(id: RecordId, fencingToken: number, options: FailOptions): Promise<WriteReply> {
@@ -465,7 +547,10 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   /** After a write that matters, `WAIT`s for `waitForReplicas` (replica-wait.ts); a no-op without it. */
   async #replicate(operation: string, key: string, wrote: boolean): Promise<void> {
-    if (this.#wait && wrote) await this.#guard(waitForReplicas(this.#redis, key, this.#wait, operation));
+    if (this.#wait && wrote) {
+      const wait = this.#wait;
+      await this.#sendChecked(this.#redis, key, () => waitForReplicas(this.#redis, key, wait, operation));
+    }
   }
 
   async start(
@@ -494,7 +579,9 @@ export class RedisIdempotencyStore implements IdempotencyStore {
 
   async get(id: RecordId): Promise<IdempotencyRecord | null> {
     const key = this.recordKey(id);
-    const [fields, ttlMs] = await this.#guard(Promise.all([this.#redis.hgetall(key), this.#redis.pttl(key)]));
+    const [fields, ttlMs] = await this.#sendChecked(this.#redis, key, () =>
+      Promise.all([this.#redis.hgetall(key), this.#redis.pttl(key)]),
+    );
     if (!fields?.s) return null;
     const num = (v: string | undefined) => (v === undefined || v === '' ? undefined : Number(v));
     return {
@@ -541,17 +628,24 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   /** {@link RedisIdempotencyStore.ping} of one client, the write probe or else `PING`. */
   async #probe(client: RedisClient): Promise<void> {
     try {
-      await this.#guard(client.eval(WRITABLE_PROBE, 0));
+      await this.#sendChecked(client, undefined, () => client.eval(WRITABLE_PROBE, 0));
     } catch (error) {
       if (!(error instanceof UnexpectedReplyError)) throw error;
       // The probe itself is refused for good, by an ACL without EVAL or a proxy that routes scripts by key.
       // Whether Redis answers is all that can be asked.
-      await this.#guard(client.ping());
+      await this.#sendChecked(client, undefined, () => client.ping());
     }
   }
 
-  /** Runs one script on one key, the only key it touches, mapping failures to typed errors. */
+  /**
+   * Runs one script on one key, the only key it touches, mapping failures to typed errors. It is not sent
+   * while the client is not connected ({@link ConnectionCheck}), and the give-backs of unanswered claims go
+   * first.
+   */
   #call(script: ScriptName, key: string, args: (string | number)[]): Promise<unknown> {
+    const refused = this.#connection.refusal(key);
+    if (refused !== undefined) return Promise.reject(refused);
+    if (this.#owed.due) this.#sendOwed();
     const redis = this.#redis;
     const writes = this.#writes;
     const stream = (redis as { stream?: Partial<CorkableStream> }).stream;
@@ -564,9 +658,69 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.#guard(sent);
   }
 
+  /**
+   * Sends a command that is not a script on one key (a pipeline, `WAIT`, a read, the probe) through `client`
+   * (the store's, or a Cluster node's for the probe) as {@link RedisIdempotencyStore.#call} does: refused
+   * while not connected, after the due give-backs, bounded by `commandTimeoutMs`, failures typed.
+   */
+  #sendChecked<T>(client: RedisClient, key: string | undefined, send: () => Promise<T>): Promise<T> {
+    const refused =
+      client === this.#redis ? this.#connection.refusal(key) : this.#connection.nodeRefusal(client);
+    if (refused !== undefined) return Promise.reject(refused);
+    if (this.#owed.due) this.#sendOwed();
+    return this.#guard(send());
+  }
+
   /** Bounds a call by `commandTimeoutMs` and maps every failure to a typed error. */
   #guard<T>(promise: Promise<T>): Promise<T> {
     return this.#deadlines.guard(promise, toStoreError);
+  }
+
+  /**
+   * A release became due (pending-releases.ts): a new one is sent at once while the client is connected;
+   * otherwise, and when one failed (`again`), it goes once the client is `ready` again or before the
+   * store's next command, whichever comes first.
+   */
+  #releaseDue(again: boolean): void {
+    // A client that reports no status (a stand-in) counts as connected.
+    const status = this.#redis.status as string | undefined;
+    if (!again && (status === 'ready' || status === undefined)) {
+      this.#sendOwed();
+      return;
+    }
+    if (this.#sendOnReady || typeof this.#redis.once !== 'function') return;
+    this.#sendOnReady = true;
+    this.#redis.once('ready', () => {
+      this.#sendOnReady = false;
+      if (this.#owed.due) this.#sendOwed();
+    });
+  }
+
+  /**
+   * Writes every release owed that is due, before the command the caller is about to send: by nonce
+   * (lua/give-back.lua) or by token (lua/release.lua). One that Redis refuses with a transient error (a
+   * failover's `READONLY`, `LOADING`) or does not answer is owed again; one answered any other way is done.
+   * No timeout: its reply may come late, and it is written once per connection.
+   */
+  #sendOwed(): void {
+    const redis = this.#redis;
+    this.#owed.sendDue((owed: PendingRelease) => {
+      const sent =
+        'nonce' in owed
+          ? evalScript(redis, 'giveBack', owed.key, scriptArgs.giveBack(owed.nonce, owed.retentionMs))
+          : evalScript(
+              redis,
+              'release',
+              owed.key,
+              scriptArgs.release(owed.fencingToken, owed.retentionMs, owed.abandoned, owed.neverStarted),
+            );
+      return sent.then(
+        () => undefined,
+        (error: unknown) => {
+          if (toStoreError(error) instanceof StoreUnavailableError) throw error;
+        },
+      );
+    });
   }
 }
 
@@ -600,6 +754,14 @@ function isAcquired(reply: ClaimReply): reply is AcquiredReply {
 
 /** Claim outcomes after which the claim script has written the record. */
 const CLAIM_WRITES = new Set<string>(['ACQUIRED', 'ACQUIRED_STALE', 'FAILED']);
+
+/**
+ * Whether a failed call was answered by Redis with an error reply (mapped by `toStoreError`): the script
+ * did not run, so it wrote nothing.
+ */
+function answeredWithError(error: unknown): boolean {
+  return (error as { cause?: { name?: unknown } } | undefined)?.cause?.name === 'ReplyError';
+}
 
 /** Maps an ioredis failure to `StoreUnavailableError` (transient) or `UnexpectedReplyError` (a bug). @internal */
 export function toStoreError(err: unknown): Error {

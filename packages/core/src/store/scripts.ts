@@ -4,6 +4,7 @@ import {
   completeScript,
   extendScript,
   failScript,
+  giveBackScript,
   markDeadLetteredScript,
   releaseScript,
   startScript,
@@ -13,7 +14,15 @@ import type { ClaimOptions } from './idempotency-store';
 import type { RedisClient } from './redis-client';
 
 /** Names of the scripts in `lua/`. */
-export type ScriptName = 'claim' | 'complete' | 'release' | 'fail' | 'extend' | 'start' | 'markDeadLettered';
+export type ScriptName =
+  | 'claim'
+  | 'complete'
+  | 'release'
+  | 'fail'
+  | 'extend'
+  | 'start'
+  | 'markDeadLettered'
+  | 'giveBack';
 
 const SCRIPTS = {
   claim: claimScript,
@@ -23,6 +32,7 @@ const SCRIPTS = {
   extend: extendScript,
   start: startScript,
   markDeadLettered: markDeadLetteredScript,
+  giveBack: giveBackScript,
 } as const;
 
 /** Every script touches exactly one key, KEYS[1], the record, see docs/design.md#the-lua-contract. */
@@ -125,7 +135,8 @@ function fingerprintArg(value: string | undefined): string {
  * argument is an `InvalidOptionError` here rather than a Lua error on the server.
  */
 export const scriptArgs = {
-  claim(o: ClaimOptions): (string | number)[] {
+  /** `nonce`: names the claim call (lua/claim.lua ARGV[7]; `PendingReleases` makes them); '' for none. */
+  claim(o: ClaimOptions, nonce = ''): (string | number)[] {
     const maxAttempts = o.maxAttempts ?? 0;
     if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 0) {
       throw new InvalidOptionError(`maxAttempts must be an integer >= 0, got ${maxAttempts}`);
@@ -139,6 +150,7 @@ export const scriptArgs = {
       o.reserve ? '1' : '0',
       // As the record stores it, see lua/includes/fingerprint.lua. Converting here costs less than in Lua.
       fingerprint === '' ? '' : Buffer.from(fingerprint, 'hex').toString('base64').replace(/=+$/, ''),
+      nonce,
     ];
   },
   complete(fencingToken: number, retentionMs: number, result: string | undefined): (string | number)[] {
@@ -178,5 +190,8 @@ export const scriptArgs = {
   },
   markDeadLettered(fencingToken: number): (string | number)[] {
     return [token(fencingToken)];
+  },
+  giveBack(nonce: string, retentionMs: number): (string | number)[] {
+    return [nonce, positiveInt('retentionMs', retentionMs)];
   },
 };

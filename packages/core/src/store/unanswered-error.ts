@@ -3,13 +3,22 @@ import { StoreUnavailableError } from '../errors';
 /**
  * The error of a Redis command that got no reply within `commandTimeoutMs`, saying what the ioredis client
  * was doing then (its `status`), so a log line tells a slow server from one the client cannot reach:
- * `ready` (connected: the server or the network is slow), `connecting`, `reconnecting`/`close` (the
- * connection was refused or lost; ioredis keeps the command queued until it reconnects), `end` (the client
- * was closed with `quit()`/`disconnect()`, or stopped retrying). ioredis' own connection error (such as
- * `ECONNREFUSED`) is emitted on the client's `error` event, which the application (or an adapter) listens to.
+ * `ready` (connected: the server or the network is slow), `connecting` (a first connection: ioredis holds
+ * the command until it is up), `reconnecting`/`close` (the connection was lost with the command on it),
+ * `end` (the client was closed with `quit()`/`disconnect()`, or stopped retrying). ioredis' own connection
+ * error (such as `ECONNREFUSED`) is emitted on the client's `error` event, which the application (or an
+ * adapter) listens to.
  */
 export function unansweredError(timeoutMs: number, status: string | undefined): StoreUnavailableError {
   return new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms${clientState(status)}`);
+}
+
+/**
+ * The error of a command the store did not send because its client is not connected (`status`), so that
+ * nothing waits in ioredis's offline queue to be written after its caller gave up (see connection-check.ts).
+ */
+export function notConnectedError(status: string | undefined): StoreUnavailableError {
+  return new StoreUnavailableError(`Redis is not connected, nothing was sent${clientState(status)}`);
 }
 
 function clientState(status: string | undefined): string {

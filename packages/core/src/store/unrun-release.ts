@@ -8,10 +8,10 @@ import type { AcquiredReply, ClaimReply, ReleaseOptions } from './idempotency-st
  * - the store's own, inside `RedisIdempotencyStore` (a claim it wrote and nobody will see: a replicated
  *   claim its replicas did not acknowledge, the claims of a failed `claimMany`): one `release` script call,
  *   no `WAIT`, no event, failure ignored (the claim lapses with its lease);
- * - the runner's `Idempotency.release` (one try, a `storeError` event when it fails, rejects), which
+ * - the runner's `Idempotency.giveBack` (one try, a `storeError` event when it fails, rejects), which
  *   `run`, `claim` and `waitForOutcome` also use for a claim a failed call had written
  *   (`StoreUnavailableError.writtenClaim`);
- * - the kit's `giveBackUnrun` (adapters, `LeaseKeeperSet`): `Idempotency.release`, tried again each time
+ * - the kit's `giveBackUnrun` (adapters, `LeaseKeeperSet`): `Idempotency.giveBack`, tried again each time
  *   the consumer's store gate opens until the store answers it or the consumer stops.
  *
  * Not a give-back: a claim whose handler ran (even unprotected, `storeFailureMode: 'open'`) is released
@@ -19,7 +19,7 @@ import type { AcquiredReply, ClaimReply, ReleaseOptions } from './idempotency-st
  */
 
 /**
- * The {@link ReleaseOptions} that give back a claim whose handler never ran (`Idempotency.release`, a
+ * The {@link ReleaseOptions} that give back a claim whose handler never ran (`Idempotency.giveBack`, a
  * batch's reservations left when it stops, the claims of a failed `claimMany`, a claim written by a call
  * that failed: `StoreUnavailableError.writtenClaim`): `neverStarted`, so a counted claim returns its
  * attempt, and `abandoned` unless the claim was `ACQUIRED`, so the record stays stale for the next claim

@@ -5,13 +5,9 @@ import {
   MemoryIdempotencyStore,
   StoreUnavailableError,
 } from '@idempotent-consumer/core';
-import {
-  AdapterLog,
-  checkStoreAnswers,
-  StoreGate,
-  UnprotectedRuns,
-  watchRedisErrors,
-} from '@idempotent-consumer/core/kit';
+import { AdapterLog, StoreGate } from '@idempotent-consumer/core/kit';
+import { checkStoreAnswers, watchRedisErrors } from '../../src/kit/store-check';
+import { UnprotectedRuns } from '../../src/kit/unprotected-runs';
 import { FaultyStore } from '../support/faulty-store';
 
 function recordingLogger() {

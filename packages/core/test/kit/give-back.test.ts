@@ -1,5 +1,6 @@
 import { Idempotency, MemoryIdempotencyStore, NonRetryableError, StoreUnavailableError } from '../../src';
-import { giveBackUnrun, StoreGate, writtenClaimOf } from '../../src/kit';
+import { StoreGate } from '../../src/kit';
+import { giveBackUnrun, writtenClaimOf } from '../../src/kit/give-back';
 import { FaultyStore } from '../support/faulty-store';
 
 const id = { scope: 'give-back', key: 'k' };

@@ -1,5 +1,5 @@
 import { Idempotency, MemoryIdempotencyStore } from '../../src';
-import { heartbeatIntervalFor } from '../../src/kit';
+import { heartbeatIntervalFor } from '../../src/kit/heartbeat';
 
 describe('kit: heartbeatIntervalFor', () => {
   it.each([

@@ -1,5 +1,5 @@
 import type { LeaseLostDuring } from '../../src';
-import { leaseLostDuring } from '../../src/kit';
+import { leaseLostDuring } from '../../src/kit/lease-lost-during';
 
 describe('kit: leaseLostDuring', () => {
   it.each([

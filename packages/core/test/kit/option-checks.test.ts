@@ -8,9 +8,8 @@ import {
   checkNonNegativeInteger,
   checkOneOf,
   checkPositiveInteger,
-  checkStopTimeoutMs,
-  DEFAULT_STOP_TIMEOUT_MS,
-} from '../../src/kit';
+} from '../../src/kit/option-checks';
+import { checkStopTimeoutMs, DEFAULT_STOP_TIMEOUT_MS } from '../../src/kit/stop-timeout';
 
 /** Runs `fn`, expecting an InvalidOptionError; returns its message. */
 function messageOf(fn: () => unknown): string {

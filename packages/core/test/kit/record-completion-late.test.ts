@@ -6,7 +6,8 @@ import {
   NonRetryableError,
   StoreUnavailableError,
 } from '../../src';
-import { recordCompletionLate, StoreGate } from '../../src/kit';
+import { StoreGate } from '../../src/kit';
+import { recordCompletionLate } from '../../src/kit/record-completion-late';
 import { FaultyStore } from '../support/faulty-store';
 
 const id = { scope: 'late', key: 'k' };

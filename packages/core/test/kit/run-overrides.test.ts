@@ -1,5 +1,5 @@
 import { Idempotency, InvalidOptionError, MemoryIdempotencyStore } from '../../src';
-import { checkRunOverrides, pickRunOverrides, type RunOverrides } from '../../src/kit';
+import { checkRunOverrides, pickRunOverrides, type RunOverrides } from '../../src/kit/run-overrides';
 
 describe('kit: RunOverrides', () => {
   it('checkRunOverrides accepts what the runner accepts and returns its argument', () => {

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { sleep } from '../../src/kit';
+import { sleep } from '../../src/kit/sleep';
 
 describe('kit: sleep', () => {
   it('resolves true after the delay', async () => {

@@ -221,4 +221,30 @@ describe('kit: StoreGate', () => {
       /^storeProbeBackoff\.factor must be a finite number >= 1/,
     );
   });
+
+  it("follow: the first unanswered write or extension of the runner's runs closes the gate at once, failing closed only", async () => {
+    const { EventEmitter } = await import('node:events');
+    const runner = Object.assign(new EventEmitter(), { options: { storeFailureMode: 'closed' } });
+    const { gate, events } = setup(0);
+    const closedBy: unknown[] = [];
+    const unfollow = gate.follow(runner as never, (error, subject) => closedBy.push([error, subject]));
+    const subject = { scope: 's', key: 'k' };
+    // Not the runner's to report: a claim (the consumer closes the gate itself), another error, no subject.
+    runner.emit('storeError', { operation: 'claim', error: down(), subject });
+    runner.emit('storeError', { operation: 'complete', error: new Error('bug'), subject });
+    expect(gate.closed).toBe(false);
+    runner.options.storeFailureMode = 'open';
+    runner.emit('storeError', { operation: 'complete', error: down(), subject });
+    expect(gate.closed).toBe(false); // failing open, the consumer does not pause for it
+    runner.options.storeFailureMode = 'closed';
+    const error = down();
+    runner.emit('storeError', { operation: 'complete', error, subject });
+    expect(gate.closed).toBe(true);
+    expect(events[0]).toEqual(['storeUnavailable', { error }]);
+    runner.emit('storeError', { operation: 'extend', error: down(), subject }); // closed already
+    expect(closedBy).toEqual([[error, subject]]);
+    unfollow();
+    expect(runner.listenerCount('storeError')).toBe(0);
+    await gate.waitUntilOpen();
+  });
 });

@@ -13,14 +13,10 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import type { RunResult } from '../../src';
-import {
-  type HeaderCarrier,
-  headerCarrierGetter,
-  MessageTelemetry,
-  type MessageTelemetryBinding,
-  NOOP_MESSAGE_SPAN,
-} from '../../src/kit';
+import { MessageTelemetry } from '../../src/kit';
 import { loadOpenTelemetryApi } from '../../src/kit/telemetry/load-api';
+import { NOOP_MESSAGE_SPAN } from '../../src/kit/telemetry/message-span';
+import type { MessageHeaders, MessageTelemetryBinding } from '../../src/kit/telemetry/message-telemetry';
 
 /** A reader collected on demand. */
 class ManualReader extends MetricReader {
@@ -33,15 +29,14 @@ class ManualReader extends MetricReader {
 
 interface TestMessage {
   readonly id: string;
-  readonly headers?: HeaderCarrier;
+  readonly headers?: MessageHeaders;
 }
 
-const binding: MessageTelemetryBinding<TestMessage, HeaderCarrier> = {
+const binding: MessageTelemetryBinding<TestMessage> = {
   system: 'rabbitmq',
   destinationOf: () => 'orders',
-  carrierOf: (m) => m.headers,
-  getter: headerCarrierGetter,
-  describe: (m, span) => span.setAttribute('messaging.message.id', m.id),
+  headersOf: (m) => m.headers,
+  attributesOf: (m) => ({ 'messaging.message.id': m.id }),
 };
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -202,9 +197,9 @@ describe('kit telemetry: MessageTelemetry on the OpenTelemetry SDK', () => {
 
   it('a span started when describing the message throws is ended, not left open', () => {
     const { exporter, tracerProvider } = sdk();
-    const failing: MessageTelemetryBinding<TestMessage, HeaderCarrier> = {
+    const failing: MessageTelemetryBinding<TestMessage> = {
       ...binding,
-      describe: () => {
+      attributesOf: () => {
         throw new Error('an SDK or binding bug');
       },
     };

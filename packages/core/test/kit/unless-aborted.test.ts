@@ -1,4 +1,4 @@
-import { unlessAborted } from '../../src/kit';
+import { unlessAborted } from '../../src/kit/unless-aborted';
 
 describe('unlessAborted', () => {
   it("resolves with the promise's value when it settles first", async () => {

@@ -1,5 +1,5 @@
 import { HandlerTimeoutError } from '../../src';
-import { runUnprotected } from '../../src/kit';
+import { runUnprotected } from '../../src/kit/unprotected-run';
 
 const context = {
   scope: 's',

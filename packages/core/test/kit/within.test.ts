@@ -1,4 +1,4 @@
-import { within } from '../../src/kit';
+import { within } from '../../src/kit/within';
 
 describe('within', () => {
   it("resolves with the work's value when it settles first", async () => {

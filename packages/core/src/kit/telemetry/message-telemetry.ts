@@ -1,7 +1,7 @@
 import type { Span, Tracer } from '@opentelemetry/api';
 import { ActiveMessageSpan } from './active-message-span';
 import { ATTR_IDEMPOTENCY_SCOPE } from './attributes';
-import type { CarrierGetter } from './carrier-getter';
+import { headerCarrierGetter } from './carrier-getter';
 import { TelemetryDestination } from './destination';
 import { createInstruments, type TelemetryInstruments } from './instruments';
 import { loadOpenTelemetryApi, type OpenTelemetryApi } from './load-api';
@@ -9,30 +9,19 @@ import { type MessageSpan, NOOP_MESSAGE_SPAN } from './message-span';
 import { INSTRUMENTATION_SCOPE } from './metric-names';
 import type { MeterProviderLike, TelemetryOptions } from './telemetry-options';
 
-/** Where a span's per-message attributes go: `Span.setAttribute`. */
-export interface AttributeSink {
-  /** Sets one attribute. */
-  setAttribute(name: string, value: string | number | boolean): unknown;
-}
+/** Headers that may carry a message's trace context: values as text, bytes, or lists of them. */
+export type MessageHeaders = Readonly<Record<string, unknown>>;
 
-/**
- * How an adapter describes its messages to {@link MessageTelemetry}: `M` is what it hands to `start` for
- * one message, `C` the carrier of the message's trace context.
- */
-export interface MessageTelemetryBinding<M, C> {
+/** How an adapter describes its messages to {@link MessageTelemetry}; `M` is what it hands to `start`. */
+export interface MessageTelemetryBinding<M> {
   /** `messaging.system`: `rabbitmq`, `kafka`, `aws_sqs`. */
   readonly system: string;
   /** `messaging.destination.name` of a message (its queue or topic); also in the span name `process <destination>`. */
   readonly destinationOf: (message: M) => string;
-  /** The carrier of the message's trace context (its headers), `undefined` when it has none. */
-  readonly carrierOf: (message: M) => C | undefined;
-  /** Reads `traceparent` / `tracestate` from a carrier. */
-  readonly getter: CarrierGetter<C>;
-  /**
-   * Sets the per-message attributes (`messaging.message.id`, Kafka's partition and offset, …) on a span
-   * that records; not called otherwise.
-   */
-  readonly describe?: (message: M, span: AttributeSink) => void;
+  /** The headers that carry the message's trace context (W3C `traceparent`), `undefined` for none. */
+  readonly headersOf: (message: M) => MessageHeaders | undefined;
+  /** The per-message attributes (`messaging.message.id`, Kafka's offset), read only for a span that records. */
+  readonly attributesOf?: (message: M) => Readonly<Record<string, string | number>>;
   /** `messaging.consumer.group.name` (Kafka's `groupId`), when there is one. */
   readonly consumerGroup?: string;
 }
@@ -44,7 +33,7 @@ const MAX_DESTINATIONS = 1024;
  * An adapter's OpenTelemetry instrumentation, through the optional `@opentelemetry/api` (absent: every
  * message gets {@link NOOP_MESSAGE_SPAN}). {@link MessageTelemetry.start} opens one span per delivered
  * message, kind CONSUMER, named `process <destination>`, whose parent is the trace context propagated in
- * the message (W3C `traceparent` / `tracestate`, read by the binding's getter with `propagation.extract`),
+ * the message (W3C `traceparent` / `tracestate`, read from its headers with `propagation.extract`),
  * else the active context; the adapter runs the message inside it ({@link MessageSpan.run}), times its
  * handler, and reports its result and broker decision. Metrics go to the meter `idempotent-consumer`.
  *
@@ -52,8 +41,8 @@ const MAX_DESTINATIONS = 1024;
  * and no attribute objects: attribute sets are built once per destination, and per-message attributes
  * are set only on a span that records.
  */
-export class MessageTelemetry<M, C> {
-  readonly #binding: MessageTelemetryBinding<M, C>;
+export class MessageTelemetry<M> {
+  readonly #binding: MessageTelemetryBinding<M>;
   readonly #api: OpenTelemetryApi | undefined;
   readonly #tracer: Tracer | undefined;
   readonly #meterProvider: MeterProviderLike | undefined;
@@ -69,7 +58,7 @@ export class MessageTelemetry<M, C> {
    * @param load - loads `@opentelemetry/api` (see `loadOpenTelemetryApi`); for tests.
    */
   constructor(
-    binding: MessageTelemetryBinding<M, C>,
+    binding: MessageTelemetryBinding<M>,
     options: TelemetryOptions | false | undefined,
     load?: (id: string) => unknown,
   ) {
@@ -104,10 +93,10 @@ export class MessageTelemetry<M, C> {
       if (this.#instruments === undefined) this.#instruments = this.#createInstruments(api);
       const instruments = this.#instruments ?? undefined;
       const destination = this.#destination(api, this.#binding.destinationOf(message));
-      const carrier = this.#binding.carrierOf(message);
+      const carrier = this.#binding.headersOf(message);
       const active = api.context.active();
       const parent =
-        carrier === undefined ? active : api.propagation.extract(active, carrier, this.#binding.getter);
+        carrier === undefined ? active : api.propagation.extract(active, carrier, headerCarrierGetter);
       span = this.#tracer!.startSpan(destination.spanName, destination.spanOptions, parent);
       const recording = span.isRecording();
       if (!recording && instruments === undefined && !api.trace.isSpanContextValid(span.spanContext())) {
@@ -115,7 +104,8 @@ export class MessageTelemetry<M, C> {
       }
       if (recording) {
         if (scope !== undefined) span.setAttribute(ATTR_IDEMPOTENCY_SCOPE, scope);
-        this.#binding.describe?.(message, span);
+        const attributes = this.#binding.attributesOf?.(message);
+        if (attributes) span.setAttributes(attributes);
       }
       return new ActiveMessageSpan({
         api,

@@ -1,4 +1,4 @@
-import { type MessageSpan, sleep } from '@idempotent-consumer/core/kit';
+import { type MessageSpan, StopSignal } from '@idempotent-consumer/core/kit';
 import type { ConsumeMessage } from 'amqplib';
 import type { ConsumeChannel } from './amqp-types';
 import type { ConfirmPublisher } from './confirm-publisher';
@@ -20,8 +20,8 @@ export interface Delivery {
   readonly markDeadLettered?: () => Promise<void>;
 }
 
-/** What a {@link Settler} works with. */
-export interface SettlerContext {
+/** What a {@link DeliveryActions} works with. */
+export interface DeliveryActionsContext {
   readonly topology: ConsumerTopology;
   /** The confirm publisher (reopened when it closed). */
   readonly publisher: () => Promise<ConfirmPublisher>;
@@ -33,7 +33,7 @@ export interface SettlerContext {
   readonly signal: AbortSignal;
   /**
    * Whether `stop()` abandoned the deliveries still in flight (`stopTimeoutMs` ran out): nothing more is
-   * published, acked or nacked for them, nor reported (beyond {@link Settler.abandon}'s `settled`); the
+   * published, acked or nacked for them, nor reported (beyond {@link DeliveryActions.abandon}'s `settled`); the
    * broker requeues them when the channel closes.
    */
   readonly abandoned: () => boolean;
@@ -46,13 +46,13 @@ export interface SettlerContext {
  * unroutable copy is refused), the original acked only once the broker confirmed the copy; `requeue` as
  * `nack` with requeue. Each delivery is settled at most once, on the channel it came on. Once `stop()`
  * abandoned the deliveries in flight, it carries out nothing more: no copy, no ack or nack, no event (each
- * was reported once by {@link Settler.abandon}), not even for a copy whose confirm arrives then (the
+ * was reported once by {@link DeliveryActions.abandon}), not even for a copy whose confirm arrives then (the
  * original stays unacked and comes back; its record decides).
  */
-export class Settler {
+export class DeliveryActions {
   readonly #settled = new WeakSet<ConsumeMessage>();
 
-  constructor(private readonly context: SettlerContext) {}
+  constructor(private readonly context: DeliveryActionsContext) {}
 
   /**
    * Carries out `decision`; never rejects.
@@ -119,7 +119,7 @@ export class Settler {
    * come straight back.
    */
   async requeueLater(delivery: Delivery, reason: RequeueReason): Promise<void> {
-    await sleep(this.context.requeueAfterMs, this.context.signal);
+    await StopSignal.sleep(this.context.requeueAfterMs, this.context.signal);
     this.requeue(delivery, reason);
   }
 
@@ -179,7 +179,7 @@ export class Settler {
         error,
         source: delivery.subject.source,
       });
-      await sleep(requeueAfterMs, this.context.signal);
+      await StopSignal.sleep(requeueAfterMs, this.context.signal);
       this.requeue(delivery, 'publish-failed');
       return false;
     }
