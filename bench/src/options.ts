@@ -21,7 +21,7 @@ export interface BenchOptions {
   readonly inFlight: number;
   readonly raceKeys: number;
   readonly raceCallers: number;
-  readonly adapterMessages: { rabbitmq: number; kafka: number; sqs: number; bullmq: number };
+  readonly adapterMessages: { rabbitmq: number; kafka: number; sqs: number; bullmq: number; nats: number };
   /** Measured passes per adapter, after one unreported warm-up pass of a fifth of the messages. */
   readonly adapterRounds: number;
   readonly memoryRecords: number;
@@ -86,8 +86,8 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     raceKeys: q ? 50 : 200,
     raceCallers: 16,
     adapterMessages: q
-      ? { rabbitmq: 1_000, kafka: 1_000, sqs: 300, bullmq: 1_000 }
-      : { rabbitmq: 6_000, kafka: 6_000, sqs: 1_500, bullmq: 6_000 },
+      ? { rabbitmq: 1_000, kafka: 1_000, sqs: 300, bullmq: 1_000, nats: 1_000 }
+      : { rabbitmq: 6_000, kafka: 6_000, sqs: 1_500, bullmq: 6_000, nats: 6_000 },
     adapterRounds: q ? 1 : 3,
     memoryRecords: q ? 10_000 : 100_000,
     http: {

@@ -14,6 +14,7 @@ import Redis from 'ioredis';
 import type { AdapterRow } from './adapters/adapter-row';
 import { benchBullmq } from './adapters/bullmq';
 import { benchKafka } from './adapters/kafka';
+import { benchNats } from './adapters/nats';
 import { benchRabbitmq } from './adapters/rabbitmq';
 import { benchSqs } from './adapters/sqs';
 import { bareScripts } from './bare-scripts';
@@ -275,6 +276,7 @@ async function adapters(o: BenchOptions, plain: Redis): Promise<NonNullable<Resu
     ['Kafka', o.adapterMessages.kafka, (n) => benchKafka(idempotency, scripts, n, meter)],
     ['SQS', o.adapterMessages.sqs, (n) => benchSqs(idempotency, scripts, n, meter)],
     ['BullMQ', o.adapterMessages.bullmq, (n) => benchBullmq(idempotency, scripts, n, meter)],
+    ['NATS', o.adapterMessages.nats, (n) => benchNats(idempotency, scripts, n, meter)],
   ];
   for (const [name, messages, bench] of benches) {
     try {

@@ -3,8 +3,8 @@ import type { Redis } from 'ioredis';
 
 /**
  * The contract between the demo's orchestrator (cli.ts, consumer-process.ts) and one broker module
- * (`brokers/rabbitmq.ts`, `brokers/kafka.ts`, `brokers/sqs.ts`, `brokers/bullmq.ts`). The orchestrator
- * owns the scenario, the ledger and the table; a broker module only moves payment messages.
+ * (`brokers/rabbitmq.ts`, `brokers/kafka.ts`, `brokers/sqs.ts`, `brokers/bullmq.ts`, `brokers/nats.ts`). The
+ * orchestrator owns the scenario, the ledger and the table; a broker module only moves payment messages.
  */
 
 /** One payment message. Duplicates are the same object published again (same `idempotencyKey`). */
@@ -20,7 +20,7 @@ export type DemoMode = 'sdk' | 'naive';
 
 /** Producer side of a broker, used by the orchestrator process. */
 export interface DemoBroker {
-  /** `rabbitmq`, `kafka`, `sqs` or `bullmq`. */
+  /** `rabbitmq`, `kafka`, `sqs`, `bullmq` or `nats`. */
   readonly name: string;
   /**
    * Checks the broker is reachable (or starts an embedded one). Resolves `null` when ready, or a one-line

@@ -1,7 +1,7 @@
 import type { DemoBroker, DemoConsumerModule } from './broker';
 
 /** The brokers the demo runs on. */
-export const BROKERS = ['rabbitmq', 'kafka', 'sqs', 'bullmq'] as const;
+export const BROKERS = ['rabbitmq', 'kafka', 'sqs', 'bullmq', 'nats'] as const;
 /** One of {@link BROKERS}. */
 export type BrokerName = (typeof BROKERS)[number];
 
@@ -16,6 +16,8 @@ export async function loadBroker(name: BrokerName): Promise<DemoBroker> {
       return (await import('./brokers/sqs.js')).sqsBroker();
     case 'bullmq':
       return (await import('./brokers/bullmq.js')).bullmqBroker();
+    case 'nats':
+      return (await import('./brokers/nats.js')).natsBroker();
   }
 }
 
@@ -30,6 +32,8 @@ export async function loadConsumerModule(name: string): Promise<DemoConsumerModu
       return import('./brokers/sqs.js');
     case 'bullmq':
       return import('./brokers/bullmq.js');
+    case 'nats':
+      return import('./brokers/nats.js');
     default:
       throw new Error(`Unknown broker ${name}`);
   }

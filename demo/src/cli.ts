@@ -65,6 +65,11 @@ const program = new Command()
     ).env('SQS_ENDPOINT'),
   )
   .addOption(
+    new Option('--nats-url <url>', 'NATS with JetStream (--broker nats)')
+      .env('NATS_URL')
+      .default('nats://127.0.0.1:4222'),
+  )
+  .addOption(
     new Option(
       '--side-effect <kind>',
       'where charges are written (postgres: through the transactional inbox)',
@@ -84,6 +89,7 @@ interface CliOptions {
   amqpUrl: string;
   kafkaBrokers: string | undefined;
   sqsEndpoint: string | undefined;
+  natsUrl: string;
   payments: number;
   duplicateRatio: number;
   consumers: number;
@@ -103,6 +109,7 @@ async function main(): Promise<number> {
   process.env.REDIS_URL = opts.redisUrl; // BullMQ's queues live there too (--broker bullmq)
   if (opts.kafkaBrokers) process.env.KAFKA_BROKERS = opts.kafkaBrokers;
   if (opts.sqsEndpoint) process.env.SQS_ENDPOINT = opts.sqsEndpoint;
+  process.env.NATS_URL = opts.natsUrl;
   const redis = new Redis(opts.redisUrl, {
     lazyConnect: true,
     maxRetriesPerRequest: 1,

@@ -1,4 +1,5 @@
 import { kafkaProvider } from './providers/kafka';
+import { natsProvider } from './providers/nats';
 import { rabbitmqProvider } from './providers/rabbitmq';
 import { redisProvider } from './providers/redis';
 import { mysqlProvider, postgresProvider } from './providers/sql';
@@ -10,6 +11,7 @@ const providers: Record<ServiceName, ServiceProvider> = {
   rabbitmq: rabbitmqProvider,
   kafka: kafkaProvider,
   sqs: sqsProvider,
+  nats: natsProvider,
   postgres: postgresProvider,
   mysql: mysqlProvider,
 };

@@ -8,7 +8,7 @@
  */
 
 /** Services the integration suites use. */
-export type ServiceName = 'redis' | 'rabbitmq' | 'kafka' | 'sqs' | 'postgres' | 'mysql';
+export type ServiceName = 'redis' | 'rabbitmq' | 'kafka' | 'sqs' | 'nats' | 'postgres' | 'mysql';
 
 /** Where a found service came from. */
 export type ServiceSource = 'env' | 'local' | 'started' | 'testcontainers';
@@ -16,7 +16,7 @@ export type ServiceSource = 'env' | 'local' | 'started' | 'testcontainers';
 /** A service a provider found or started. */
 export interface FoundService {
   /**
-   * Connection string: `redis://…`, `amqp://…`, `host:port,host:port` (Kafka), `http://…` (SQS),
+   * Connection string: `redis://…`, `amqp://…`, `host:port,host:port` (Kafka), `http://…` (SQS), `nats://…`,
    * `postgres://…`, `mysql://…`.
    */
   readonly url: string;

@@ -67,6 +67,12 @@ describeWithServices(['redis'], 'demo on BullMQ', ({ redis }) => {
   });
 });
 
+describeWithServices(['redis', 'nats'], 'demo on NATS JetStream', ({ redis, nats }) => {
+  it('charges every payment once with a consumer killed mid-handler', async () => {
+    expectEffectivelyOnce(await runDemo('nats', { REDIS_URL: redis, NATS_URL: nats }));
+  });
+});
+
 describe('demo preflight', () => {
   /** The demo's stderr and exit status when it stops before running (a service not reachable). */
   async function stopped(args: string[]): Promise<{ code: number; stderr: string }> {
@@ -89,6 +95,10 @@ describe('demo preflight', () => {
     [
       ['--amqp-url', 'amqp://demo:secret@127.0.0.1:1'],
       /RabbitMQ is not reachable at amqp:\/\/demo:\*\*\*@127\.0\.0\.1:1/,
+    ],
+    [
+      ['--broker', 'nats', '--nats-url', 'nats://demo:secret@127.0.0.1:1'],
+      /NATS with JetStream is not reachable at nats:\/\/demo:\*\*\*@127\.0\.0\.1:1/,
     ],
   ])(
     '%j: the service not reachable is told, its password hidden (was: printed whole)',

@@ -125,7 +125,7 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
     .description(
       'show one record: state, fencing token, attempt, lease left on the server clock, times, result and error',
     )
-    .argument('<scope>', 'the scope (consumer group + topic, queue, HTTP route...)')
+    .argument('<scope>', 'the scope (consumer group + topic, queue, stream/consumer, HTTP route...)')
     .argument('<key>', 'the idempotency key')
     .option('--preview-chars <n>', 'longest result / error preview', positiveInt, 200)
     .action(

@@ -526,7 +526,6 @@ export class Idempotency extends EventEmitter<IdempotencyEvents> {
     if (options !== NO_OPTIONS) checkRunOptions(options);
     if (renewedLease !== undefined) checkLeaseRenewal('renewedLease', renewedLease, claim.fencingToken);
     const id: RecordId = { scope: request.scope, key: request.key };
-    const subject: EventSubject = id;
     const { fencingToken, outcome } = claim;
     let attempt = claim.attempt;
     const leaseMs = options.leaseMs ?? this.options.leaseMs;
